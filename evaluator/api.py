@@ -1,0 +1,252 @@
+"""The evaluator's public entry point: `Evaluator.check` and `Evaluator.bench`, async, with progress callbacks.
+
+User code only ever runs in worker processes (``pool.py``); this module parses, composes the file with the
+reference's test, dispatches jobs, compares outputs and turns everything into plain result data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import bench as bench_stage
+from . import check as check_stage
+from .compare import Tolerance
+from .pool import JobOutcome, WorkerPool
+from .results import BenchResult, CheckResult, Diagnostic
+from .triton_file import TritonFile, TritonFileError, parse_triton_file, read_triton_file
+
+Progress = Callable[[str], None]
+
+
+class BadInput(ValueError):
+    """The input cannot be evaluated (missing file, not a Triton file, no test, a reference that fails)."""
+
+
+@dataclass
+class EvalOptions:
+    timeout_s: float = 300.0  # per worker job (one check of one file)
+    fresh_inputs: bool = True  # re-run captured calls with fresh random inputs against the reference
+    max_fresh_calls: int = 8
+    fresh_seed: int = 20250731
+    tolerances: dict[str, Tolerance] = field(default_factory=dict)
+    bench_rounds: int = 15
+    rep_ms: float = 25.0
+    max_bench_calls: int = 16
+    measure_peaks: bool = True
+    profile_kernels: bool = True
+    backend: str = "auto"  # auto | gpu | interpreter
+    spares: int = 1
+    max_concurrent: int = 1
+    gpu_id: int | None = None
+
+
+@dataclass
+class _ReferenceRun:
+    tfile: TritonFile
+    outcome: JobOutcome
+    outputs: Path
+
+
+class Evaluator:
+    """Checks and times Triton files. Reuse one Evaluator: workers stay warm and reference runs are cached."""
+
+    def __init__(self, options: EvalOptions | None = None, pool: WorkerPool | None = None):
+        self.options = options or EvalOptions()
+        self.pool = pool or WorkerPool(
+            backend=self.options.backend,
+            spares=self.options.spares,
+            max_concurrent=self.options.max_concurrent,
+            gpu_id=self.options.gpu_id,
+        )
+        self._scratch = Path(tempfile.mkdtemp(prefix="geak-eval-"))
+        self._references: dict[str, _ReferenceRun] = {}
+        self._serial = 0
+
+    async def __aenter__(self) -> Evaluator:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self.pool.aclose()
+        shutil.rmtree(self._scratch, ignore_errors=True)
+
+    async def runtime(self) -> dict[str, Any]:
+        """{"backend": cuda|rocm|interpreter, "device": ..., "arch": ..., versions}."""
+        return await self.pool.runtime_info()
+
+    # ------------------------------------------------------------------------------------------ check
+
+    async def check(
+        self,
+        file: str | Path | None = None,
+        *,
+        source: str | None = None,
+        against: str | Path | None = None,
+        progress: Progress | None = None,
+    ) -> CheckResult:
+        """Parse → call → exec. With `against`, the candidate's kernel code runs the reference's test, and its
+        outputs must match the reference's (given test and fresh random inputs)."""
+        started = time.perf_counter()
+        label = str(file) if file is not None else "<candidate>"
+        reference = self._read(against, "reference") if against is not None else None
+        candidate_text = source if source is not None else self._text_of(file)
+        try:
+            candidate = parse_triton_file(candidate_text, label, require_tests=reference is None)
+        except TritonFileError as e:
+            if e.kind != "syntax" and reference is None:
+                raise BadInput(str(e)) from e
+            return CheckResult(
+                ok=False, stage="parse", backend=None, file=label, message=str(e),
+                diagnostics=(Diagnostic(e.line, e.column, "error", str(e), file=label),),
+                reference=str(against) if against else None, duration_s=time.perf_counter() - started,
+            )  # fmt: skip
+        ref_run = await self._reference_run(reference, progress) if reference is not None else None
+        composed = (reference or candidate).compose(candidate.kernel_section)
+        job_dir = self._new_dir("cand")
+        path = job_dir / "candidate.py"
+        path.write_text(composed.text)
+        job = check_stage.check_job(
+            path, self._module_name("cand"), reference or candidate, job_dir, self.options,
+            fresh_calls=ref_run.outcome.result.get("calls") if ref_run and ref_run.outcome.result else None,
+        )  # fmt: skip
+        _say(progress, f"running the tests of {Path(label).name}")
+        outcome = await self.pool.run(job, timeout_s=self.options.timeout_s, on_event=_relay(progress))
+        result = check_stage.verdict(
+            outcome, composed, candidate, reference, ref_run, job_dir, self.options, self.pool.info, label
+        )
+        shutil.rmtree(job_dir, ignore_errors=True)
+        return _with_duration(result, time.perf_counter() - started)
+
+    async def _reference_run(self, reference: TritonFile, progress: Progress | None) -> _ReferenceRun:
+        composed = reference.compose()
+        key = hashlib.sha256(composed.text.encode()).hexdigest()
+        cached = self._references.get(key)
+        if cached is not None:
+            return cached
+        job_dir = self._new_dir("ref")
+        path = job_dir / "reference.py"
+        path.write_text(composed.text)
+        job = check_stage.check_job(path, self._module_name("ref"), reference, job_dir, self.options, fresh_calls=None)
+        _say(progress, f"running the reference {Path(reference.path).name}")
+        outcome = await self.pool.run(job, timeout_s=self.options.timeout_s, on_event=_relay(progress))
+        problem = check_stage.reference_problem(outcome)
+        if problem:
+            raise BadInput(f"the reference {reference.path} does not pass its own test: {problem}")
+        run = _ReferenceRun(reference, outcome, job_dir)
+        self._references[key] = run
+        return run
+
+    # ------------------------------------------------------------------------------------------ bench
+
+    async def bench(
+        self,
+        file: str | Path | None = None,
+        *,
+        source: str | None = None,
+        against: str | Path | None = None,
+        progress: Progress | None = None,
+        check_first: bool = True,
+    ) -> BenchResult:
+        """Time the captured bench calls (the `bench_*` functions', else the tests'). With `against`, the
+        reference and the candidate are interleaved in one process and a speedup interval is reported.
+        The candidate must pass `check` first (unless `check_first=False` because the caller just did)."""
+        started = time.perf_counter()
+        label = str(file) if file is not None else "<candidate>"
+        check = await self.check(file, source=source, against=against, progress=progress) if check_first else None
+        info = await self.pool.runtime_info()
+        if check is not None and not check.ok:
+            return BenchResult(ok=False, stage=check.stage, backend=check.backend, file=label,
+                               message=f"not timed: the check failed ({check.message})", check=check,
+                               diagnostics=check.diagnostics, reference=str(against) if against else None)  # fmt: skip
+        if info.get("backend") == "interpreter":
+            return BenchResult(ok=False, stage="perf", backend="interpreter", file=label, check=check,
+                               message="timing needs a GPU: no CUDA or ROCm device is visible "
+                                       "(correctness was checked with the Triton interpreter)")  # fmt: skip
+        reference = self._read(against, "reference") if against is not None else None
+        candidate_text = source if source is not None else self._text_of(file)
+        candidate = parse_triton_file(candidate_text, label, require_tests=reference is None)
+        owner = reference or candidate
+        job_dir = self._new_dir("bench")
+        modules = []
+        if reference is not None:
+            modules.append(self._bench_module("reference", reference.compose().text, owner, job_dir))
+        modules.append(self._bench_module("candidate", owner.compose(candidate.kernel_section).text, owner, job_dir))
+        job = bench_stage.bench_job(modules, owner, self.options)
+        _say(progress, "timing" + (" against the reference" if reference else ""))
+        outcome = await self.pool.run(job, timeout_s=self.options.timeout_s * 2, on_event=_relay(progress))
+        shutil.rmtree(job_dir, ignore_errors=True)
+        result = bench_stage.bench_result(outcome, label, reference, check, info)
+        return _with_duration(result, time.perf_counter() - started)
+
+    def _bench_module(self, label: str, text: str, owner: TritonFile, job_dir: Path) -> dict[str, Any]:
+        path = job_dir / f"{label}.py"
+        path.write_text(text)
+        return {
+            "label": label,
+            "path": str(path),
+            "module_name": self._module_name(label),
+            "wrappers": list(owner.wrappers),
+            "kernels": [k.name for k in owner.kernels],
+        }
+
+    # ------------------------------------------------------------------------------------------ helpers
+
+    def _read(self, path: str | Path, role: str) -> TritonFile:
+        try:
+            return read_triton_file(path)
+        except FileNotFoundError as e:
+            raise BadInput(f"{role} {path}: no such file") from e
+        except TritonFileError as e:
+            raise BadInput(f"{role} {path}: {e}") from e
+
+    def _text_of(self, file: str | Path | None) -> str:
+        if file is None:
+            raise BadInput("give a file or source text")
+        try:
+            return Path(file).read_text(encoding="utf-8")
+        except FileNotFoundError as e:
+            raise BadInput(f"{file}: no such file") from e
+        except (IsADirectoryError, UnicodeDecodeError) as e:
+            raise BadInput(f"{file}: not a readable text file ({e})") from e
+
+    def _new_dir(self, kind: str) -> Path:
+        self._serial += 1
+        path = self._scratch / f"{kind}{self._serial}"
+        (path / "outputs").mkdir(parents=True)
+        return path
+
+    def _module_name(self, kind: str) -> str:
+        return f"geak_{kind}_{self._serial}"
+
+
+def _say(progress: Progress | None, message: str) -> None:
+    if progress is not None:
+        progress(message)
+
+
+def _relay(progress: Progress | None) -> Callable[[dict[str, Any]], None] | None:
+    if progress is None:
+        return None
+
+    def on_event(event: dict[str, Any]) -> None:
+        if "test" in event:
+            progress(f"running {event['test']}")
+        elif "bench" in event:
+            progress(f"timing {event['bench']}")
+
+    return on_event
+
+
+def _with_duration(result, seconds: float):
+    from dataclasses import replace
+
+    return replace(result, duration_s=seconds)

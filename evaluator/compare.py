@@ -1,0 +1,175 @@
+"""Candidate outputs against reference outputs, with tolerances per dtype (runs in the caller, on CPU tensors
+loaded with ``weights_only=True``: the candidate's code never touches the comparison).
+
+An element passes when ``|cand - ref| <= atol * rms(ref) + rtol * |ref| + floor``: the absolute term scales with
+the tensor's own magnitude, so sums and GEMM outputs are judged on their scale and probabilities on theirs. NaN must
+sit exactly where the reference has NaN, infinities must match, shapes and dtypes must be equal. Integers, booleans
+and strings must be equal.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .results import Mismatch
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    rtol: float
+    atol: float  # relative to the reference tensor's RMS
+    floor: float  # absolute, for all-zero references
+
+
+DEFAULT_TOLERANCES: dict[str, Tolerance] = {
+    "float64": Tolerance(1e-7, 1e-7, 1e-12),
+    "float32": Tolerance(1e-3, 1e-3, 1e-6),  # admits TF32 dots and reordered reductions
+    "float16": Tolerance(5e-3, 5e-3, 1e-4),
+    "bfloat16": Tolerance(2e-2, 2e-2, 1e-3),
+    "float8": Tolerance(0.26, 0.26, 1e-2),  # one fp8 step
+}
+EXACT = Tolerance(0.0, 0.0, 0.0)
+
+
+def tolerance_for(dtype: str, overrides: dict[str, Tolerance] | None = None) -> Tolerance:
+    table = {**DEFAULT_TOLERANCES, **(overrides or {})}
+    if dtype in table:
+        return table[dtype]
+    if dtype.startswith("float8"):
+        return table["float8"]
+    if dtype.startswith(("float", "complex")):
+        return table["float32"]
+    return EXACT
+
+
+def parse_tolerance_overrides(items: list[str]) -> dict[str, Tolerance]:
+    """`["float32=1e-4,1e-4", "bfloat16=3e-2,3e-2"]` → {dtype: Tolerance(rtol, atol)}."""
+    out: dict[str, Tolerance] = {}
+    for item in items:
+        try:
+            dtype, values = item.split("=", 1)
+            rtol, atol = (float(v) for v in values.split(","))
+        except ValueError:
+            raise ValueError(f"bad tolerance {item!r}: expected DTYPE=RTOL,ATOL (e.g. float32=1e-4,1e-4)") from None
+        base = tolerance_for(dtype.strip())
+        out[dtype.strip()] = Tolerance(rtol, atol, base.floor)
+    return out
+
+
+def load_output(path: Path) -> Any:
+    import torch
+
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def compare(ref: Any, cand: Any, where: str, overrides: dict[str, Tolerance] | None = None) -> list[Mismatch]:
+    return list(_compare(ref, cand, where, overrides))
+
+
+def _compare(ref: Any, cand: Any, where: str, overrides) -> Iterator[Mismatch]:
+    import torch
+
+    if isinstance(ref, torch.Tensor):
+        if not isinstance(cand, torch.Tensor):
+            yield Mismatch(where, f"expected a tensor, got {type(cand).__name__}")
+            return
+        yield from _compare_tensors(ref, cand, where, overrides)
+    elif isinstance(ref, dict):
+        if not isinstance(cand, dict):
+            yield Mismatch(where, f"expected a dict, got {type(cand).__name__}")
+            return
+        missing, extra = set(ref) - set(cand), set(cand) - set(ref)
+        if missing or extra:
+            yield Mismatch(where, f"keys differ: missing {sorted(missing)}, unexpected {sorted(extra)}")
+        for key in ref:
+            if key in cand:
+                yield from _compare(ref[key], cand[key], f"{where}[{key!r}]", overrides)
+    elif isinstance(ref, (list, tuple)):
+        if not isinstance(cand, (list, tuple)) or len(ref) != len(cand):
+            got = f"{type(cand).__name__} of {len(cand)}" if isinstance(cand, (list, tuple)) else type(cand).__name__
+            yield Mismatch(where, f"expected a {type(ref).__name__} of {len(ref)}, got {got}")
+            return
+        for i, (r, c) in enumerate(zip(ref, cand)):
+            yield from _compare(r, c, f"{where}[{i}]", overrides)
+    elif isinstance(ref, float) and isinstance(cand, (int, float)) and not isinstance(cand, bool):
+        if not (math.isclose(ref, cand, rel_tol=1e-5, abs_tol=1e-8) or (math.isnan(ref) and math.isnan(cand))):
+            yield Mismatch(where, f"{cand!r} != {ref!r}")
+    elif ref != cand or type(ref) is not type(cand):
+        yield Mismatch(where, f"{_short(cand)} != {_short(ref)}")
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) < 80 else text[:77] + "..."
+
+
+def _compare_tensors(ref, cand, where: str, overrides) -> Iterator[Mismatch]:
+    import torch
+
+    if ref.shape != cand.shape:
+        yield Mismatch(where, f"shape {tuple(cand.shape)} != reference {tuple(ref.shape)}")
+        return
+    if ref.dtype != cand.dtype:
+        yield Mismatch(where, f"dtype {cand.dtype} != reference {ref.dtype}")
+        return
+    if ref.numel() == 0:
+        return
+    dtype = str(ref.dtype).removeprefix("torch.")
+    tol = tolerance_for(dtype, overrides)
+    if not ref.is_floating_point():
+        bad = ref != cand
+        if bool(bad.any()):
+            yield Mismatch(where, _describe(ref, cand, bad, "values differ (exact match required)"))
+        return
+    r, c = ref.double(), cand.double()
+    r_nan, c_nan = torch.isnan(r), torch.isnan(c)
+    if not torch.equal(r_nan, c_nan):
+        extra = int((c_nan & ~r_nan).sum())
+        missing = int((r_nan & ~c_nan).sum())
+        yield Mismatch(where, f"NaN mismatch: {extra} NaN where the reference has a number "
+                              f"(unwritten or invalid output?), {missing} number where the reference has NaN")  # fmt: skip
+        return
+    r_inf, c_inf = torch.isinf(r), torch.isinf(c)
+    if not torch.equal(r_inf, c_inf) or not torch.equal(r[r_inf], c[c_inf]):
+        yield Mismatch(where, _describe(ref, cand, r_inf != c_inf, "infinities differ"))
+        return
+    finite = ~(r_nan | r_inf)
+    rf = r[finite]
+    rms = float(rf.pow(2).mean().sqrt()) if rf.numel() else 0.0
+    allowed = tol.atol * rms + tol.rtol * r.abs() + tol.floor
+    diff = (r - c).abs()
+    bad = (diff > allowed) & finite
+    if bool(bad.any()):
+        worst = float(diff[bad].max())
+        yield Mismatch(
+            where,
+            _describe(ref, cand, bad, f"max |Δ| {worst:.3g} (rtol {tol.rtol:g}, atol {tol.atol:g}×rms {rms:.3g})"),
+        )
+
+
+def _describe(ref, cand, bad, detail: str) -> str:
+    import torch
+
+    count = int(bad.sum())
+    diff = torch.where(bad, (ref.double() - cand.double()).abs().nan_to_num(posinf=1e300), torch.zeros(()))
+    flat = int(diff.flatten().argmax())
+    index = tuple(int(i) for i in _unravel(flat, tuple(ref.shape)))
+    at = f"[{', '.join(map(str, index))}]"
+    return f"{count} of {ref.numel()} elements differ; {detail}; at {at}: {_item(cand, index)} vs reference {_item(ref, index)}"
+
+
+def _item(t, index: tuple[int, ...]) -> str:
+    value = t[index].item() if index else t.item()
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+
+def _unravel(flat: int, shape: tuple[int, ...]) -> list[int]:
+    out = []
+    for dim in reversed(shape):
+        out.append(flat % dim)
+        flat //= dim
+    return list(reversed(out))

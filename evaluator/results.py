@@ -1,0 +1,199 @@
+"""Plain-data results of the evaluator: JSON-ready, cacheable, and free of torch objects."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from typing import Any, Literal, TypeVar, get_args, get_origin, get_type_hints
+
+Stage = Literal["parse", "call", "exec", "perf"]
+Backend = Literal["cuda", "rocm", "interpreter"]
+Severity = Literal["error", "warning", "information"]
+
+STAGES: tuple[Stage, ...] = ("parse", "call", "exec", "perf")
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """A message tied to a line of the user's file (1-based line and column), ready for an editor."""
+
+    line: int
+    column: int
+    severity: Severity
+    message: str
+    end_line: int | None = None
+    source: str = "geak"
+    file: str | None = None
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    """A `@triton.jit` function found in the file."""
+
+    name: str
+    line: int
+    end_line: int
+    autotuned: bool
+    params: tuple[str, ...]
+    constexprs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TestOutcome:
+    """One `test_*` function's result. `kind`: pass, assert (wrong result), error (raised), timeout, crash."""
+
+    name: str
+    ok: bool
+    message: str = ""
+    kind: str = "pass"
+    duration_s: float = 0.0
+    launches: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """Where a candidate's output differs from the reference's."""
+
+    where: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Candidate outputs against reference outputs: the given tests and fresh random inputs."""
+
+    ok: bool
+    compared_outputs: int
+    fresh_calls: int
+    mismatches: tuple[Mismatch, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """The verdict of the parse → call → exec cascade."""
+
+    ok: bool
+    stage: Stage
+    backend: Backend | None
+    file: str
+    message: str
+    tests: tuple[TestOutcome, ...] = ()
+    diagnostics: tuple[Diagnostic, ...] = ()
+    kernels: tuple[KernelInfo, ...] = ()
+    comparison: Comparison | None = None
+    reference: str | None = None
+    device: str | None = None
+    duration_s: float = 0.0
+    output_tail: str = ""
+    caveats: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CheckResult:
+        return _from_dict(cls, data)
+
+
+@dataclass(frozen=True)
+class CallTiming:
+    """Timing of one captured wrapper call (`signature` names the wrapper and its argument shapes)."""
+
+    wrapper: str
+    signature: str
+    median_ms: float
+    spread_pct: float
+    method: str
+    bytes_moved: int
+    gbps: float | None
+    tflops: float | None
+    pct_peak_bw: float | None
+    pct_peak_flops: float | None
+    cache: str
+    kernel_ms: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Speedup:
+    """reference time / candidate time (Σ over calls), median over interleaved rounds, with a bootstrap CI."""
+
+    ratio: float
+    low: float
+    high: float
+    rounds: int
+    significant: bool
+    verdict: str
+
+
+@dataclass(frozen=True)
+class Peaks:
+    """The device's ceilings: measured copy bandwidth and matmul rates (or a table's figures)."""
+
+    device: str
+    bandwidth_gbps: float
+    tflops_16bit: float
+    tflops_fp32: float
+    source: str
+    l2_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    """The perf stage: per-call timings of the file (and of the reference), per-kernel time, the speedup."""
+
+    ok: bool
+    stage: Stage
+    backend: Backend | None
+    file: str
+    message: str
+    calls: tuple[CallTiming, ...] = ()
+    reference_calls: tuple[CallTiming, ...] = ()
+    kernel_ms: dict[str, float] = field(default_factory=dict)
+    speedup: Speedup | None = None
+    peaks: Peaks | None = None
+    check: CheckResult | None = None
+    reference: str | None = None
+    device: str | None = None
+    duration_s: float = 0.0
+    diagnostics: tuple[Diagnostic, ...] = ()
+
+    @property
+    def total_ms(self) -> float | None:
+        return sum(c.median_ms for c in self.calls) if self.calls else None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["total_ms"] = self.total_ms
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> BenchResult:
+        return _from_dict(cls, {k: v for k, v in data.items() if k != "total_ms"})
+
+
+T = TypeVar("T")
+
+
+def _from_dict(cls: type[T], data: dict[str, Any]) -> T:
+    """Rebuild a (nested, frozen) dataclass from `asdict` output."""
+    hints = get_type_hints(cls)
+    kwargs = {}
+    for f in fields(cls):  # type: ignore[arg-type]
+        if f.name in data:
+            kwargs[f.name] = _convert(hints[f.name], data[f.name])
+    return cls(**kwargs)
+
+
+def _convert(tp: Any, value: Any) -> Any:
+    if value is None:
+        return None
+    origin = get_origin(tp)
+    if is_dataclass(tp):
+        return _from_dict(tp, value)  # type: ignore[arg-type]
+    if origin is tuple:
+        (item, *_rest) = get_args(tp)
+        return tuple(_convert(item, v) for v in value)
+    if origin is not None and type(None) in get_args(tp):  # Optional[X]
+        inner = next(a for a in get_args(tp) if a is not type(None))
+        return _convert(inner, value)
+    return value

@@ -1,0 +1,297 @@
+"""The Triton file contract: kernels, wrappers, and the embedded unit test, in either supported format.
+
+* TritonBench / GEAK-eval format: kernel code, a separator line of exactly 146 ``#`` (trailing white space
+  allowed), then the test code (``test_*`` functions returning outputs, often ``result_gold = test_x()``).
+* Native format: top-level ``test_*`` functions anywhere (pytest style), optional ``bench_*`` functions with large
+  shapes for timing, and optional ``flops_<wrapper>`` / ``bytes_<wrapper>`` functions that count one call's work.
+
+Everything else is the *kernel section*, the part an optimizer may rewrite. The test section of the reference is
+always re-attached to candidate code (``compose``), so a candidate can never bring its own test.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from .results import KernelInfo
+
+SEPARATOR = "#" * 146
+TEST_PREFIXES = ("test_", "bench_", "flops_", "bytes_")
+
+Format = Literal["tritonbench", "native"]
+
+
+class TritonFileError(ValueError):
+    """The input is not a usable Triton file; `line`/`column` point at the problem (1-based) when known.
+
+    `kind`: "syntax" (the file is broken) or "not_triton" (no kernel, no test, not text: wrong input)."""
+
+    def __init__(self, message: str, line: int = 1, column: int = 1, kind: str = "not_triton"):
+        super().__init__(message)
+        self.line = line
+        self.column = column
+        self.kind = kind
+
+
+@dataclass(frozen=True)
+class Composed:
+    """Source text of kernel code + a test section, and where each of its lines came from."""
+
+    text: str
+    origins: tuple[tuple[str, int], ...]  # per line (1-based index - 1): ("kernel" | "test", original line)
+
+    def origin(self, line: int) -> tuple[str, int]:
+        if 1 <= line <= len(self.origins):
+            return self.origins[line - 1]
+        return ("kernel", line)
+
+
+@dataclass(frozen=True)
+class TritonFile:
+    path: str
+    text: str
+    format: Format
+    kernels: tuple[KernelInfo, ...]
+    wrappers: tuple[str, ...]
+    tests: tuple[str, ...]
+    benches: tuple[str, ...]
+    counters: tuple[str, ...]
+    kernel_lines: tuple[str, ...]
+    test_blocks: tuple[tuple[int, tuple[str, ...]], ...] = field(repr=False)
+    asserting_tests: tuple[str, ...] = ()
+    def_lines: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def kernel_section(self) -> str:
+        """The rewritable part. Native format keeps line numbers (test lines are blanked)."""
+        return _join(self.kernel_lines)
+
+    @property
+    def test_section(self) -> str:
+        return _join(line for _, lines in self.test_blocks for line in lines)
+
+    def compose(self, kernel_section: str | None = None) -> Composed:
+        """Candidate kernel code (default: this file's) followed by this file's test section."""
+        kernel = (kernel_section if kernel_section is not None else self.kernel_section).splitlines()
+        lines = list(kernel)
+        origins = [("kernel", i + 1) for i in range(len(kernel))]
+        if self.format == "tritonbench":
+            sep_line = self.test_blocks[0][0] - 1 if self.test_blocks else 0
+            lines.append(SEPARATOR)
+            origins.append(("test", sep_line))
+        else:
+            lines.append("")
+            origins.append(("kernel", len(kernel) + 1))
+        for start, block in self.test_blocks:
+            for offset, text in enumerate(block):
+                lines.append(text)
+                origins.append(("test", start + offset))
+        return Composed(_join(lines), tuple(origins))
+
+
+def _join(lines) -> str:
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def read_triton_file(path: str | Path) -> TritonFile:
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"{p}: no such file")
+    if not p.is_file():
+        raise TritonFileError(f"{p}: not a file")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise TritonFileError(f"{p}: not UTF-8 text ({e.reason} at byte {e.start})") from e
+    return parse_triton_file(text, str(p))
+
+
+def parse_triton_file(text: str, path: str = "<string>", *, require_tests: bool = True) -> TritonFile:
+    """Parse and split a Triton file. Raises TritonFileError naming what is missing or malformed.
+
+    `require_tests=False` accepts kernel code alone (a candidate, whose test comes from the reference)."""
+    try:
+        tree = ast.parse(text, filename=path)
+    except SyntaxError as e:
+        raise TritonFileError(f"syntax error: {e.msg}", e.lineno or 1, e.offset or 1, kind="syntax") from e
+    lines = text.splitlines()
+    sep_index = next((i for i, line in enumerate(lines) if line.rstrip() == SEPARATOR), None)
+    kernels = tuple(_find_kernels(tree))
+    if not kernels:
+        raise TritonFileError(f"{path}: no @triton.jit kernel found (is this a Triton file?)")
+
+    if sep_index is not None:
+        fmt: Format = "tritonbench"
+        kernel_lines = tuple(lines[:sep_index])
+        test_stmts = [s for s in tree.body if s.lineno > sep_index + 1]
+        kernel_stmts = [s for s in tree.body if s.lineno <= sep_index + 1]
+        test_lines = list(lines[sep_index + 1 :])
+        for stmt in _test_invocations(test_stmts):  # `result_gold = test_x()`: the evaluator calls tests itself
+            start, end = _stmt_span(stmt)
+            test_lines[start - sep_index - 2 : end - sep_index - 1] = [""] * (end - start + 1)
+        test_blocks = ((sep_index + 2, tuple(test_lines)),)
+    else:
+        fmt = "native"
+        test_stmts, kernel_stmts = _split_native(tree, {k.name for k in kernels})
+        kernel = list(lines)
+        blocks = []
+        for stmt in test_stmts:
+            start, end = _stmt_span(stmt)
+            blocks.append((start, tuple(lines[start - 1 : end])))
+            kernel[start - 1 : end] = [""] * (end - start + 1)
+        kernel_lines = tuple(kernel)
+        test_blocks = tuple(blocks)
+
+    test_funcs = [s for s in test_stmts if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    tests = tuple(f.name for f in test_funcs if f.name.startswith("test_"))
+    if not tests and require_tests:
+        where = "after the ##### separator" if fmt == "tritonbench" else "at the top level"
+        raise TritonFileError(f"{path}: no test found: define test_* functions {where}")
+    kernel_names = {k.name for k in kernels}
+    wrappers = tuple(
+        s.name
+        for s in kernel_stmts
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name not in kernel_names
+    )
+    return TritonFile(
+        path=path,
+        text=text,
+        format=fmt,
+        kernels=kernels,
+        wrappers=wrappers,
+        tests=tests,
+        benches=tuple(f.name for f in test_funcs if f.name.startswith("bench_")),
+        counters=tuple(f.name for f in test_funcs if f.name.startswith(("flops_", "bytes_"))),
+        kernel_lines=kernel_lines,
+        test_blocks=test_blocks,
+        asserting_tests=tuple(f.name for f in test_funcs if f.name in tests and _asserts(f)),
+        def_lines={
+            s.name: s.lineno for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
+        },
+    )
+
+
+def _test_invocations(stmts: list[ast.stmt]) -> list[ast.stmt]:
+    names = {s.name for s in stmts if isinstance(s, ast.FunctionDef) and s.name.startswith("test_")}
+    return [
+        s
+        for s in stmts
+        if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom))
+        and any(isinstance(n, ast.Call) and getattr(n.func, "id", None) in names for n in ast.walk(s))
+    ]
+
+
+def _stmt_span(stmt: ast.stmt) -> tuple[int, int]:
+    start = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", []))])
+    return start, stmt.end_lineno or stmt.lineno
+
+
+def _is_test_def(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name.startswith(TEST_PREFIXES)
+
+
+def _is_main_guard(stmt: ast.stmt) -> bool:
+    return (
+        isinstance(stmt, ast.If)
+        and isinstance(stmt.test, ast.Compare)
+        and isinstance(stmt.test.left, ast.Name)
+        and stmt.test.left.id == "__name__"
+    )
+
+
+def _split_native(tree: ast.Module, kernel_names: set[str]) -> tuple[list[ast.stmt], list[ast.stmt]]:
+    """Test statements: test_/bench_/flops_/bytes_ functions, the __main__ guard, and top-level helpers and
+    imports used only by them (to a fixpoint). Anything that reaches a kernel (a wrapper) stays kernel code."""
+    test = [s for s in tree.body if _is_test_def(s) or _is_main_guard(s)]
+    rest = [s for s in tree.body if s not in test]
+    launching = set(kernel_names)
+    grew = True
+    while grew:
+        grew = False
+        for stmt in rest:
+            names = _defines(stmt)
+            if isinstance(stmt, (ast.FunctionDef, ast.ClassDef)) and not names <= launching and _loads(stmt) & launching:
+                launching |= names
+                grew = True
+    changed = True
+    while changed:
+        changed = False
+        test_uses = set().union(*(_loads(s) for s in test)) if test else set()
+        for stmt in list(rest):
+            defined = _defines(stmt)
+            if not defined or not defined & test_uses or defined & launching or isinstance(stmt, ast.ClassDef):
+                continue
+            others = [s for s in rest if s is not stmt]
+            kernel_uses = set().union(*(_loads(s) for s in others)) if others else set()
+            if not defined & kernel_uses:
+                rest.remove(stmt)
+                test.append(stmt)
+                changed = True
+    test.sort(key=lambda s: s.lineno)
+    return test, rest
+
+
+def _defines(stmt: ast.stmt) -> set[str]:
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {stmt.name}
+    if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+        return {(a.asname or a.name).split(".")[0] for a in stmt.names}
+    if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return set()
+
+
+def _loads(stmt: ast.stmt) -> set[str]:
+    return {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _asserts(func: ast.AST) -> bool:
+    """Does the test check anything (assert statements or assert*/allclose-style calls)?"""
+    for node in ast.walk(func):
+        if isinstance(node, ast.Assert):
+            return True
+        if isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if name.startswith("assert") or name in {"allclose", "equal", "isclose"} or name.startswith("check"):
+                return True
+        if isinstance(node, ast.Raise):
+            return True
+    return False
+
+
+def _decorator_name(dec: ast.expr) -> str:
+    target = dec.func if isinstance(dec, ast.Call) else dec
+    parts = []
+    while isinstance(target, ast.Attribute):
+        parts.append(target.attr)
+        target = target.value
+    if isinstance(target, ast.Name):
+        parts.append(target.id)
+    return ".".join(reversed(parts))
+
+
+def _find_kernels(tree: ast.Module):
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        names = [_decorator_name(d) for d in node.decorator_list]
+        if not any(n in ("triton.jit", "jit", "tl.jit") for n in names):
+            continue
+        params = tuple(a.arg for a in node.args.args)
+        constexprs = tuple(
+            a.arg
+            for a in node.args.args
+            if a.annotation is not None and "constexpr" in ast.unparse(a.annotation)
+        )
+        yield KernelInfo(
+            name=node.name,
+            line=node.lineno,
+            end_line=node.end_lineno or node.lineno,
+            autotuned=any(n.endswith("autotune") for n in names),
+            params=params,
+            constexprs=constexprs,
+        )

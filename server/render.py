@@ -1,0 +1,105 @@
+"""Human-readable rendering of evaluator results for the terminal (rich)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from functools import cache
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from geak.evaluator.results import BenchResult, CallTiming, CheckResult
+
+
+@cache
+def console() -> Console:
+    return Console(highlight=False)
+
+
+@cache
+def err_console() -> Console:
+    return Console(stderr=True, highlight=False)
+
+
+@contextlib.contextmanager
+def status_reporter(_out: Console, enabled: bool = True) -> Iterator[Callable[[str], None] | None]:
+    """A spinner on stderr showing the latest progress message."""
+    if not enabled or not err_console().is_terminal:
+        yield None
+        return
+    with err_console().status("starting") as status:
+        yield lambda message: status.update(escape(message))
+
+
+def print_check(result: CheckResult) -> None:
+    out = console()
+    verdict = "[green]PASS[/green]" if result.ok else "[red]FAIL[/red]"
+    where = ", ".join(x for x in (f"stage {result.stage}", result.backend, result.device) if x)
+    out.print(f"{verdict} {escape(result.file)} ({escape(where)}, {result.duration_s:.1f} s)")
+    out.print(f"  {escape(result.message)}")
+    for test in result.tests:
+        mark = "[green]✓[/green]" if test.ok else "[red]✗[/red]"
+        launches = ", ".join(f"{k}×{v}" for k, v in test.launches.items())
+        detail = f"  [dim]{escape(launches)}[/dim]" if launches else ""
+        out.print(f"  {mark} {escape(test.name)}  {test.duration_s:.2f} s{detail}")
+        if not test.ok:
+            out.print(f"      {escape(_first_lines(test.message))}")
+    for d in result.diagnostics:
+        out.print(f"  [bold]{escape(d.file or result.file)}:{d.line}:{d.column}[/bold]: {d.severity}: "
+                  f"{escape(_first_lines(d.message))}")  # fmt: skip
+    for caveat in result.caveats:
+        out.print(f"  [yellow]note:[/yellow] {escape(caveat)}")
+    if not result.ok and result.output_tail.strip():
+        out.print("  [dim]output (tail):[/dim]")
+        out.print(escape(result.output_tail.strip()[-1500:]), style="dim")
+
+
+def print_bench(result: BenchResult) -> None:
+    out = console()
+    if result.check is not None and not result.check.ok:
+        print_check(result.check)
+    verdict = "[green]TIMED[/green]" if result.ok else "[red]NOT TIMED[/red]"
+    out.print(f"{verdict} {escape(result.file)} ({escape(result.device or '')}) {escape(result.message)}")
+    if result.calls:
+        out.print(timing_table(result.calls, "candidate" if result.reference_calls else "file"))
+    if result.reference_calls:
+        out.print(timing_table(result.reference_calls, "reference"))
+    if result.kernel_ms:
+        out.print("  device time per kernel: " + ", ".join(f"{k} {v:.4f} ms" for k, v in result.kernel_ms.items()))
+    if result.speedup:
+        s = result.speedup
+        out.print(f"  speedup {s.ratio:.3f}x, 95% interval [{s.low:.3f}, {s.high:.3f}] over {s.rounds} rounds: "
+                  f"[bold]{s.verdict}[/bold]")  # fmt: skip
+    if result.peaks:
+        p = result.peaks
+        out.print(f"  [dim]peaks ({p.source}): {p.bandwidth_gbps:.0f} GB/s copy, {p.tflops_16bit:.0f} TFLOP/s "
+                  f"16-bit, {p.tflops_fp32:.0f} TFLOP/s fp32[/dim]")  # fmt: skip
+
+
+def timing_table(calls: tuple[CallTiming, ...], title: str) -> Table:
+    table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
+    for column in ("call", "median ms", "±%", "GB/s", "% BW", "TFLOP/s", "% FLOP", "method"):
+        table.add_column(column, justify="left" if column in ("call", "method") else "right")
+    for c in calls:
+        table.add_row(
+            escape(c.signature),
+            f"{c.median_ms:.4f}",
+            f"{c.spread_pct:.1f}",
+            _num(c.gbps, 0),
+            _num(c.pct_peak_bw, 1),
+            _num(c.tflops, 1),
+            _num(c.pct_peak_flops, 1),
+            f"{c.method} ({c.cache} L2)",
+        )
+    return table
+
+
+def _num(value: float | None, digits: int) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _first_lines(text: str, n: int = 6) -> str:
+    lines = text.strip().splitlines()
+    return "\n".join(lines[:n]) + (" …" if len(lines) > n else "")
