@@ -1,1 +1,1 @@
-"""The GEAK agent loop: Generator, Evaluator, Reflector, Optimizer, and the LLM-free launch-parameter search."""
+"""The GEAK agent loop (Generator, Evaluator, Reflector, Optimizer) and the LLM-free launch-parameter search."""

@@ -105,19 +105,28 @@ class Evaluator:
             if e.kind != "syntax" and reference is None:
                 raise BadInput(str(e)) from e
             return CheckResult(
-                ok=False, stage="parse", backend=None, file=label, message=str(e),
+                ok=False,
+                stage="parse",
+                backend=None,
+                file=label,
+                message=str(e),
                 diagnostics=(Diagnostic(e.line, e.column, "error", str(e), file=label),),
-                reference=str(against) if against else None, duration_s=time.perf_counter() - started,
-            )  # fmt: skip
+                reference=str(against) if against else None,
+                duration_s=time.perf_counter() - started,
+            )
         ref_run = await self._reference_run(reference, progress) if reference is not None else None
         composed = (reference or candidate).compose(candidate.kernel_section)
         job_dir = self._new_dir("cand")
         path = job_dir / "candidate.py"
         path.write_text(composed.text)
         job = check_stage.check_job(
-            path, self._module_name("cand"), reference or candidate, job_dir, self.options,
+            path,
+            self._module_name("cand"),
+            reference or candidate,
+            job_dir,
+            self.options,
             fresh_calls=ref_run.outcome.result.get("calls") if ref_run and ref_run.outcome.result else None,
-        )  # fmt: skip
+        )
         _say(progress, f"running the tests of {Path(label).name}")
         outcome = await self.pool.run(job, timeout_s=self.options.timeout_s, on_event=_relay(progress))
         result = check_stage.verdict(
@@ -164,13 +173,26 @@ class Evaluator:
         check = await self.check(file, source=source, against=against, progress=progress) if check_first else None
         info = await self.pool.runtime_info()
         if check is not None and not check.ok:
-            return BenchResult(ok=False, stage=check.stage, backend=check.backend, file=label,
-                               message=f"not timed: the check failed ({check.message})", check=check,
-                               diagnostics=check.diagnostics, reference=str(against) if against else None)  # fmt: skip
+            return BenchResult(
+                ok=False,
+                stage=check.stage,
+                backend=check.backend,
+                file=label,
+                message=f"not timed: the check failed ({check.message})",
+                check=check,
+                diagnostics=check.diagnostics,
+                reference=str(against) if against else None,
+            )
         if info.get("backend") == "interpreter":
-            return BenchResult(ok=False, stage="perf", backend="interpreter", file=label, check=check,
-                               message="timing needs a GPU: no CUDA or ROCm device is visible "
-                                       "(correctness was checked with the Triton interpreter)")  # fmt: skip
+            return BenchResult(
+                ok=False,
+                stage="perf",
+                backend="interpreter",
+                file=label,
+                check=check,
+                message="timing needs a GPU: no CUDA or ROCm device is visible "
+                "(correctness was checked with the Triton interpreter)",
+            )
         reference = self._read(against, "reference") if against is not None else None
         candidate_text = source if source is not None else self._text_of(file)
         candidate = parse_triton_file(candidate_text, label, require_tests=reference is None)

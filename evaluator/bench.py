@@ -35,8 +35,13 @@ def bench_result(
     check: CheckResult | None,
     runtime: dict[str, Any],
 ) -> BenchResult:
-    base = {"backend": runtime.get("backend"), "file": label, "check": check, "device": runtime.get("device"),
-            "reference": reference.path if reference else None}  # fmt: skip
+    base = {
+        "backend": runtime.get("backend"),
+        "file": label,
+        "check": check,
+        "device": runtime.get("device"),
+        "reference": reference.path if reference else None,
+    }
     if outcome.status != "ok" or outcome.result is None:
         where = (outcome.last_progress or {}).get("bench", "")
         return BenchResult(ok=False, stage="perf", message=f"{outcome.message} {where}".strip(), **base)
@@ -55,11 +60,19 @@ def bench_result(
     ]
     if impossible:
         who, t = impossible[0]
-        message = (f"{who}: {t.signature} reached {t.gbps:.0f} GB/s, above the device's measured peak of "
-                   f"{peaks.bandwidth_gbps:.0f} GB/s: physically impossible, so the timing was fooled "
-                   "(unwritten outputs, work outside the timed region?)")  # fmt: skip
-        return BenchResult(ok=False, stage="perf", message=message, peaks=peaks,
-                           diagnostics=(Diagnostic(1, 1, "error", message, file=label),), **base)  # fmt: skip
+        message = (
+            f"{who}: {t.signature} reached {t.gbps:.0f} GB/s, above the device's measured peak of "
+            f"{peaks.bandwidth_gbps:.0f} GB/s: physically impossible, so the timing was fooled "
+            "(unwritten outputs, work outside the timed region?)"
+        )
+        return BenchResult(
+            ok=False,
+            stage="perf",
+            message=message,
+            peaks=peaks,
+            diagnostics=(Diagnostic(1, 1, "error", message, file=label),),
+            **base,
+        )
     calls = timings["candidate"]
     kernel_ms: dict[str, float] = {}
     for t in calls:
@@ -70,9 +83,17 @@ def bench_result(
     if "reference" in timings:
         speedup = speedup_interval(result["rounds"]["reference"], result["rounds"]["candidate"])
         message += f"; speedup {speedup.ratio:.3f}x [{speedup.low:.3f}, {speedup.high:.3f}] ({speedup.verdict})"
-    return BenchResult(ok=True, stage="perf", message=message, calls=calls,
-                       reference_calls=timings.get("reference", ()), kernel_ms=kernel_ms, speedup=speedup,
-                       peaks=peaks, **base)  # fmt: skip
+    return BenchResult(
+        ok=True,
+        stage="perf",
+        message=message,
+        calls=calls,
+        reference_calls=timings.get("reference", ()),
+        kernel_ms=kernel_ms,
+        speedup=speedup,
+        peaks=peaks,
+        **base,
+    )
 
 
 def _call_timing(entry: dict[str, Any], peaks: Peaks) -> CallTiming:
@@ -108,13 +129,19 @@ def speedup_interval(reference_rounds: list[list[float]], candidate_rounds: list
     import numpy as np
     from scipy.stats import bootstrap
 
-    ratios = np.array([sum(r) / sum(c) for r, c in zip(reference_rounds, candidate_rounds)])
+    ratios = np.array([sum(r) / sum(c) for r, c in zip(reference_rounds, candidate_rounds, strict=True)])
     ratio = float(np.median(ratios))
     if len(ratios) < 3 or float(ratios.std()) == 0.0:
         low = high = ratio
     else:
-        ci = bootstrap((ratios,), np.median, confidence_level=0.95, n_resamples=4000, method="percentile",
-                       random_state=np.random.default_rng(0)).confidence_interval  # fmt: skip
+        ci = bootstrap(
+            (ratios,),
+            np.median,
+            confidence_level=0.95,
+            n_resamples=4000,
+            method="percentile",
+            random_state=np.random.default_rng(0),
+        ).confidence_interval
         low, high = float(ci.low), float(ci.high)
     if low > 1.0:
         verdict = "faster"

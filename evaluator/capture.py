@@ -88,10 +88,17 @@ def _clone(value: Any) -> Any:
 # ----------------------------------------------------------------------------------------- specs
 
 _SHORT = {
-    torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.float64: "f64",
-    torch.int32: "i32", torch.int64: "i64", torch.int8: "i8", torch.uint8: "u8", torch.int16: "i16",
+    torch.float32: "f32",
+    torch.float16: "f16",
+    torch.bfloat16: "bf16",
+    torch.float64: "f64",
+    torch.int32: "i32",
+    torch.int64: "i64",
+    torch.int8: "i8",
+    torch.uint8: "u8",
+    torch.int16: "i16",
     torch.bool: "bool",
-}  # fmt: skip
+}
 
 
 def dtype_name(dtype: torch.dtype) -> str:

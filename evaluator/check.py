@@ -89,42 +89,76 @@ def verdict(
         kind = "timeout" if outcome.status == "timeout" else "crash"
         message = f"{outcome.message}{where}"
         tests = (TestOutcome(running, False, message, kind),) if running else ()
-        return CheckResult(ok=False, stage="call", message=message, tests=tests,
-                           diagnostics=(diag_at(running or "", message),), **base)  # fmt: skip
+        return CheckResult(
+            ok=False,
+            stage="call",
+            message=message,
+            tests=tests,
+            diagnostics=(diag_at(running or "", message),),
+            **base,
+        )
     result = outcome.result
     if result.get("worker_error"):
-        return CheckResult(ok=False, stage="call", message="internal evaluator error:\n" + result["worker_error"],
-                           **base)  # fmt: skip
+        return CheckResult(
+            ok=False, stage="call", message="internal evaluator error:\n" + result["worker_error"], **base
+        )
     if result.get("import_error"):
         error = result["import_error"]
         diag = error_diagnostic(error, composed, candidate, reference, prefix="import failed: ")
-        return CheckResult(ok=False, stage="call", message=f"importing the file failed: {error['message']}",
-                           diagnostics=(diag,), **base)  # fmt: skip
+        return CheckResult(
+            ok=False,
+            stage="call",
+            message=f"importing the file failed: {error['message']}",
+            diagnostics=(diag,),
+            **base,
+        )
 
     tests = tuple(
-        TestOutcome(t["name"], t["kind"] == "pass", t.get("message", ""), t["kind"], t.get("duration_s", 0.0),
-                    t.get("launches", {}))  # fmt: skip
+        TestOutcome(
+            t["name"],
+            t["kind"] == "pass",
+            t.get("message", ""),
+            t["kind"],
+            t.get("duration_s", 0.0),
+            t.get("launches", {}),
+        )
         for t in result["tests"]
     )
     diagnostics = [
-        error_diagnostic(t["error"], composed, candidate, reference) if t.get("error") else diag_at(t["name"], t["message"])
+        error_diagnostic(t["error"], composed, candidate, reference)
+        if t.get("error")
+        else diag_at(t["name"], t["message"])
         for t in result["tests"]
         if t["kind"] != "pass"
     ]
     errors = [t for t in tests if t.kind not in ("pass", "assert")]
     asserts = [t for t in tests if t.kind == "assert"]
     if errors:
-        return CheckResult(ok=False, stage="call", message=_summary(errors), tests=tests,
-                           diagnostics=tuple(diagnostics), **base)  # fmt: skip
+        return CheckResult(
+            ok=False,
+            stage="call",
+            message=_summary(errors),
+            tests=tests,
+            diagnostics=tuple(diagnostics),
+            **base,
+        )
     if asserts:
-        return CheckResult(ok=False, stage="exec", message=_summary(asserts), tests=tests,
-                           diagnostics=tuple(diagnostics), **base)  # fmt: skip
+        return CheckResult(
+            ok=False,
+            stage="exec",
+            message=_summary(asserts),
+            tests=tests,
+            diagnostics=tuple(diagnostics),
+            **base,
+        )
 
     if ref_run is None:
         silent = [t.name for t in tests if t.name not in candidate.asserting_tests]
         if len(silent) == len(tests):
-            note = (f"the tests ({', '.join(silent)}) assert nothing: only crashes are caught; "
-                    "compare the outputs with a reference (--against REF)")  # fmt: skip
+            note = (
+                f"the tests ({', '.join(silent)}) assert nothing: only crashes are caught; "
+                "compare the outputs with a reference (--against REF)"
+            )
             base["caveats"] = (*base["caveats"], note)
             return CheckResult(ok=True, stage="call", message=f"runs; {note}", tests=tests, **base)
         return CheckResult(ok=True, stage="exec", message=f"{len(tests)} test(s) passed", tests=tests, **base)
@@ -133,8 +167,15 @@ def verdict(
     if not comparison.ok:
         for m in comparison.mismatches[:8]:
             diagnostics.append(_mismatch_diagnostic(m, owner, candidate, label, reference is not None))
-        return CheckResult(ok=False, stage="exec", message=_mismatch_summary(comparison), tests=tests,
-                           diagnostics=tuple(diagnostics), comparison=comparison, **base)  # fmt: skip
+        return CheckResult(
+            ok=False,
+            stage="exec",
+            message=_mismatch_summary(comparison),
+            tests=tests,
+            diagnostics=tuple(diagnostics),
+            comparison=comparison,
+            **base,
+        )
     message = f"{len(tests)} test(s) passed; outputs match the reference"
     if comparison.fresh_calls:
         message += f" (also on {comparison.fresh_calls} call(s) with fresh random inputs)"
@@ -147,8 +188,13 @@ def _mismatch_diagnostic(m: Mismatch, owner: TritonFile, candidate: TritonFile, 
         wrapper = m.where.split(" ", 3)[-1].split("(", 1)[0]
         return Diagnostic(definition_line(candidate, wrapper), 1, "error", f"{m.where}: {m.message}", file=label)
     test = m.where.split(" ", 1)[0]
-    return Diagnostic(definition_line(owner, test), 1, "error", f"{m.where}: {m.message}",
-                      file=owner.path if has_ref else label)  # fmt: skip
+    return Diagnostic(
+        definition_line(owner, test),
+        1,
+        "error",
+        f"{m.where}: {m.message}",
+        file=owner.path if has_ref else label,
+    )
 
 
 def _summary(failed: list[TestOutcome]) -> str:
@@ -178,12 +224,20 @@ def _compare_with_reference(
             continue
         ref_launched = sum(ref_test.get("launches", {}).values())
         if ref_launched and not sum(test.get("launches", {}).values()):
-            mismatches.append(Mismatch(test["name"], "no Triton kernel was launched (the work ran elsewhere, "
-                                                     "e.g. in PyTorch): the candidate must run its kernels"))  # fmt: skip
+            mismatches.append(
+                Mismatch(
+                    test["name"],
+                    "no Triton kernel was launched (the work ran elsewhere, "
+                    "e.g. in PyTorch): the candidate must run its kernels",
+                )
+            )
         compared += 1
-        mismatches += compare(load_output(ref_dir / ref_test["output_file"]),
-                              load_output(cand_dir / test["output_file"]), f"{test['name']} → return",
-                              options.tolerances)  # fmt: skip
+        mismatches += compare(
+            load_output(ref_dir / ref_test["output_file"]),
+            load_output(cand_dir / test["output_file"]),
+            f"{test['name']} → return",
+            options.tolerances,
+        )
     fresh_done = 0
     ref_fresh = {f["index"]: f for f in ref_result.get("fresh", [])}
     for entry in result.get("fresh", []):
@@ -199,6 +253,10 @@ def _compare_with_reference(
         if sum(ref_entry.get("launches", {}).values()) and not sum(entry.get("launches", {}).values()):
             mismatches.append(Mismatch(where, "no Triton kernel was launched"))
         fresh_done += 1
-        mismatches += compare(load_output(ref_dir / ref_entry["output_file"]),
-                              load_output(cand_dir / entry["output_file"]), where, options.tolerances)  # fmt: skip
+        mismatches += compare(
+            load_output(ref_dir / ref_entry["output_file"]),
+            load_output(cand_dir / entry["output_file"]),
+            where,
+            options.tolerances,
+        )
     return Comparison(not mismatches, compared, fresh_done, tuple(mismatches), tuple(notes))

@@ -93,7 +93,7 @@ def _compare(ref: Any, cand: Any, where: str, overrides) -> Iterator[Mismatch]:
             got = f"{type(cand).__name__} of {len(cand)}" if isinstance(cand, (list, tuple)) else type(cand).__name__
             yield Mismatch(where, f"expected a {type(ref).__name__} of {len(ref)}, got {got}")
             return
-        for i, (r, c) in enumerate(zip(ref, cand)):
+        for i, (r, c) in enumerate(zip(ref, cand, strict=True)):
             yield from _compare(r, c, f"{where}[{i}]", overrides)
     elif isinstance(ref, float) and isinstance(cand, (int, float)) and not isinstance(cand, bool):
         if not (math.isclose(ref, cand, rel_tol=1e-5, abs_tol=1e-8) or (math.isnan(ref) and math.isnan(cand))):
@@ -130,8 +130,11 @@ def _compare_tensors(ref, cand, where: str, overrides) -> Iterator[Mismatch]:
     if not torch.equal(r_nan, c_nan):
         extra = int((c_nan & ~r_nan).sum())
         missing = int((r_nan & ~c_nan).sum())
-        yield Mismatch(where, f"NaN mismatch: {extra} NaN where the reference has a number "
-                              f"(unwritten or invalid output?), {missing} number where the reference has NaN")  # fmt: skip
+        yield Mismatch(
+            where,
+            f"NaN mismatch: {extra} NaN where the reference has a number "
+            f"(unwritten or invalid output?), {missing} number where the reference has NaN",
+        )
         return
     r_inf, c_inf = torch.isinf(r), torch.isinf(c)
     if not torch.equal(r_inf, c_inf) or not torch.equal(r[r_inf], c[c_inf]):
@@ -159,7 +162,8 @@ def _describe(ref, cand, bad, detail: str) -> str:
     flat = int(diff.flatten().argmax())
     index = tuple(int(i) for i in _unravel(flat, tuple(ref.shape)))
     at = f"[{', '.join(map(str, index))}]"
-    return f"{count} of {ref.numel()} elements differ; {detail}; at {at}: {_item(cand, index)} vs reference {_item(ref, index)}"
+    got, want = _item(cand, index), _item(ref, index)
+    return f"{count} of {ref.numel()} elements differ; {detail}; at {at}: {got} vs reference {want}"
 
 
 def _item(t, index: tuple[int, ...]) -> str:

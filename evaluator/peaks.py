@@ -43,8 +43,14 @@ def device_peaks(measure: bool = True) -> Peaks:
     if key in cached:
         return Peaks(**cached[key])
     if measure:
-        peaks = Peaks(props.name, _copy_gbps(), _matmul_tflops(torch.float16), _matmul_tflops(torch.float32),
-                      "measured", l2)  # fmt: skip
+        peaks = Peaks(
+            props.name,
+            _copy_gbps(),
+            _matmul_tflops(torch.float16),
+            _matmul_tflops(torch.float32),
+            "measured",
+            l2,
+        )
         cached[key] = asdict(peaks)
         _write_cache(cache, cached)
         return peaks
@@ -82,8 +88,6 @@ def _copy_gbps() -> float:
     src = torch.randn(n, device="cuda")
     dst = torch.empty_like(src)
     ms = triton.testing.do_bench(lambda: dst.copy_(src), warmup=25, rep=200, return_mode="median")
-    del src, dst
-    torch.cuda.empty_cache()
     return 2 * n * 4 / (ms * 1e-3) / 1e9
 
 
@@ -99,6 +103,4 @@ def _matmul_tflops(dtype: torch.dtype) -> float:
         ms = triton.testing.do_bench(lambda: a @ b, warmup=25, rep=200, return_mode="median")
     finally:
         torch.backends.cuda.matmul.allow_tf32 = tf32
-    del a, b
-    torch.cuda.empty_cache()
     return 2 * n**3 / (ms * 1e-3) / 1e12

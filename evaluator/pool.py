@@ -203,7 +203,7 @@ class WorkerPool:
             return
         worker = task.result()
         if self._closed:
-            asyncio.ensure_future(worker.dispose())
+            worker.kill()
         else:
             self._ready.append(worker)
 
@@ -216,7 +216,7 @@ class WorkerPool:
                 return worker
             await worker.dispose()
         if self._starting:
-            done, _ = await asyncio.wait(set(self._starting), return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(set(self._starting), return_when=asyncio.FIRST_COMPLETED)
             await asyncio.sleep(0)  # let the done-callbacks file the new worker
             if self._ready:
                 return await self._acquire()
@@ -233,10 +233,17 @@ class WorkerPool:
             env["CUDA_VISIBLE_DEVICES"] = env["HIP_VISIBLE_DEVICES"] = str(self.gpu_id)
         with open(workdir / "worker.log", "ab") as log_file:
             proc = await asyncio.create_subprocess_exec(
-                self.python, "-m", "geak.evaluator.worker",
-                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=log_file,
-                env=env, cwd=workdir, start_new_session=True, limit=PROTOCOL_LIMIT,
-            )  # fmt: skip
+                self.python,
+                "-m",
+                "geak.evaluator.worker",
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=log_file,
+                env=env,
+                cwd=workdir,
+                start_new_session=True,
+                limit=PROTOCOL_LIMIT,
+            )
         worker = _Worker(proc, workdir)
         try:
             assert proc.stdout is not None

@@ -81,7 +81,7 @@ def _install_interpreter_shims() -> None:
     from triton.runtime.autotuner import Autotuner
 
     # No GPU to benchmark on: the autotuner keeps its first config (all configs "time" the same).
-    Autotuner.do_bench = property(lambda self: (lambda call, quantiles=None: [0.0, 0.0, 0.0]))
+    Autotuner.do_bench = property(lambda self: lambda call, quantiles=None: [0.0, 0.0, 0.0])
     for name in ("synchronize", "empty_cache", "reset_peak_memory_stats"):
         setattr(torch.cuda, name, lambda *a, **k: None)
     CudaToCpu().__enter__()

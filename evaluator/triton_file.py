@@ -135,7 +135,7 @@ def parse_triton_file(text: str, path: str = "<string>", *, require_tests: bool 
         test_blocks = ((sep_index + 2, tuple(test_lines)),)
     else:
         fmt = "native"
-        test_stmts, kernel_stmts = _split_native(tree, {k.name for k in kernels})
+        test_stmts, kernel_stmts = _split_native(tree, {k.name for k in kernels}, move_helpers=require_tests)
         kernel = list(lines)
         blocks = []
         for stmt in test_stmts:
@@ -168,9 +168,7 @@ def parse_triton_file(text: str, path: str = "<string>", *, require_tests: bool 
         kernel_lines=kernel_lines,
         test_blocks=test_blocks,
         asserting_tests=tuple(f.name for f in test_funcs if f.name in tests and _asserts(f)),
-        def_lines={
-            s.name: s.lineno for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
-        },
+        def_lines={s.name: s.lineno for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))},
     )
 
 
@@ -202,18 +200,27 @@ def _is_main_guard(stmt: ast.stmt) -> bool:
     )
 
 
-def _split_native(tree: ast.Module, kernel_names: set[str]) -> tuple[list[ast.stmt], list[ast.stmt]]:
-    """Test statements: test_/bench_/flops_/bytes_ functions, the __main__ guard, and top-level helpers and
-    imports used only by them (to a fixpoint). Anything that reaches a kernel (a wrapper) stays kernel code."""
+def _split_native(
+    tree: ast.Module, kernel_names: set[str], move_helpers: bool = True
+) -> tuple[list[ast.stmt], list[ast.stmt]]:
+    """Test statements: test_/bench_/flops_/bytes_ functions, the __main__ guard, and (`move_helpers`) top-level
+    helpers and imports used only by them, to a fixpoint. Anything that reaches a kernel stays kernel code.
+    A candidate (whose own tests are discarded) keeps its helpers: `move_helpers=False`."""
     test = [s for s in tree.body if _is_test_def(s) or _is_main_guard(s)]
     rest = [s for s in tree.body if s not in test]
+    if not move_helpers:
+        return test, rest
     launching = set(kernel_names)
     grew = True
     while grew:
         grew = False
         for stmt in rest:
             names = _defines(stmt)
-            if isinstance(stmt, (ast.FunctionDef, ast.ClassDef)) and not names <= launching and _loads(stmt) & launching:
+            if (
+                isinstance(stmt, (ast.FunctionDef, ast.ClassDef))
+                and not names <= launching
+                and _loads(stmt) & launching
+            ):
                 launching |= names
                 grew = True
     changed = True
@@ -283,9 +290,7 @@ def _find_kernels(tree: ast.Module):
             continue
         params = tuple(a.arg for a in node.args.args)
         constexprs = tuple(
-            a.arg
-            for a in node.args.args
-            if a.annotation is not None and "constexpr" in ast.unparse(a.annotation)
+            a.arg for a in node.args.args if a.annotation is not None and "constexpr" in ast.unparse(a.annotation)
         )
         yield KernelInfo(
             name=node.name,

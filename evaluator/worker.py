@@ -17,8 +17,15 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-FATAL_GPU_ERRORS = ("illegal memory access", "device-side assert", "unspecified launch failure",
-                    "illegal instruction", "misaligned address", "memory access fault", "hipErrorIllegal")  # fmt: skip
+FATAL_GPU_ERRORS = (
+    "illegal memory access",
+    "device-side assert",
+    "unspecified launch failure",
+    "illegal instruction",
+    "misaligned address",
+    "memory access fault",
+    "hipErrorIllegal",
+)
 
 
 def main() -> None:
@@ -38,7 +45,12 @@ def main() -> None:
 
         info = sandbox.start_runtime(os.environ.get("GEAK_BACKEND", "auto"))
     except BaseException as e:
-        send({"event": "startup_error", "message": "".join(traceback.format_exception_only(type(e), e)).strip()})
+        send(
+            {
+                "event": "startup_error",
+                "message": "".join(traceback.format_exception_only(type(e), e)).strip(),
+            }
+        )
         return
     send({"event": "ready", "pid": os.getpid(), **info.__dict__})
     line = sys.stdin.readline()
@@ -147,8 +159,11 @@ def _run_test(module, name: str, path: str, recorder, gpu: bool) -> tuple[dict[s
     except BaseException as e:
         error = e
         described = sandbox.describe_error(e, path, module)
-        entry.update(kind="assert" if described["is_assertion"] else "error", message=described["message"],
-                     error=described)  # fmt: skip
+        entry.update(
+            kind="assert" if described["is_assertion"] else "error",
+            message=described["message"],
+            error=described,
+        )
     finally:
         recorder.recording = False
     entry["duration_s"] = time.perf_counter() - start
@@ -178,8 +193,11 @@ def run_bench(job: dict[str, Any], info: Any, send) -> dict[str, Any]:
         try:
             module = sandbox.load_module(spec["path"], spec["module_name"])
         except BaseException as e:
-            return {"error": f"{label}: import failed", "error_detail": sandbox.describe_error(e, spec["path"], None),
-                    "label": label}  # fmt: skip
+            return {
+                "error": f"{label}: import failed",
+                "error_detail": sandbox.describe_error(e, spec["path"], None),
+                "label": label,
+            }
         recorder = CallRecorder(module, spec["wrappers"], keep_args=True)
         recorder.recording = True
         for name in job["functions"]:
@@ -188,13 +206,21 @@ def run_bench(job: dict[str, Any], info: Any, send) -> dict[str, Any]:
                 getattr(module, name)()
                 torch.cuda.synchronize()
             except BaseException as e:
-                return {"error": f"{label}: {name}() failed", "label": label,
-                        "error_detail": sandbox.describe_error(e, spec["path"], module)}  # fmt: skip
+                return {
+                    "error": f"{label}: {name}() failed",
+                    "label": label,
+                    "error_detail": sandbox.describe_error(e, spec["path"], module),
+                }
         recorder.recording = False
         calls = recorder.unique_calls(job.get("max_calls", 16))
         if not calls:
             return {"error": f"{label}: {', '.join(job['functions'])} called no wrapper function of the kernel section"}
-        variants[label] = {"module": module, "recorder": recorder, "calls": calls, "kernels": set(spec["kernels"])}
+        variants[label] = {
+            "module": module,
+            "recorder": recorder,
+            "calls": calls,
+            "kernels": set(spec["kernels"]),
+        }
 
     labels = list(variants)
     signatures = {label: [c.signature for c in v["calls"]] for label, v in variants.items()}
@@ -218,8 +244,9 @@ def run_bench(job: dict[str, Any], info: Any, send) -> dict[str, Any]:
             moved = _counted(v["module"], f"bytes_{call.wrapper}", call) or bytes_moved(call.args, call.kwargs, ret)
             del ret
             fns[label], estimates[label] = fn, timing.estimate_ms(fn)
-            per_call[label].append({"wrapper": call.wrapper, "signature": call.signature, "bytes": moved,
-                                    "flops": flops})  # fmt: skip
+            per_call[label].append(
+                {"wrapper": call.wrapper, "signature": call.signature, "bytes": moved, "flops": flops}
+            )
         prefer_graph = min(estimates.values()) < timing.GRAPH_BELOW_MS
         for label in labels:
             timer = timing.make_timer(fns[label], estimates[label], job.get("rep_ms", 25), prefer_graph)

@@ -14,9 +14,12 @@ from .render import console, print_bench, status_reporter
 
 
 def register(commands) -> None:
-    parser = commands.add_parser("bench", help="time a Triton file's kernels (needs a GPU)",
-                                 description="Exit 0 when timed, 1 when the kernel fails its check or the timing "
-                                             "is rejected, 2 for bad input or when no GPU is visible.")
+    parser = commands.add_parser(
+        "bench",
+        help="time a Triton file's kernels (needs a GPU)",
+        description="Exit 0 when timed, 1 when the kernel fails its check or the timing "
+        "is rejected, 2 for bad input or when no GPU is visible.",
+    )
     parser.add_argument("file")
     parser.add_argument("--against", metavar="REF", help="reference file: report the speedup over it")
     parser.add_argument("--json", action="store_true", help="print one JSON object")

@@ -14,8 +14,11 @@ from .render import console, print_check, status_reporter
 
 
 def register(commands) -> None:
-    parser = commands.add_parser("check", help="check a Triton file against its embedded unit test",
-                                 description="Exit 0 when it passes, 1 when the kernel fails, 2 for bad input.")
+    parser = commands.add_parser(
+        "check",
+        help="check a Triton file against its embedded unit test",
+        description="Exit 0 when it passes, 1 when the kernel fails, 2 for bad input.",
+    )
     parser.add_argument("file")
     parser.add_argument("--against", metavar="REF", help="reference file: run its test and compare outputs")
     parser.add_argument("--json", action="store_true", help="print one JSON object")

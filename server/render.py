@@ -6,21 +6,20 @@ import contextlib
 from collections.abc import Callable, Iterator
 from functools import cache
 
+from geak.evaluator.results import BenchResult, CallTiming, CheckResult
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from geak.evaluator.results import BenchResult, CallTiming, CheckResult
-
 
 @cache
 def console() -> Console:
-    return Console(highlight=False)
+    return Console(highlight=False, soft_wrap=True)
 
 
 @cache
 def err_console() -> Console:
-    return Console(stderr=True, highlight=False)
+    return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 @contextlib.contextmanager
@@ -38,17 +37,19 @@ def print_check(result: CheckResult) -> None:
     verdict = "[green]PASS[/green]" if result.ok else "[red]FAIL[/red]"
     where = ", ".join(x for x in (f"stage {result.stage}", result.backend, result.device) if x)
     out.print(f"{verdict} {escape(result.file)} ({escape(where)}, {result.duration_s:.1f} s)")
-    out.print(f"  {escape(result.message)}")
+    out.print(f"  {escape(_first_lines(result.message, 3))}")
     for test in result.tests:
         mark = "[green]✓[/green]" if test.ok else "[red]✗[/red]"
         launches = ", ".join(f"{k}×{v}" for k, v in test.launches.items())
         detail = f"  [dim]{escape(launches)}[/dim]" if launches else ""
         out.print(f"  {mark} {escape(test.name)}  {test.duration_s:.2f} s{detail}")
-        if not test.ok:
-            out.print(f"      {escape(_first_lines(test.message))}")
+        if not test.ok and not result.diagnostics:
+            out.print(f"      {escape(_first_lines(test.message, 3))}")
     for d in result.diagnostics:
-        out.print(f"  [bold]{escape(d.file or result.file)}:{d.line}:{d.column}[/bold]: {d.severity}: "
-                  f"{escape(_first_lines(d.message))}")  # fmt: skip
+        out.print(
+            f"  [bold]{escape(d.file or result.file)}:{d.line}:{d.column}[/bold]: {d.severity}: "
+            f"{escape(_first_lines(d.message))}"
+        )
     for caveat in result.caveats:
         out.print(f"  [yellow]note:[/yellow] {escape(caveat)}")
     if not result.ok and result.output_tail.strip():
@@ -70,12 +71,16 @@ def print_bench(result: BenchResult) -> None:
         out.print("  device time per kernel: " + ", ".join(f"{k} {v:.4f} ms" for k, v in result.kernel_ms.items()))
     if result.speedup:
         s = result.speedup
-        out.print(f"  speedup {s.ratio:.3f}x, 95% interval [{s.low:.3f}, {s.high:.3f}] over {s.rounds} rounds: "
-                  f"[bold]{s.verdict}[/bold]")  # fmt: skip
+        out.print(
+            f"  speedup {s.ratio:.3f}x, 95% interval [{s.low:.3f}, {s.high:.3f}] over {s.rounds} rounds: "
+            f"[bold]{s.verdict}[/bold]"
+        )
     if result.peaks:
         p = result.peaks
-        out.print(f"  [dim]peaks ({p.source}): {p.bandwidth_gbps:.0f} GB/s copy, {p.tflops_16bit:.0f} TFLOP/s "
-                  f"16-bit, {p.tflops_fp32:.0f} TFLOP/s fp32[/dim]")  # fmt: skip
+        out.print(
+            f"  [dim]peaks ({p.source}): {p.bandwidth_gbps:.0f} GB/s copy, {p.tflops_16bit:.0f} TFLOP/s "
+            f"16-bit, {p.tflops_fp32:.0f} TFLOP/s fp32[/dim]"
+        )
 
 
 def timing_table(calls: tuple[CallTiming, ...], title: str) -> Table:

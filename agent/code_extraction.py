@@ -1,0 +1,256 @@
+"""Getting the Triton module out of an LLM reply: markdown with fenced code blocks, or bare Python.
+
+Fenced blocks are found with markdown-it-py, which runs an unclosed fence to the end of the reply, so a reply
+cut off by the token limit still yields its (incomplete) code and can be reported as truncated.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+
+from geak.evaluator.triton_file import TEST_PREFIXES
+from markdown_it import MarkdownIt
+
+PYTHON_LANGS = frozenset({"", "python", "py", "python3", "py3", "triton"})
+MAX_STRATEGY_CHARS = 2000
+NO_KERNEL = "no Python code block with a @triton.jit kernel"
+
+KERNEL_MARK = re.compile(r"@\s*(?:triton\.)?jit\b|\btriton\.jit\b")
+KERNEL_DEF = re.compile(r"^@\s*(?:triton\.)?jit\b.*\n(?:@.*\n)*(?:async\s+)?def\s+(\w+)", re.MULTILINE)
+TOP_LEVEL_DEF = re.compile(r"^(?:async\s+def|def|class)\s+(\w+)", re.MULTILINE)
+TOP_LEVEL_ASSIGN = re.compile(r"^(\w+)\s*(?::[^=\n]*)?=(?!=)", re.MULTILINE)
+TEST_SEPARATOR = re.compile(r"^#{146,}[ \t]*$", re.MULTILINE)
+THINKING = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+
+_MARKDOWN = MarkdownIt("commonmark", {"html": False})
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """The code found in a reply (None when unusable, with `reason` saying why) and the prose around it.
+
+    `truncated`: the reply was cut off (finish_reason "length", or a code fence that never closed)."""
+
+    code: str | None
+    reason: str | None
+    prose: str
+    truncated: bool = False
+
+
+@dataclass(frozen=True)
+class _Block:
+    code: str
+    closed: bool
+
+    @cached_property
+    def has_kernel(self) -> bool:
+        return bool(KERNEL_MARK.search(self.code))
+
+    @cached_property
+    def kernels(self) -> frozenset[str]:
+        return frozenset(KERNEL_DEF.findall(self.code))
+
+    @cached_property
+    def defines(self) -> frozenset[str]:
+        return frozenset(TOP_LEVEL_DEF.findall(self.code)) | frozenset(TOP_LEVEL_ASSIGN.findall(self.code))
+
+    @cached_property
+    def imports_only(self) -> bool:
+        try:
+            body = ast.parse(self.code).body
+        except SyntaxError:
+            return False
+        return bool(body) and all(isinstance(s, (ast.Import, ast.ImportFrom)) for s in body)
+
+    def launches(self, kernels: frozenset[str]) -> bool:
+        return any(re.search(rf"\b{re.escape(k)}\s*\[", self.code) for k in kernels)
+
+
+@dataclass(frozen=True)
+class _Fence:
+    lang: str
+    content: str
+    first_line: int  # 0-based, the opening fence line
+    end_line: int  # exclusive
+    closed: bool
+
+
+def extract_code(
+    reply: str, *, required_names: Sequence[str] = (), finish_reason: str | None = None
+) -> Extraction:
+    """Find the Triton module in `reply`.
+
+    Prefers Python (or untagged) fenced blocks containing ``triton.jit``; kernels and the `required_names`
+    (wrappers) split over several blocks are joined in order; a later block redefining code of an earlier one
+    wins. A reply without fences is accepted when it parses as Python with a ``@triton.jit`` kernel.
+    A test section the model added (a line of 146+ ``#`` and the rest of its block, top-level ``test_*``,
+    ``bench_*``, ``flops_*``, ``bytes_*`` functions and the calls to them, an ``if __name__ == "__main__":``
+    block) is removed."""
+    text = THINKING.sub("", reply.replace("\r\n", "\n"))
+    fences = _fences(text)
+    prose = _prose(text, fences)
+    required = tuple(dict.fromkeys(required_names))
+    blocks = [_Block(f.content, f.closed) for f in fences if f.lang in PYTHON_LANGS]
+    if not blocks and KERNEL_MARK.search(text) and (_parses(text) or finish_reason == "length"):
+        blocks, prose = [_Block(text, closed=True)], ""
+
+    selected = _select(blocks, required)
+    if not selected:
+        return Extraction(None, NO_KERNEL, prose, truncated=finish_reason == "length")
+    truncated = finish_reason == "length" or not all(b.closed for b in selected)
+    code = strip_test_code("\n\n".join(_cut_at_separator(b.code).strip("\n") for b in selected))
+    try:
+        tree = ast.parse(code)
+    except SyntaxError as e:
+        if truncated:
+            why = "finish_reason=length" if finish_reason == "length" else "its code block never closes"
+            reason = f"the reply was truncated ({why}), so the code is incomplete"
+        else:
+            reason = f"the code does not parse: {e.msg} (line {e.lineno})"
+        return Extraction(None, reason, prose, truncated)
+    missing = [name for name in required if name not in _top_level_names(tree)]
+    if missing:
+        reason = "the code does not define the required " + ", ".join(f"`{n}`" for n in missing)
+        if truncated:
+            reason += " (the reply was truncated)"
+        return Extraction(None, reason, prose, truncated)
+    return Extraction(code, None, prose, truncated)
+
+
+def extract_strategy(reply: str) -> str:
+    """The model's explanation before its first code block (trimmed, at most ~2000 characters)."""
+    text = THINKING.sub("", reply.replace("\r\n", "\n"))
+    fences = _fences(text)
+    if fences:
+        before = "\n".join(text.split("\n")[: fences[0].first_line])
+    elif KERNEL_MARK.search(text) and _parses(text):
+        before = ""
+    else:
+        before = text
+    return _shorten(_squeeze_blank_lines(before).strip(), MAX_STRATEGY_CHARS)
+
+
+def strip_test_code(code: str) -> str:
+    """Remove a test section: everything from a line of 146+ ``#``, then (when the rest parses) top-level
+    functions named like the evaluator's test section (test_/bench_/flops_/bytes_), statements calling them
+    and the ``__main__`` block. Other lines are kept as written."""
+    code = _cut_at_separator(code)
+    lines = code.split("\n")
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return code.rstrip() + "\n"
+    removed_defs = {
+        s.name
+        for s in tree.body
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name.startswith(TEST_PREFIXES)
+    }
+    drop = [s for s in tree.body if _is_test_statement(s, removed_defs)]
+    for stmt in reversed(drop):
+        start = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", []))])
+        del lines[start - 1 : stmt.end_lineno or stmt.lineno]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _cut_at_separator(code: str) -> str:
+    separator = TEST_SEPARATOR.search(code)
+    return code[: separator.start()] if separator else code
+
+
+def _is_test_statement(stmt: ast.stmt, test_functions: set[str]) -> bool:
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return stmt.name in test_functions
+    if isinstance(stmt, ast.If):
+        test = stmt.test
+        return (
+            isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__"
+        )
+    if isinstance(stmt, (ast.Expr, ast.Assign, ast.AnnAssign)) and stmt.value is not None:
+        return any(
+            isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in test_functions
+            for node in ast.walk(stmt.value)
+        )
+    return False
+
+
+def _select(blocks: list[_Block], required: tuple[str, ...]) -> list[_Block]:
+    """The blocks that make up the module, in reply order."""
+    kernel_blocks = [b for b in blocks if b.has_kernel]
+    if not kernel_blocks:
+        return []
+    wanted = set(required)
+    complete = [
+        b for b in kernel_blocks if wanted <= b.defines and (wanted or not b.kernels or b.launches(b.kernels))
+    ]
+    if complete and complete[-1] is kernel_blocks[-1]:
+        return [complete[-1]]
+    kernels = frozenset().union(*(b.kernels for b in kernel_blocks))
+    relevant = [
+        b
+        for b in blocks
+        if b.has_kernel or b.defines & wanted or b.imports_only or (b.defines and b.launches(kernels))
+    ]
+    kept: list[_Block] = []
+    seen: set[str] = set()
+    for block in reversed(relevant):  # a later block redefining everything of an earlier one supersedes it
+        if block.imports_only or not block.defines or block.defines - seen:
+            kept.append(block)
+            seen |= block.defines
+    return kept[::-1]
+
+
+def _fences(text: str) -> list[_Fence]:
+    lines = text.split("\n")
+    fences = []
+    for token in _MARKDOWN.parse(text):
+        if token.type != "fence" or token.map is None:
+            continue
+        start, end = token.map
+        closing = lines[end - 1].strip().lstrip(">").strip() if end - 1 > start else ""
+        closed = bool(closing) and set(closing) == {token.markup[0]} and len(closing) >= len(token.markup)
+        lang = token.info.strip().split()[0].lower() if token.info.strip() else ""
+        fences.append(_Fence(lang.strip("{}."), token.content, start, end, closed))
+    return fences
+
+
+def _prose(text: str, fences: list[_Fence]) -> str:
+    lines = text.split("\n")
+    inside = {i for f in fences for i in range(f.first_line, f.end_line)}
+    outside = "\n".join(line for i, line in enumerate(lines) if i not in inside)
+    return _squeeze_blank_lines(outside).strip()
+
+
+def _top_level_names(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(stmt.name)
+        elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            names.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+        elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in stmt.names)
+    return names
+
+
+def _parses(code: str) -> bool:
+    try:
+        ast.parse(code)
+    except SyntaxError:
+        return False
+    return True
+
+
+def _squeeze_blank_lines(text: str) -> str:
+    return re.sub(r"\n[ \t]*(?:\n[ \t]*){2,}", "\n\n\n", text)
+
+
+def _shorten(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    cut = text.rfind(" ", 0, limit)
+    return text[: cut if cut > limit // 2 else limit].rstrip() + " ..."

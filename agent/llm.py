@@ -1,0 +1,297 @@
+"""Chat completions through any OpenAI-compatible endpoint (OpenAI, vLLM, SGLang, Ollama, LiteLLM, Azure...).
+
+Retries with exponential backoff (429, 5xx, timeouts, dropped connections) are the openai client's own
+(`max_retries`); failures that remain become one `LLMError` with a `kind` the agent can act on. The API key
+is never logged, shown in a repr, or included in an error message.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+import openai
+
+from .config import AgentConfig
+
+log = logging.getLogger(__name__)
+
+LLMErrorKind = Literal[
+    "config", "timeout", "connection", "rate_limit", "server", "auth", "not_found", "bad_request", "empty"
+]
+
+DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+BASE_URL_ENV = "OPENAI_BASE_URL"
+LOCAL_PLACEHOLDER_KEY = "not-needed"
+MAX_SERVER_MESSAGE = 300
+
+
+class LLMError(RuntimeError):
+    """A chat request that could not produce text. `kind` is one of `LLMErrorKind`."""
+
+    def __init__(self, message: str, kind: LLMErrorKind):
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where requests go. `base_url` None means the openai client's default (api.openai.com)."""
+
+    model: str
+    base_url: str | None
+    api_key: str = field(repr=False)
+
+    @property
+    def is_local(self) -> bool:
+        return self.base_url is not None and is_local_url(self.base_url)
+
+    def describe(self) -> str:
+        return f"model '{self.model}' at {self.base_url or 'the OpenAI API (default base URL)'}"
+
+
+@dataclass
+class TokenUsage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    requests: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def add(self, other: TokenUsage) -> None:
+        """Accumulate `other` into this one."""
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.requests += other.requests
+
+    def __add__(self, other: TokenUsage) -> TokenUsage:
+        return TokenUsage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            self.requests + other.requests,
+        )
+
+
+@dataclass(frozen=True)
+class ChatReply:
+    text: str
+    finish_reason: str | None
+    usage: TokenUsage
+    model: str
+    latency_s: float
+
+
+def is_local_url(url: str) -> bool:
+    """Does `url` point at this machine (localhost, a loopback address, or 0.0.0.0)?"""
+    host = (urlsplit(url).hostname or "").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_unspecified
+
+
+def resolve_endpoint(cfg: AgentConfig) -> Endpoint:
+    """Model, base URL and API key, following the openai client's conventions.
+
+    base_url: `cfg.base_url`, else `$OPENAI_BASE_URL`, else the client default. Key: the variable named by
+    `cfg.api_key_env`, else `$OPENAI_API_KEY`; a local server may have none. Raises `LLMError(kind="config")`.
+    """
+    if cfg.model_id is None:
+        raise LLMError("no LLM configured: set `model_id` (and `base_url` for a non-OpenAI server)", "config")
+    base_url = cfg.base_url or os.environ.get(BASE_URL_ENV, "").strip() or None
+    api_key = os.environ.get(cfg.api_key_env, "").strip() or os.environ.get(DEFAULT_KEY_ENV, "").strip()
+    if not api_key:
+        if base_url is not None and is_local_url(base_url):
+            api_key = LOCAL_PLACEHOLDER_KEY
+        else:
+            where = base_url or "the OpenAI API"
+            also = f" (or {DEFAULT_KEY_ENV})" if cfg.api_key_env != DEFAULT_KEY_ENV else ""
+            raise LLMError(
+                f"no API key for {where}: set the environment variable {cfg.api_key_env}{also}, "
+                "or name another variable with `api_key_env` (a server that needs no key accepts any value)",
+                "config",
+            )
+    return Endpoint(model=cfg.model_id, base_url=base_url, api_key=api_key)
+
+
+class ChatModel:
+    """An async chat client bound to one model; `usage` accumulates over every answered request."""
+
+    def __init__(self, cfg: AgentConfig, *, client: openai.AsyncOpenAI | None = None):
+        if client is None:
+            self.endpoint = resolve_endpoint(cfg)
+            client = openai.AsyncOpenAI(
+                api_key=self.endpoint.api_key,
+                base_url=self.endpoint.base_url,
+                timeout=cfg.timeout_s,
+                max_retries=cfg.max_retries,
+            )
+            self._owns_client = True
+        else:
+            if cfg.model_id is None:
+                raise LLMError("no LLM configured: set `model_id`", "config")
+            self.endpoint = Endpoint(
+                model=cfg.model_id, base_url=str(client.base_url), api_key=client.api_key
+            )
+            self._owns_client = False
+        self._client = client
+        self.temperature = cfg.temperature
+        self.max_tokens = cfg.max_tokens
+        self.usage = TokenUsage()
+        self._token_limit_param = "max_tokens"
+
+    def __repr__(self) -> str:
+        return f"ChatModel({self.endpoint.describe()}, usage={self.usage})"
+
+    async def __aenter__(self) -> ChatModel:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this object created it."""
+        if self._owns_client:
+            await self._client.close()
+
+    async def complete(
+        self, messages: list[dict[str, str]], *, temperature: float | None = None
+    ) -> ChatReply:
+        """One chat completion. Raises `LLMError` when the endpoint fails (after the client's retries) or
+        returns no text."""
+        if not messages:
+            raise ValueError("complete() needs at least one message")
+        request: dict[str, Any] = {
+            "model": self.endpoint.model,
+            "messages": messages,
+            "temperature": self.temperature if temperature is None else temperature,
+        }
+        log.debug("LLM request: %s, %d messages", self.endpoint.describe(), len(messages))
+        start = time.perf_counter()
+        try:
+            response = await self._create(request)
+        except openai.OpenAIError as e:
+            raise self._error(e) from None
+        latency = time.perf_counter() - start
+
+        usage = _usage_of(response)
+        self.usage.add(usage)
+        choices = getattr(response, "choices", None)
+        if not isinstance(choices, list):
+            raise LLMError(
+                f"{self.endpoint.describe()} did not answer with a chat completion; check that `base_url` is "
+                "the API root of an OpenAI-compatible server (it usually ends with /v1)",
+                "server",
+            )
+        choice = choices[0] if choices else None
+        text = getattr(getattr(choice, "message", None), "content", None)
+        finish_reason = getattr(choice, "finish_reason", None)
+        model = getattr(response, "model", None) or self.endpoint.model
+        log.debug(
+            "LLM reply: model=%s prompt_tokens=%d completion_tokens=%d finish_reason=%s latency=%.2fs",
+            model,
+            usage.prompt_tokens,
+            usage.completion_tokens,
+            finish_reason,
+            latency,
+        )
+        if not isinstance(text, str) or not text.strip():
+            raise LLMError(self._empty_message(choice is None, finish_reason), "empty")
+        return ChatReply(text, finish_reason, usage, model, latency)
+
+    async def _create(self, request: dict[str, Any]) -> Any:
+        """Send the request; switch to `max_completion_tokens` once if the model rejects `max_tokens`
+        (OpenAI's reasoning models do)."""
+        if self.max_tokens is None:
+            return await self._client.chat.completions.create(**request)
+        try:
+            return await self._with_token_limit(request)
+        except openai.BadRequestError as e:
+            if self._token_limit_param != "max_tokens" or "max_completion_tokens" not in _server_message(e):
+                raise
+            log.debug("%s rejects max_tokens; using max_completion_tokens", self.endpoint.describe())
+            self._token_limit_param = "max_completion_tokens"
+            return await self._with_token_limit(request)
+
+    async def _with_token_limit(self, request: dict[str, Any]) -> Any:
+        if self._token_limit_param == "max_tokens":
+            return await self._client.chat.completions.create(**request, max_tokens=self.max_tokens)
+        return await self._client.chat.completions.create(
+            **request, extra_body={"max_completion_tokens": self.max_tokens}
+        )
+
+    def _empty_message(self, no_choice: bool, finish_reason: str | None) -> str:
+        if no_choice:
+            return f"{self.endpoint.describe()} returned no choices"
+        message = f"{self.endpoint.describe()} returned no text (finish_reason={finish_reason})"
+        if finish_reason == "length":
+            message += f"; the whole max_tokens={self.max_tokens} budget was used before any answer, raise it"
+        elif finish_reason == "content_filter":
+            message += "; the provider's content filter blocked the answer"
+        return message
+
+    def _error(self, e: openai.OpenAIError) -> LLMError:
+        retries = self._client.max_retries
+        after = f" (gave up after {retries} retries)" if retries else " (retries disabled)"
+        where = self.endpoint.describe()
+        kind: LLMErrorKind
+        if isinstance(e, openai.APITimeoutError):
+            kind, message = "timeout", f"request to {where} timed out after {self._client.timeout}s{after}"
+        elif isinstance(e, openai.APIConnectionError):
+            cause = f": {e.__cause__}" if e.__cause__ else ""
+            kind, message = "connection", f"cannot connect to {where}{cause}{after}"
+        elif isinstance(e, openai.APIStatusError):
+            kind, message = self._status_error(e, where, after)
+        else:
+            kind, message = "server", f"unusable response from {where}: {e}"
+        return LLMError(_redact(message, self.endpoint.api_key), kind)
+
+    def _status_error(self, e: openai.APIStatusError, where: str, after: str) -> tuple[LLMErrorKind, str]:
+        status = e.status_code
+        detail = _server_message(e)
+        detail = f": {detail}" if detail else ""
+        if isinstance(e, openai.RateLimitError):
+            return "rate_limit", f"rate limited by {where} (HTTP 429){after}{detail}"
+        if isinstance(e, (openai.AuthenticationError, openai.PermissionDeniedError)):
+            return "auth", f"{where} refused the API key (HTTP {status}){detail}; check the key's variable"
+        if isinstance(e, openai.NotFoundError):
+            return "not_found", (
+                f"{where} answered HTTP 404{detail}; check `model_id` and that `base_url` is the API root "
+                "(it usually ends with /v1)"
+            )
+        if status >= 500 or status == 408:
+            return "server", f"server error from {where} (HTTP {status}){after}{detail}"
+        return "bad_request", f"{where} rejected the request (HTTP {status}){detail}"
+
+
+def _usage_of(response: Any) -> TokenUsage:
+    usage = getattr(response, "usage", None)
+    return TokenUsage(
+        prompt_tokens=getattr(usage, "prompt_tokens", None) or 0,
+        completion_tokens=getattr(usage, "completion_tokens", None) or 0,
+        requests=1,
+    )
+
+
+def _server_message(e: openai.APIStatusError) -> str:
+    """The human part of an error body (`{"error": {"message": ...}}` or plain text), shortened."""
+    body = e.body
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        body = inner.get("message", inner) if isinstance(inner, dict) else inner
+    text = " ".join(str(body if body is not None else e.message).split())
+    return text if len(text) <= MAX_SERVER_MESSAGE else text[: MAX_SERVER_MESSAGE - 3] + "..."
+
+
+def _redact(text: str, secret: str) -> str:
+    return text.replace(secret, "***") if secret and secret != LOCAL_PLACEHOLDER_KEY else text
