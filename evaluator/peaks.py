@@ -46,7 +46,7 @@ def device_peaks(measure: bool = True) -> Peaks:
         peaks = Peaks(
             props.name,
             _copy_gbps(),
-            _matmul_tflops(torch.float16),
+            _matmul_tflops(torch.bfloat16),
             _matmul_tflops(torch.float32),
             "measured",
             l2,
@@ -100,7 +100,7 @@ def _matmul_tflops(dtype: torch.dtype) -> float:
     tf32 = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = False
     try:
-        ms = triton.testing.do_bench(lambda: a @ b, warmup=25, rep=200, return_mode="median")
+        ms = triton.testing.do_bench(lambda: a @ b, warmup=500, rep=300, return_mode="median")  # clocks ramp up
     finally:
         torch.backends.cuda.matmul.allow_tf32 = tf32
     return 2 * n**3 / (ms * 1e-3) / 1e12
