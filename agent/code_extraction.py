@@ -79,9 +79,7 @@ class _Fence:
     closed: bool
 
 
-def extract_code(
-    reply: str, *, required_names: Sequence[str] = (), finish_reason: str | None = None
-) -> Extraction:
+def extract_code(reply: str, *, required_names: Sequence[str] = (), finish_reason: str | None = None) -> Extraction:
     """Find the Triton module in `reply`.
 
     Prefers Python (or untagged) fenced blocks containing ``triton.jit``; kernels and the `required_names`
@@ -166,9 +164,7 @@ def _is_test_statement(stmt: ast.stmt, test_functions: set[str]) -> bool:
         return stmt.name in test_functions
     if isinstance(stmt, ast.If):
         test = stmt.test
-        return (
-            isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__"
-        )
+        return isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__"
     if isinstance(stmt, (ast.Expr, ast.Assign, ast.AnnAssign)) and stmt.value is not None:
         return any(
             isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in test_functions
@@ -183,16 +179,12 @@ def _select(blocks: list[_Block], required: tuple[str, ...]) -> list[_Block]:
     if not kernel_blocks:
         return []
     wanted = set(required)
-    complete = [
-        b for b in kernel_blocks if wanted <= b.defines and (wanted or not b.kernels or b.launches(b.kernels))
-    ]
+    complete = [b for b in kernel_blocks if wanted <= b.defines and (wanted or not b.kernels or b.launches(b.kernels))]
     if complete and complete[-1] is kernel_blocks[-1]:
         return [complete[-1]]
     kernels = frozenset().union(*(b.kernels for b in kernel_blocks))
     relevant = [
-        b
-        for b in blocks
-        if b.has_kernel or b.defines & wanted or b.imports_only or (b.defines and b.launches(kernels))
+        b for b in blocks if b.has_kernel or b.defines & wanted or b.imports_only or (b.defines and b.launches(kernels))
     ]
     kept: list[_Block] = []
     seen: set[str] = set()

@@ -218,9 +218,7 @@ def _kernels(tree: ast.Module) -> dict[str, _Kernel]:
         if not decorators & _JIT_DECORATORS:
             continue
         positional = [*node.args.posonlyargs, *node.args.args]
-        constexprs = frozenset(
-            a.arg for a in [*positional, *node.args.kwonlyargs] if _is_constexpr(a.annotation)
-        )
+        constexprs = frozenset(a.arg for a in [*positional, *node.args.kwonlyargs] if _is_constexpr(a.annotation))
         kernels[node.name] = _Kernel(
             node.name,
             tuple(a.arg for a in positional),
@@ -247,11 +245,7 @@ def _launch_sites(tree: ast.Module, kernels: Mapping[str, _Kernel]) -> Iterator[
             and node.func.value.id in kernels
         ):
             yield node, node.func.value.id, scopes
-        inner = (
-            (*scopes, node)
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
-            else scopes
-        )
+        inner = (*scopes, node) if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) else scopes
         for child in ast.iter_child_nodes(node):
             yield from visit(child, inner)
 
@@ -361,11 +355,7 @@ def _clamped_power_of_two_bound(node: ast.expr) -> _Literal | None:
     first, second = node.args
     for literal_node, other in ((first, second), (second, first)):
         literal = _int_literal(literal_node)
-        if (
-            literal is not None
-            and isinstance(other, ast.Call)
-            and _dotted(other.func).endswith("next_power_of_2")
-        ):
+        if literal is not None and isinstance(other, ast.Call) and _dotted(other.func).endswith("next_power_of_2"):
             return literal
     return None
 

@@ -136,9 +136,7 @@ class _Search:
             trial = Trial(dict(values), candidate, outcome.ok, outcome.latency_ms, outcome.message)
         except Exception as exc:  # a crashing evaluation is a failed candidate, not a failed search
             logger.warning("evaluating launch parameters %s raised %r", dict(values), exc)
-            trial = Trial(
-                dict(values), candidate, False, None, f"evaluation raised {type(exc).__name__}: {exc}"
-            )
+            trial = Trial(dict(values), candidate, False, None, f"evaluation raised {type(exc).__name__}: {exc}")
         self._seen[tuple(sorted(values.items()))] = trial
         self.trials.append(trial)
         if self._on_trial is not None:
@@ -175,9 +173,7 @@ def _faster(candidate: Trial, best: Trial) -> bool:
     )
 
 
-async def _coordinate_descent(
-    search: _Search, params: list[TunableParam], baseline: Trial
-) -> tuple[Trial, bool]:
+async def _coordinate_descent(search: _Search, params: list[TunableParam], baseline: Trial) -> tuple[Trial, bool]:
     """The fastest correct trial found, and whether the search converged (a full pass without a move)."""
     best = baseline
     while True:
@@ -222,9 +218,7 @@ def _describe(baseline: Trial, best: Trial, params: list[TunableParam], search: 
     tally = f"{evaluated} configuration(s) evaluated, {failed} failed"
     if best is baseline:
         margin = f"{NOISE_MARGIN:.0%}"
-        return (
-            f"no launch configuration beat the baseline ({baseline.latency_ms:.4g} ms) by > {margin}; {tally}"
-        )
+        return f"no launch configuration beat the baseline ({baseline.latency_ms:.4g} ms) by > {margin}; {tally}"
     names = {p.key: f"{p.kernel}.{p.name} (line {p.line})" for p in params}
     changes = ", ".join(
         f"{names[key]} {baseline.values[key]} -> {value}"

@@ -140,9 +140,7 @@ class ChatModel:
         else:
             if cfg.model_id is None:
                 raise LLMError("no LLM configured: set `model_id`", "config")
-            self.endpoint = Endpoint(
-                model=cfg.model_id, base_url=str(client.base_url), api_key=client.api_key
-            )
+            self.endpoint = Endpoint(model=cfg.model_id, base_url=str(client.base_url), api_key=client.api_key)
             self._owns_client = False
         self._client = client
         self.temperature = cfg.temperature
@@ -164,9 +162,7 @@ class ChatModel:
         if self._owns_client:
             await self._client.close()
 
-    async def complete(
-        self, messages: list[dict[str, str]], *, temperature: float | None = None
-    ) -> ChatReply:
+    async def complete(self, messages: list[dict[str, str]], *, temperature: float | None = None) -> ChatReply:
         """One chat completion. Raises `LLMError` when the endpoint fails (after the client's retries) or
         returns no text."""
         if not messages:

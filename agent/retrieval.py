@@ -4,7 +4,8 @@ The corpus is the package's ``snippets/kernels/*.py`` plus any user folders. Eac
 section (wrappers and kernels, without the test/bench/flops functions and without the TritonBench test part
 after the ``#####`` separator), tokenised into identifiers: attribute chains both split and joined
 (``tl.load`` -> ``tl``, ``load``, ``tl.load``) and names split into their snake/camel-case parts, so that
-``BLOCK_SIZE_K`` and ``block_k`` share ``block`` and ``k``.
+``BLOCK_SIZE_K`` and ``block_k`` share ``block`` and ``k``. Ranking is ``rank_bm25.BM25Okapi`` with each query
+term counted once.
 """
 
 from __future__ import annotations
@@ -75,12 +76,12 @@ def _is_test_code(node: ast.stmt) -> bool:
 
 
 def _has_kernel(code: str) -> bool:
-    """Whether ``code`` (which parses) defines a function decorated with ``jit`` (``triton.jit``, ...)."""
+    """Whether ``code`` (which parses) defines a ``@triton.jit`` (or ``@jit``) function."""
     for node in ast.walk(ast.parse(code)):
         if isinstance(node, ast.FunctionDef):
             for decorator in node.decorator_list:
                 target = decorator.func if isinstance(decorator, ast.Call) else decorator
-                if isinstance(target, ast.Name | ast.Attribute) and ast.unparse(target).endswith("jit"):
+                if ast.unparse(target) in ("triton.jit", "jit"):
                     return True
     return False
 
@@ -164,7 +165,9 @@ class KernelCorpus:
     def __init__(self, entries: Sequence[CorpusEntry]) -> None:
         self._entries = tuple(entries)
         documents = [code_tokens(entry.code) for entry in self._entries]
-        self._index = BM25Okapi(documents) if any(documents) else None
+        # epsilon=0: terms found in more than half of the documents carry no weight (the library's default
+        # floor gives them more weight than moderately common terms, and negative weight in small corpora)
+        self._index = BM25Okapi(documents, epsilon=0.0) if any(documents) else None
 
     @classmethod
     def load(cls, extra_dirs: Sequence[Path] = ()) -> KernelCorpus:
@@ -178,9 +181,7 @@ class KernelCorpus:
     def entries(self) -> tuple[CorpusEntry, ...]:
         return self._entries
 
-    def most_similar(
-        self, code: str, k: int = 1, exclude: Path | None = None
-    ) -> list[tuple[CorpusEntry, float]]:
+    def most_similar(self, code: str, k: int = 1, exclude: Path | None = None) -> list[tuple[CorpusEntry, float]]:
         """The ``k`` entries most similar to ``code`` (best first, ties by name) with their BM25 scores.
 
         ``exclude`` leaves out the entry read from that path (e.g. the query's own file). Pass the kernel
@@ -190,7 +191,8 @@ class KernelCorpus:
             raise ValueError(f"k must be at least 1, got {k}")
         if self._index is None:
             return []
-        scores = self._index.get_scores(code_tokens(code))
+        query = list(dict.fromkeys(code_tokens(code)))  # each term once, as in BM25 proper
+        scores = self._index.get_scores(query)
         excluded = exclude.resolve() if exclude is not None else None
         ranked = sorted(range(len(self._entries)), key=lambda i: (-scores[i], self._entries[i].name))
         kept = [i for i in ranked if self._entries[i].path.resolve() != excluded]

@@ -164,10 +164,12 @@ class Evaluator:
         against: str | Path | None = None,
         progress: Progress | None = None,
         check_first: bool = True,
+        rounds: int | None = None,
     ) -> BenchResult:
         """Time the captured bench calls (the `bench_*` functions', else the tests'). With `against`, the
         reference and the candidate are interleaved in one process and a speedup interval is reported.
-        The candidate must pass `check` first (unless `check_first=False` because the caller just did)."""
+        The candidate must pass `check` first (unless `check_first=False` because the caller just did).
+        `rounds` overrides the number of interleaved timing rounds (fewer for quick screening)."""
         started = time.perf_counter()
         label = str(file) if file is not None else "<candidate>"
         check = await self.check(file, source=source, against=against, progress=progress) if check_first else None
@@ -202,7 +204,7 @@ class Evaluator:
         if reference is not None:
             modules.append(self._bench_module("reference", reference.compose().text, owner, job_dir))
         modules.append(self._bench_module("candidate", owner.compose(candidate.kernel_section).text, owner, job_dir))
-        job = bench_stage.bench_job(modules, owner, self.options)
+        job = bench_stage.bench_job(modules, owner, self.options, rounds)
         _say(progress, "timing" + (" against the reference" if reference else ""))
         outcome = await self.pool.run(job, timeout_s=self.options.timeout_s * 2, on_event=_relay(progress))
         shutil.rmtree(job_dir, ignore_errors=True)

@@ -15,12 +15,14 @@ if TYPE_CHECKING:
 IMPOSSIBLE_MARGIN = 1.15  # achieved bandwidth this far above the measured copy peak cannot be real
 
 
-def bench_job(modules: list[dict[str, Any]], owner: TritonFile, options: EvalOptions) -> dict[str, Any]:
+def bench_job(
+    modules: list[dict[str, Any]], owner: TritonFile, options: EvalOptions, rounds: int | None = None
+) -> dict[str, Any]:
     return {
         "kind": "bench",
         "modules": modules,
         "functions": list(owner.benches or owner.tests),
-        "rounds": options.bench_rounds,
+        "rounds": rounds or options.bench_rounds,
         "rep_ms": options.rep_ms,
         "max_calls": options.max_bench_calls,
         "measure_peaks": options.measure_peaks,

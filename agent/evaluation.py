@@ -1,0 +1,92 @@
+"""The agent's view of the evaluator: check a candidate against the original file, then time it against it.
+
+A candidate's latency is reported on one scale for the whole run: the original's time (measured once) divided by
+the candidate's speedup, which the evaluator measures interleaved with the original in one process. That is far
+steadier than comparing times taken in different processes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+
+from geak.evaluator.api import Evaluator, Progress
+from geak.evaluator.results import BenchResult, CheckResult
+from geak.evaluator.triton_file import TritonFile, read_triton_file
+
+from .memory import Evaluation
+
+
+class CandidateEvaluator:
+    """Evaluates candidate code for one problem file. `timing` is False where no GPU is visible."""
+
+    def __init__(self, evaluator: Evaluator, original: str | Path, *, screen_rounds: int = 5):
+        self.evaluator = evaluator
+        self.original_path = Path(original)
+        self.original: TritonFile = read_triton_file(self.original_path)
+        self.screen_rounds = screen_rounds
+        self.timing: bool | None = None
+        self.runtime: dict = {}
+        self.baseline_ms: float | None = None
+
+    async def start(self) -> Evaluation:
+        """Learn the backend and evaluate the original itself (its test must pass; its time is the baseline)."""
+        self.runtime = await self.evaluator.runtime()
+        self.timing = self.runtime.get("backend") != "interpreter"
+        check = await self.evaluator.check(self.original_path)
+        if not check.ok:
+            return _from_check(check)
+        if not self.timing:
+            return _from_check(check)
+        bench = await self.evaluator.bench(self.original_path, check_first=False)
+        if bench.ok and bench.total_ms:
+            self.baseline_ms = bench.total_ms
+        return _from_bench(check, bench, self.baseline_ms)
+
+    async def evaluate(self, code: str, *, rounds: int | None = None, progress: Progress | None = None) -> Evaluation:
+        """Check `code` (kernel code, or a whole file) against the original; time it if it passes."""
+        check = await self.evaluator.check(source=code, against=self.original_path, progress=progress)
+        if not check.ok or not self.timing:
+            return _from_check(check)
+        bench = await self.evaluator.bench(
+            source=code,
+            against=self.original_path,
+            check_first=False,
+            rounds=rounds or self.screen_rounds,
+            progress=progress,
+        )
+        return _from_bench(check, bench, self.baseline_ms)
+
+
+def _from_check(check: CheckResult) -> Evaluation:
+    called = check.stage != "parse" and not any(t.kind in ("error", "timeout", "crash") for t in check.tests)
+    return Evaluation(
+        ok=check.ok,
+        stage=check.stage,
+        message=check.message,
+        diagnostics=[asdict(d) for d in check.diagnostics],
+        called=called and check.stage in ("call", "exec"),
+    )
+
+
+def _from_bench(check: CheckResult, bench: BenchResult, baseline_ms: float | None) -> Evaluation:
+    evaluation = _from_check(check)
+    if not bench.ok:
+        evaluation.ok = False
+        evaluation.stage = "perf"
+        evaluation.message = f"correct, but timing failed: {bench.message}"
+        evaluation.diagnostics = [asdict(d) for d in bench.diagnostics]
+        return evaluation
+    evaluation.timed = True
+    evaluation.stage = "perf"
+    s = bench.speedup
+    if s is not None:
+        evaluation.speedup, evaluation.speedup_low, evaluation.speedup_high = s.ratio, s.low, s.high
+    own = bench.total_ms
+    evaluation.latency_ms = baseline_ms / s.ratio if s is not None and baseline_ms else own
+    bw = [c.pct_peak_bw for c in bench.calls if c.pct_peak_bw is not None]
+    fl = [c.pct_peak_flops for c in bench.calls if c.pct_peak_flops is not None]
+    evaluation.pct_peak_bw = max(bw) if bw else None
+    evaluation.pct_peak_flops = max(fl) if fl else None
+    evaluation.message = bench.message
+    return evaluation

@@ -1,0 +1,87 @@
+"""Knowledge texts for prompts: the general Triton guidance plus the text of the target GPU family."""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+
+from geak.snippets import KNOWLEDGE_DIR
+
+GENERAL_TEXT = "triton"
+AMD_CDNA = "amd_cdna"
+NVIDIA_AMPERE = "nvidia_ampere"
+NVIDIA_HOPPER = "nvidia_hopper"
+
+_SM_ARCH = re.compile(r"^(?:sm_?|compute_?)?(\d+)(?:\.(\d))?[a-z]?$")  # sm_80, sm_90a, sm100, 8.6, 90
+_GPU_NAMES = (  # (pattern over the upper-cased device name, text); first match wins
+    (re.compile(r"\bMI\s?\d{2,3}[A-Z]?\b|\bINSTINCT\b"), AMD_CDNA),
+    (re.compile(r"\bG?H(?:100|200|800|20)\b"), NVIDIA_HOPPER),
+    (re.compile(r"\bA(?:100|800|40|30|16|10G?|2)\b|\bL(?:4|40S?|20)\b|\bRTX\s?(?:30|40)\d{2}\b"), NVIDIA_AMPERE),
+    (re.compile(r"\bRTX\s?A\d{4}\b|\bRTX\s?\d{4}\s?ADA\b"), NVIDIA_AMPERE),
+)
+
+
+def available_texts() -> list[str]:
+    """Names of the knowledge texts shipped with the package (file stems of ``snippets/knowledge/*.md``)."""
+    return sorted(path.stem for path in KNOWLEDGE_DIR.glob("*.md"))
+
+
+def target_text(backend: str | None, arch: str | None = None, target_gpu: str | None = None) -> str | None:
+    """The name of the GPU-family text for this target, or None when the target is not recognised.
+
+    An ``arch`` decides first: "gfx9..." (CDNA: gfx90a, gfx942, gfx950) selects the AMD CDNA text (other gfx
+    targets are RDNA consumer GPUs with 32-wide waves: unknown), sm_80-sm_89 the Ampere/Ada text, sm_90 and
+    newer the Hopper text. Then ``backend`` "rocm"/"hip" selects AMD CDNA, then ``target_gpu`` (a device name
+    such as "NVIDIA A100-SXM4-80GB", "NVIDIA H200" or "AMD Instinct MI300X") by model.
+    """
+    if arch:
+        normalized = arch.strip().lower()
+        if normalized.startswith("gfx"):
+            return AMD_CDNA if normalized.startswith("gfx9") else None
+        capability = _compute_capability(normalized)
+        if capability is not None and capability >= 80:
+            return NVIDIA_HOPPER if capability >= 90 else NVIDIA_AMPERE
+    if backend is not None and backend.strip().lower() in ("rocm", "hip"):
+        return AMD_CDNA
+    if target_gpu:
+        name = target_gpu.upper()
+        for pattern, text in _GPU_NAMES:
+            if pattern.search(name):
+                return text
+    return None
+
+
+def _compute_capability(arch: str) -> int | None:
+    """``sm_86`` / ``sm_90a`` / ``8.6`` / ``90`` -> 86, 90, 86, 90; None when not of that form."""
+    match = _SM_ARCH.match(arch)
+    if match is None:
+        return None
+    major, minor = match.groups()
+    if minor is not None:
+        return int(major) * 10 + int(minor)
+    return int(major) * 10 if len(major) == 1 else int(major)
+
+
+def knowledge_for(backend: str | None, arch: str | None = None, target_gpu: str | None = None) -> str:
+    """The general Triton text followed by the target family's text (or a note that the target is unknown)."""
+    general = _read(GENERAL_TEXT)
+    family = target_text(backend, arch, target_gpu)
+    if family is None:
+        described = ", ".join(
+            f"{label}={value}" for label, value in (("backend", backend), ("arch", arch), ("gpu", target_gpu)) if value
+        )
+        note = (
+            f"(No GPU-specific notes: the target ({described or 'not given'}) is not a known AMD CDNA, "
+            "NVIDIA Ampere/Ada or Hopper GPU; keep launch options portable.)"
+        )
+        return f"{general.rstrip()}\n\n{note}\n"
+    return f"{general.rstrip()}\n\n{_read(family)}"
+
+
+@cache
+def _read(name: str) -> str:
+    path = KNOWLEDGE_DIR / f"{name}.md"
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise FileNotFoundError(f"knowledge text {name!r} is missing from the package ({path})") from exc

@@ -1,0 +1,391 @@
+"""The GEAK loop: Generator → Evaluator → Reflector → Optimizer, over `parallel` chains and `max_iteration` rounds,
+plus the LLM-free launch-parameter search (the default when no model is configured, and a final polish).
+
+Driven from asyncio: LLM calls of different chains overlap, evaluations queue on the evaluator's worker pool.
+Progress goes to a callback; `stop()` (or cancelling the task) ends the run cleanly with its checkpoint kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from geak.evaluator.api import BadInput
+
+from . import checkpoint, prompts
+from .code_extraction import extract_code, extract_strategy
+from .config import AgentConfig
+from .evaluation import CandidateEvaluator
+from .file_edit import merged_file, unified_diff
+from .knowledge import knowledge_for
+from .launch_search import Trial, search_launch_params
+from .llm import ChatModel, LLMError
+from .memory import Candidate, ChainState, Evaluation, ProblemMemory
+from .outcome import OptimizeResult, pass_at_k
+from .retrieval import KernelCorpus
+
+log = logging.getLogger(__name__)
+FATAL_LLM_ERRORS = ("auth", "not_found", "config", "bad_request")
+
+
+@dataclass(frozen=True)
+class ProgressEvent:
+    kind: str  # start | round | candidate | search | final | done
+    message: str
+    chain: int | None = None
+    round: int | None = None
+    candidate: str | None = None
+    best_speedup: float | None = None
+
+
+ProgressCallback = Callable[[ProgressEvent], None]
+
+
+@dataclass
+class _Run:
+    memory: ProblemMemory
+    ctx: prompts.Context
+    paths: checkpoint.CheckpointPaths
+    usage_before: dict = field(default_factory=dict)
+
+
+class GeakAgent:
+    """Optimizes one Triton file. `model` None runs the LLM-free search only."""
+
+    def __init__(
+        self,
+        config: AgentConfig,
+        candidates: CandidateEvaluator,
+        model: ChatModel | None = None,
+        corpus: KernelCorpus | None = None,
+        progress: ProgressCallback | None = None,
+    ):
+        self.config = config
+        self.candidates = candidates
+        self.model = model
+        self.corpus = corpus
+        self.progress = progress
+        self._stop = False
+        self._round_waiters: dict[int, int] = {}
+
+    def stop(self) -> None:
+        """Finish the candidate in flight, checkpoint, and return the best so far."""
+        self._stop = True
+
+    def _emit(self, kind: str, message: str, **kw) -> None:
+        log.info(message)
+        if self.progress is not None:
+            self.progress(ProgressEvent(kind, message, **kw))
+
+    # ------------------------------------------------------------------------------------------ the run
+
+    async def optimize(self, *, resume: bool = False) -> OptimizeResult:
+        cfg = self.config
+        original = self.candidates.original
+        paths = checkpoint.CheckpointPaths(Path(cfg.output_path), Path(original.path).stem)
+        baseline = await self.candidates.start()
+        if not baseline.ok:
+            raise BadInput(
+                f"{original.path} does not pass its own test, so there is nothing to optimize from: {baseline.message}"
+            )
+        memory, usage_before = self._memory(paths, resume, baseline)
+        runtime = self.candidates.runtime
+        timing = bool(self.candidates.timing)
+        device = (
+            f"{runtime.get('device')} ({runtime.get('backend')}, {runtime.get('arch')})"
+            if timing
+            else "a GPU (none is visible here: kernels run in Triton's CPU interpreter, speed is not measured)"
+        )
+        knowledge = knowledge_for(runtime.get("backend"), runtime.get("arch"), cfg.target_gpu) if cfg.knowledge else ""
+        run = _Run(memory, prompts.Context(original, device, knowledge, timing), paths, usage_before)
+        base = f"baseline {self.candidates.baseline_ms:.4f} ms" if self.candidates.baseline_ms else "no timing"
+        self._emit("start", f"optimizing {original.path} on {runtime.get('device')} ({base})")
+        try:
+            if self.model is not None and self.config.model_configured:
+                await asyncio.gather(*(self._chain(run, state) for state in memory.chains))
+            if not memory.search_done and (cfg.search or self.model is None) and not self._stop:
+                await self._search(run)
+            final = await self._final(run)
+        finally:
+            self._save(run)
+        return final
+
+    def _memory(self, paths, resume: bool, baseline: Evaluation) -> tuple[ProblemMemory, dict]:
+        cfg = self.config
+        original = self.candidates.original
+        key = Path(original.path).name
+        mem_file = Path(cfg.mem_file) if cfg.mem_file else paths.latest
+        if resume or cfg.mem_file:
+            problems, usage = checkpoint.load(mem_file)
+            if key not in problems:
+                raise BadInput(f"the checkpoint {mem_file} has no problem {key!r} (it has {sorted(problems)})")
+            memory = problems[key]
+            if memory.original_code != original.kernel_section:
+                raise BadInput(f"{original.path} changed since the checkpoint {mem_file} was written: start afresh")
+            while len(memory.chains) < cfg.parallel:
+                memory.chains.append(ChainState(len(memory.chains), round=cfg.start_iter))
+            self._emit("start", f"resuming from {mem_file}: {len(memory.candidates)} candidate(s) kept")
+        else:
+            memory, usage = ProblemMemory(key, original.kernel_section), {}
+            memory.chains = [ChainState(i, round=cfg.start_iter) for i in range(cfg.parallel)]
+        memory.baseline = baseline
+        return memory, usage
+
+    def _save(self, run: _Run) -> None:
+        usage = dict(run.usage_before)
+        if self.model is not None:
+            for k, v in vars(self.model.usage).items():
+                usage[k] = usage.get(k, 0) + v
+        checkpoint.save(run.paths, {run.memory.file: run.memory}, self.config.to_public_dict(), usage)
+
+    def _round_finished(self, run: _Run, round_: int) -> None:
+        done = self._round_waiters.get(round_, 0) + 1
+        self._round_waiters[round_] = done
+        if done == len(run.memory.chains):
+            run.memory.completed_rounds = round_ + 1
+            self._save(run)
+            checkpoint.snapshot(run.paths, round_, {run.memory.file: run.memory})
+
+    # ------------------------------------------------------------------------------------------ chains
+
+    async def _chain(self, run: _Run, state: ChainState) -> None:
+        cfg = self.config
+        while state.round < cfg.max_iteration and not self._stop:
+            memory = run.memory
+            current = memory.get(state.current)
+            note = ""
+            if current is not None and not current.passed and state.debug_count >= cfg.max_perf_debug_num:
+                state.trapped += 1
+                note = (
+                    f"A previous line of attack failed {state.debug_count} fixes in a row and was abandoned; "
+                    "take a different approach."
+                )
+                self._emit(
+                    "round",
+                    f"chain {state.chain}: debugging trap after {state.debug_count} failed fixes; "
+                    "starting again from the best candidates",
+                    chain=state.chain,
+                    round=state.round,
+                )
+                state.current, state.debug_count, current = None, 0, None
+            self._emit(
+                "round",
+                f"chain {state.chain}, round {state.round + 1}/{cfg.max_iteration}",
+                chain=state.chain,
+                round=state.round,
+            )
+            if current is not None and not current.passed:
+                new = [await self._reflect(run, state, current)]
+                state.debug_count += 0 if new[0].passed else 1
+            else:
+                base = current if current is not None else None
+                new = await asyncio.gather(*(self._improve(run, state, base, note) for _ in range(cfg.descendant_num)))
+                state.debug_count = 0
+            chosen = sorted(new, key=lambda c: (not c.passed, c.evaluation.sort_key if c.evaluation else math.inf))
+            state.current = chosen[0].id
+            state.round += 1
+            self._save(run)
+            self._round_finished(run, state.round - 1)
+
+    async def _improve(self, run: _Run, state: ChainState, base: Candidate | None, note: str) -> Candidate:
+        """Optimizer + Generator when timed passing candidates exist, else the Generator from the original."""
+        memory = run.memory
+        ancestors = [c for c in memory.passing() if c.evaluation and c.evaluation.timed][: self.config.ancestor_num]
+        if run.ctx.timing and ancestors:
+            reply = await self._ask(
+                run,
+                prompts.optimizer(
+                    run.ctx, ancestors, self.candidates.baseline_ms, avoid=state.last_strategy if note else ""
+                ),
+                state,
+            )
+            if isinstance(reply, Candidate):
+                return reply
+            strategy = extract_strategy(reply.text) or reply.text.strip()[:2000]
+            state.last_strategy = strategy
+            best = ancestors[0]
+            messages = prompts.implement(run.ctx, best, strategy, self._one_shot(best.code))
+            return await self._generate(run, state, "optimize", messages, parent=best.id, strategy=strategy)
+        code = base.code if base is not None else memory.original_code
+        messages = prompts.generate(run.ctx, code, self._one_shot(code), note)
+        return await self._generate(run, state, "generate", messages, parent=base.id if base else None)
+
+    async def _reflect(self, run: _Run, state: ChainState, failed: Candidate) -> Candidate:
+        code = failed.code or run.memory.original_code
+        messages = prompts.reflect(run.ctx, failed, self._one_shot(code))
+        return await self._generate(run, state, "reflect", messages, parent=failed.id)
+
+    async def _ask(self, run: _Run, messages, state: ChainState):
+        """A model reply, or a failed Candidate recording why there is none."""
+        assert self.model is not None
+        try:
+            return await self.model.complete(messages)
+        except LLMError as e:
+            if e.kind in FATAL_LLM_ERRORS:
+                raise
+            candidate = Candidate(
+                run.memory.next_id(state.chain),
+                state.chain,
+                state.round,
+                "generate",
+                "",
+                note=f"model call failed: {e}",
+            )
+            candidate.evaluation = Evaluation(False, "reply", f"no reply from the model: {e}")
+            run.memory.candidates.append(candidate)
+            self._emit(
+                "candidate",
+                f"{candidate.id}: {candidate.evaluation.message}",
+                chain=state.chain,
+                candidate=candidate.id,
+            )
+            return candidate
+
+    async def _generate(self, run, state, origin, messages, *, parent=None, strategy="") -> Candidate:
+        reply = await self._ask(run, messages, state)
+        if isinstance(reply, Candidate):
+            return reply
+        public = [w for w in run.ctx.original.wrappers if not w.startswith("_")]
+        extraction = extract_code(reply.text, required_names=public, finish_reason=reply.finish_reason)
+        candidate = Candidate(
+            run.memory.next_id(state.chain),
+            state.chain,
+            state.round,
+            origin,
+            extraction.code or "",
+            parent=parent,
+            strategy=strategy,
+            reflection=extraction.prose[:4000] if origin == "reflect" else "",
+        )
+        run.memory.candidates.append(candidate)
+        if extraction.code is None:
+            candidate.note = extraction.reason or "no code"
+            candidate.evaluation = Evaluation(False, "reply", f"no usable code in the reply: {candidate.note}")
+        else:
+            candidate.evaluation = await self.candidates.evaluate(extraction.code)
+        self._report(run, candidate)
+        return candidate
+
+    def _report(self, run: _Run, c: Candidate) -> None:
+        ev = c.evaluation
+        if ev is None:
+            return
+        if ev.ok and ev.speedup is not None:
+            interval = f"[{ev.speedup_low:.3f}, {ev.speedup_high:.3f}]"
+            verdict = f"correct, {ev.latency_ms:.4f} ms, speedup {ev.speedup:.3f}x {interval}"
+        elif ev.ok:
+            verdict = "correct (not timed)"
+        else:
+            verdict = f"fails at {ev.stage}: {ev.message.splitlines()[0][:160] if ev.message else ''}"
+        best = run.memory.best()
+        self._emit(
+            "candidate",
+            f"{c.id} ({c.origin}): {verdict}",
+            chain=c.chain,
+            round=c.round,
+            candidate=c.id,
+            best_speedup=best.evaluation.speedup if best and best.evaluation else None,
+        )
+
+    def _one_shot(self, code: str) -> str | None:
+        if not self.config.one_shot or self.corpus is None:
+            return None
+        own = Path(self.candidates.original.path).resolve()
+        hits = self.corpus.most_similar(code, k=1, exclude=own)
+        return hits[0][0].code if hits else None
+
+    # ------------------------------------------------------------------------------------------ search
+
+    async def _search(self, run: _Run) -> None:
+        memory = run.memory
+        best = memory.best()
+        start = best.code if best is not None else self.candidates.original.text
+        label = f"the best candidate {best.id}" if best is not None else "the original"
+        self._emit("search", f"tuning the launch parameters of {label}")
+        counter = sum(1 for c in memory.candidates if c.origin == "search")
+
+        async def evaluate(source: str) -> Trial:
+            nonlocal counter
+            counter += 1
+            candidate = Candidate(f"s{counter}", -1, 0, "search", source, parent=best.id if best else None)
+            candidate.evaluation = await self.candidates.evaluate(source)
+            ev = candidate.evaluation
+            memory.candidates.append(candidate)
+            self._report(run, candidate)
+            self._save(run)
+            return Trial({}, source, ev.ok, ev.latency_ms if ev.timed else None, ev.message)
+
+        baseline_values: dict[str, int] = {}
+
+        def on_trial(trial: Trial) -> None:
+            if not baseline_values:
+                baseline_values.update(trial.values)
+            mine = next((c for c in reversed(memory.candidates) if c.code == trial.source), None)
+            if mine is not None:
+                changed = {k: v for k, v in trial.values.items() if baseline_values.get(k) != v}
+                mine.note = ", ".join(f"{k.split('@')[0]}={v}" for k, v in changed.items()) or "baseline"
+
+        result = await search_launch_params(
+            start, evaluate, budget=self.config.search_budget, on_trial=on_trial, should_stop=lambda: self._stop
+        )
+        memory.search_done = not self._stop
+        self._emit("search", result.summary)
+
+    # ------------------------------------------------------------------------------------------ result
+
+    async def _final(self, run: _Run) -> OptimizeResult:
+        memory = run.memory
+        original = self.candidates.original
+        best = memory.best()
+        message = ""
+        if best is not None and not self._stop:
+            self._emit("final", f"re-measuring {best.id} with {self.config.bench_rounds} rounds")
+            final = await self.candidates.evaluate(best.code, rounds=self.config.bench_rounds)
+            if final.ok and (final.speedup_low or 0) > 1.0:
+                best.evaluation = final
+            else:
+                message = f"{best.id} did not hold up when re-measured ({final.message}); no change is proposed"
+                best.evaluation = final
+                best = None
+        if best is not None:
+            new_text = merged_file(original, best.code)
+            ev = best.evaluation
+            message = (
+                f"{best.id} ({best.origin}) is {ev.speedup:.3f}x faster "
+                f"[{ev.speedup_low:.3f}, {ev.speedup_high:.3f}] and passes the test"
+            )
+        else:
+            new_text = None
+            if not message:
+                message = (
+                    "speed cannot be measured without a GPU: candidates were checked for correctness only, "
+                    "and none is proposed"
+                    if not self.candidates.timing
+                    else "no candidate was significantly faster than the original"
+                )
+        llm = [c for c in memory.candidates if c.origin in ("generate", "reflect", "optimize")]
+        chains_passed = [any(c.passed for c in llm if c.chain == s.chain) for s in memory.chains]
+        result = OptimizeResult(
+            file=original.path,
+            improved=best is not None,
+            message=message,
+            timing=bool(self.candidates.timing),
+            runtime=self.candidates.runtime,
+            baseline_ms=self.candidates.baseline_ms,
+            best=best,
+            new_text=new_text,
+            diff=unified_diff(original.text, new_text, Path(original.path).name) if new_text else "",
+            candidates=list(memory.candidates),
+            pass_at_k=pass_at_k(len(chains_passed), sum(chains_passed)) if llm else {},
+            call_accuracy=sum(bool(c.evaluation and c.evaluation.called) for c in llm) / len(llm) if llm else None,
+            exec_accuracy=sum(c.passed for c in llm) / len(llm) if llm else None,
+            usage=dict(vars(self.model.usage)) if self.model is not None else {},
+            checkpoint=str(run.paths.latest),
+            stopped=self._stop,
+        )
+        self._emit("done", message, best_speedup=best.evaluation.speedup if best and best.evaluation else None)
+        return result
