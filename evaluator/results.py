@@ -41,6 +41,8 @@ class KernelInfo:
 class TestOutcome:
     """One `test_*` function's result. `kind`: pass, assert (wrong result), error (raised), timeout, crash."""
 
+    __test__ = False  # not a pytest test class
+
     name: str
     ok: bool
     message: str = ""

@@ -1,0 +1,68 @@
+"""The `geak` CLI contract: exit codes and the JSON shape."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def geak(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "geak.server.cli", *args], capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+
+
+def test_check_json_pass():
+    p = geak("check", str(FIXTURES / "add_native.py"), "--json", "--backend", "interpreter")
+    assert p.returncode == 0, p.stderr
+    data = json.loads(p.stdout)
+    assert {"ok", "stage", "backend", "tests", "diagnostics"} <= set(data)
+    assert data["ok"] and data["stage"] == "exec" and data["backend"] == "interpreter"
+    assert data["tests"][0]["name"] == "test_add"
+
+
+def test_check_failure_exit_1_with_diagnostic():
+    p = geak("check", str(FIXTURES / "compile_error.py"), "--json")
+    assert p.returncode == 1
+    data = json.loads(p.stdout)
+    assert not data["ok"] and data["diagnostics"][0]["line"] == 10
+
+
+def test_bad_input_exit_2():
+    assert geak("check", str(FIXTURES / "no_kernel.py")).returncode == 2
+    assert geak("check", "does-not-exist.py").returncode == 2
+    assert geak("bench", str(FIXTURES / "no_test.py")).returncode == 2
+    p = geak("check", str(FIXTURES / "add_native.py"), "--tolerance", "float32")
+    assert p.returncode == 2 and "DTYPE=RTOL,ATOL" in p.stderr
+
+
+def test_human_output_points_at_lines():
+    p = geak("check", str(FIXTURES / "raising_test.py"))
+    assert p.returncode == 1
+    assert "raising_test.py:20:1: error: ValueError: unsupported size" in p.stdout
+
+
+def test_bench_without_gpu_exit_2():
+    p = geak("bench", str(FIXTURES / "add_native.py"), "--backend", "interpreter", "--json")
+    assert p.returncode == 2
+    assert "timing needs a GPU" in json.loads(p.stdout)["message"]
+
+
+def test_optimize_without_model_on_cpu(tmp_path):
+    p = geak("optimize", str(FIXTURES / "add_native.py"), "--budget", "3", "--output", str(tmp_path), "--json",
+             "--backend", "interpreter")  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    data = json.loads(p.stdout)
+    assert not data["improved"] and "speed cannot be measured" in data["message"]
+    assert len(data["candidates"]) == 3 and data["candidates"][0]["origin"] == "search"
+    assert (tmp_path / "add_native_mem.json").exists()
+
+
+def test_optimize_rejects_a_key_in_the_config(tmp_path):
+    cfg = tmp_path / "geak.yaml"
+    cfg.write_text("model_id: m\napi_key: sk-123\n")
+    p = geak("optimize", str(FIXTURES / "add_native.py"), "--config", str(cfg))
+    assert p.returncode == 2 and "api_key_env" in p.stderr and "sk-123" not in p.stderr

@@ -1,0 +1,60 @@
+"""Output comparison: per-dtype tolerances on the reference's scale, NaN/inf placement, structure."""
+
+import pytest
+import torch
+
+from geak.evaluator.compare import compare, parse_tolerance_overrides, tolerance_for
+
+
+def test_identical_and_within_tolerance():
+    x = torch.randn(1000)
+    assert compare(x, x.clone(), "out") == []
+    assert compare(x, x * (1 + 5e-4), "out") == []  # fp32 rtol 1e-3
+
+
+def test_tf32_sized_error_on_a_gemm_scale_passes_but_a_real_error_fails():
+    torch.manual_seed(0)
+    ref = torch.randn(64, 64) @ torch.randn(64, 64)  # rms ~8
+    noise = torch.randn_like(ref) * 2e-4 * ref.pow(2).mean().sqrt()
+    assert compare(ref, ref + noise, "gemm") == []
+    wrong = ref.clone()
+    wrong[3, 5] += 1.0
+    (m,) = compare(ref, wrong, "gemm")
+    assert "1 of 4096 elements differ" in m.message and "[3, 5]" in m.message
+
+
+def test_nan_where_the_reference_has_a_number_fails():
+    ref = torch.ones(10)
+    cand = ref.clone()
+    cand[7] = float("nan")
+    (m,) = compare(ref, cand, "out")
+    assert "NaN mismatch: 1 NaN" in m.message
+
+
+def test_nan_in_the_same_places_passes():
+    ref = torch.tensor([1.0, float("nan"), float("inf")])
+    assert compare(ref, ref.clone(), "out") == []
+    assert compare(ref, torch.tensor([1.0, float("nan"), float("-inf")]), "out")
+
+
+def test_shape_dtype_structure():
+    assert "shape" in compare(torch.ones(3), torch.ones(4), "o")[0].message
+    assert "dtype" in compare(torch.ones(3), torch.ones(3, dtype=torch.float16), "o")[0].message
+    assert "keys differ" in compare({"a": 1}, {"b": 1}, "o")[0].message
+    assert "expected a tuple of 2" in compare((1, 2), (1,), "o")[0].message
+    assert compare([1, 2.0, "x", None], [1, 2.0, "x", None], "o") == []
+
+
+def test_integers_exact_and_bf16_loose():
+    assert compare(torch.arange(5), torch.arange(5) + torch.tensor([0, 0, 1, 0, 0]), "i")
+    ref = torch.randn(100).bfloat16()
+    assert compare(ref, (ref.float() * 1.01).bfloat16(), "b") == []
+
+
+def test_overrides():
+    tol = parse_tolerance_overrides(["float32=1e-6,1e-6"])
+    x = torch.randn(100)
+    assert compare(x, x * (1 + 5e-4), "o", tol)
+    assert tolerance_for("float8_e4m3fn").rtol == 0.26
+    with pytest.raises(ValueError, match="DTYPE=RTOL,ATOL"):
+        parse_tolerance_overrides(["float32"])

@@ -1,0 +1,131 @@
+"""The check cascade on CPU (Triton's interpreter): both formats, every stage's failures, the exploits."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from geak.evaluator.api import BadInput, EvalOptions, Evaluator
+
+FIXTURES = Path(__file__).parent / "fixtures"
+REF = FIXTURES / "add_native.py"
+TB_REF = FIXTURES / "add_tritonbench.py"
+
+
+def check(name: str, against: Path | None = None, timeout_s: float = 60, source: str | None = None):
+    async def go():
+        async with Evaluator(EvalOptions(backend="interpreter", timeout_s=timeout_s, spares=0)) as ev:
+            return await ev.check(FIXTURES / name if source is None else name, against=against, source=source)
+
+    return asyncio.run(go())
+
+
+def test_native_passes_with_interpreter_caveat():
+    r = check("add_native.py")
+    assert r.ok and r.stage == "exec" and r.backend == "interpreter"
+    assert r.tests[0].launches == {"add_kernel": 1}
+    assert "interpreter" in r.caveats[0]
+
+
+def test_tritonbench_alone_only_reaches_call_and_says_so():
+    r = check("add_tritonbench.py")
+    assert r.ok and r.stage == "call"
+    assert any("assert nothing" in c for c in r.caveats)
+
+
+def test_candidate_against_reference_compares_test_outputs_and_fresh_inputs():
+    r = check("add_tritonbench.py", against=REF)
+    assert r.ok and r.stage == "exec"
+    assert r.comparison.compared_outputs == 1 and r.comparison.fresh_calls == 1
+
+
+def test_syntax_error_is_a_parse_failure_at_its_line():
+    r = check("syntax_error.py")
+    assert not r.ok and r.stage == "parse"
+    assert r.diagnostics[0].line == 11
+
+
+def test_compile_error_points_at_the_kernel_line():
+    r = check("compile_error.py")
+    assert not r.ok and r.stage == "call"
+    d = r.diagnostics[0]
+    assert d.line == 10 and "power of 2" in d.message
+
+
+def test_raising_test_is_a_call_failure_at_the_raise():
+    r = check("raising_test.py")
+    assert not r.ok and r.stage == "call" and r.tests[0].kind == "error"
+    assert r.diagnostics[0].line == 20 and "unsupported size" in r.diagnostics[0].message
+
+
+def test_wrong_output_fails_exec_at_the_assert():
+    r = check("wrong_output.py")
+    assert not r.ok and r.stage == "exec" and r.tests[0].kind == "assert"
+    assert r.diagnostics[0].line == 29
+
+
+def test_unwritten_output_is_caught_by_poisoning():
+    r = check("unwritten_output.py", against=TB_REF)
+    assert not r.ok and r.stage == "exec"
+    assert "NaN mismatch: 7 NaN" in r.message
+
+
+def test_hard_coded_output_is_caught_by_fresh_inputs():
+    r = check("hardcoded.py", against=REF)
+    assert r.tests[0].ok  # the given test is fooled...
+    assert not r.ok and "fresh inputs" in r.message  # ...fresh inputs are not
+
+
+def test_mutated_input_is_caught():
+    r = check("mutates_input.py", against=TB_REF)
+    assert not r.ok and r.stage == "exec"
+    assert any("['args'][1]" in m.where for m in r.comparison.mismatches)
+
+
+def test_torch_fallback_is_caught():
+    r = check("torch_fallback.py", against=TB_REF)
+    assert not r.ok and "no Triton kernel was launched" in r.message
+
+
+def test_hang_is_killed_at_the_time_limit():
+    r = check("hang.py", timeout_s=6)
+    assert not r.ok and r.stage == "call" and r.tests[0].kind == "timeout"
+    assert "timed out after 6 s" in r.message and "test_add" in r.message
+
+
+def test_crash_is_a_failed_verdict():
+    r = check("crash.py")
+    assert not r.ok and r.tests[0].kind == "crash" and "SIGSEGV" in r.message
+
+
+def test_exit_zero_without_result_is_a_failure():
+    r = check("exit_zero.py")
+    assert not r.ok and "without reporting a result" in r.message
+
+
+def test_source_text_for_an_unsaved_buffer():
+    text = (FIXTURES / "wrong_output.py").read_text()
+    r = check("buffer.py", source=text)
+    assert not r.ok and r.file == "buffer.py" and r.diagnostics[0].line == 29
+
+
+@pytest.mark.parametrize("name", ["no_kernel.py", "no_test.py", "missing.py"])
+def test_bad_input(name):
+    with pytest.raises(BadInput):
+        check(name)
+
+
+def test_reference_that_fails_its_own_test_is_bad_input():
+    with pytest.raises(BadInput, match="does not pass its own test"):
+        check("add_native.py", against=FIXTURES / "wrong_output.py")
+
+
+def test_bench_needs_a_gpu():
+    async def go():
+        async with Evaluator(EvalOptions(backend="interpreter", spares=0)) as ev:
+            return await ev.bench(REF)
+
+    r = asyncio.run(go())
+    assert not r.ok and "timing needs a GPU" in r.message and r.check.ok
