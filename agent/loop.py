@@ -308,8 +308,13 @@ class GeakAgent:
         self._emit("search", f"tuning the launch parameters of {label}")
         counter = sum(1 for c in memory.candidates if c.origin == "search")
 
+        known = {c.code: c.evaluation for c in memory.candidates if c.origin == "search" and c.evaluation}
+
         async def evaluate(source: str) -> Trial:
             nonlocal counter
+            if source in known:  # evaluated before a resume: reuse, don't re-run
+                ev = known[source]
+                return Trial({}, source, ev.ok, ev.latency_ms if ev.timed else None, ev.message)
             counter += 1
             candidate = Candidate(f"s{counter}", -1, 0, "search", source, parent=best.id if best else None)
             candidate.evaluation = await self.candidates.evaluate(source)

@@ -79,7 +79,7 @@ async def scripted(out: Path) -> dict:
         llm = ScriptedLLM(server)
         llm.reply(f"Plan: bigger blocks.\n```python\n{variant(64, 2, broken=True)}```")
         llm.reply(f"## Reflection\ntl.arange needs a power of two.\n```python\n{variant(64, 2)}```")
-        llm.reply("The kernel is memory bound and launches far too many tiny programs.\n## Strategy\n1. 1024-wide blocks")
+        llm.reply("It is memory bound and launches far too many tiny programs.\n## Strategy\n1. 1024-wide blocks")
         llm.reply(f"Use 1024-element blocks.\n```python\n{variant(1024, 4)}```")
         cfg = AgentConfig(model_id="scripted-model", base_url=llm.base_url, max_iteration=3, search=False,
                           output_path=out / "runs")

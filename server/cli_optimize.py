@@ -8,6 +8,9 @@ import json
 import sys
 from pathlib import Path
 
+from rich.syntax import Syntax
+from rich.table import Table
+
 from geak.agent.config import ConfigError, load_config
 from geak.agent.evaluation import CandidateEvaluator
 from geak.agent.llm import ChatModel, LLMError
@@ -15,8 +18,6 @@ from geak.agent.loop import GeakAgent, ProgressEvent
 from geak.agent.outcome import OptimizeResult
 from geak.agent.retrieval import KernelCorpus
 from geak.evaluator.api import BadInput, EvalOptions, Evaluator
-from rich.syntax import Syntax
-from rich.table import Table
 
 from .render import console, err_console
 

@@ -6,10 +6,11 @@ import contextlib
 from collections.abc import Callable, Iterator
 from functools import cache
 
-from geak.evaluator.results import BenchResult, CallTiming, CheckResult
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+
+from geak.evaluator.results import BenchResult, CallTiming, CheckResult
 
 
 @cache

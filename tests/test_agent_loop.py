@@ -151,6 +151,7 @@ def test_checkpoint_resume_and_no_secrets(scripted_llm, tmp_path, monkeypatch): 
     scripted_llm.reply(reply(code(0.8)))
     cfg = config(scripted_llm, tmp_path, max_iteration=1, api_key_env="GEAK_TEST_KEY")
     first, _ = asyncio.run(run_agent(cfg))
+    assert first.best is first.candidates[0]
     paths = checkpoint.CheckpointPaths(tmp_path / "runs", "add_native")
     assert paths.latest.exists() and paths.memory(0).exists() and paths.results(0).exists()
     for f in (tmp_path / "runs").iterdir():

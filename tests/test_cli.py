@@ -66,3 +66,29 @@ def test_optimize_rejects_a_key_in_the_config(tmp_path):
     cfg.write_text("model_id: m\napi_key: sk-123\n")
     p = geak("optimize", str(FIXTURES / "add_native.py"), "--config", str(cfg))
     assert p.returncode == 2 and "api_key_env" in p.stderr and "sk-123" not in p.stderr
+
+
+def test_ctrl_c_keeps_the_checkpoint_and_resume_continues(tmp_path):
+    import signal
+    import time
+
+    cmd = [sys.executable, "-m", "geak.server.cli", "optimize", str(FIXTURES / "add_native.py"), "--budget", "12",
+           "--output", str(tmp_path), "--backend", "interpreter"]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    checkpoint = tmp_path / "add_native_mem.json"
+    deadline = time.time() + 120
+    while not checkpoint.exists() and time.time() < deadline:
+        time.sleep(0.2)
+    assert checkpoint.exists(), "no checkpoint was written"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "checkpoint is kept" in err
+    kept = json.loads(checkpoint.read_text())["problems"]["add_native.py"]["candidates"]
+    assert kept, "the finished candidates were lost"
+
+    p = geak("optimize", str(FIXTURES / "add_native.py"), "--budget", "12", "--output", str(tmp_path), "--resume",
+             "--json", "--backend", "interpreter")  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    data = json.loads(p.stdout)
+    assert [c["id"] for c in data["candidates"]][: len(kept)] == [c["id"] for c in kept]
