@@ -1,10 +1,10 @@
-"""A pool of pre-warmed, single-use worker processes, driven from asyncio.
+"""A pool of warm fork servers ("zygotes") that run each job in a fresh process, driven from asyncio.
 
-Each job runs in a fresh process that already imported torch and Triton (and created its GPU context), so a check
-does not pay the start-up, and no state leaks from one candidate into the next. After a job the process is
-discarded and a spare is already warming. A job that hangs is killed at its time limit (with its whole process
-group); one that crashes or exits without a result message is reported as such. Cancelling the awaiting task kills
-the worker.
+A zygote (``worker.py``) imports torch and Triton once and never runs user code; for each job it forks a job
+process, which opens its GPU context and runs the job. So a check pays a fork and a GPU context, not the start-up
+of torch and Triton, and no state leaks from one candidate into the next. A job that hangs is killed at its time
+limit (with its whole process group) and the zygote serves the next job; one that crashes or exits without a result
+message is reported as such. A zygote that dies is replaced. Cancelling the awaiting task kills the job process.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 PROTOCOL_LIMIT = 1 << 28  # result lines can be large (captured call specs)
+EXIT_GRACE_S = 15.0  # how long a job process may take to go away (after its result, or after a kill)
 
 
 class WorkerStartError(RuntimeError):
@@ -44,37 +45,90 @@ class JobOutcome:
     duration_s: float = 0.0
 
 
-@dataclass
-class _Worker:
+@dataclass(eq=False)
+class _Zygote:
     proc: asyncio.subprocess.Process
     workdir: Path
     info: dict[str, Any] = field(default_factory=dict)
+    child_pid: int | None = None  # the running job process
+    owes_exit: bool = False  # a job was sent whose "exited" report is still unread
+    failure: str = ""  # why this zygote cannot be used any more
+    jobs: int = 0
 
     @property
-    def log_path(self) -> Path:
-        return self.workdir / "worker.log"
+    def usable(self) -> bool:
+        return self.proc.returncode is None and not self.failure
 
-    def kill(self) -> None:
+    async def send(self, message: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(message).encode() + b"\n")
+        self.owes_exit = True
+        await self.proc.stdin.drain()
+
+    async def receive(self, deadline: float) -> dict[str, Any] | None:
+        """The next protocol message (None once the zygote is gone); TimeoutError at `deadline` (loop time)."""
+        assert self.proc.stdout is not None
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                line = await asyncio.wait_for(self.proc.stdout.readline(), max(0.0, deadline - loop.time()))
+            except ValueError:  # a line over PROTOCOL_LIMIT
+                self.fail(f"the worker sent a message over {PROTOCOL_LIMIT >> 20} MiB")
+                return None
+            if not line:
+                if not self.failure:
+                    await self.wait_briefly()
+                    self.failure = f"the worker's fork server died ({_status_words(self.proc.returncode)})"
+                return None
+            if not line.strip():
+                continue
+            try:
+                message = json.loads(line)
+            except json.JSONDecodeError:  # what a killed job process left half-written
+                log.debug("skipping a malformed protocol line: %.200r", line)
+                continue
+            event = message.get("event")
+            if event == "started":
+                self.child_pid = message["pid"]
+            elif event == "exited":
+                self.child_pid = None
+                self.owes_exit = False
+            return message
+
+    async def wait_briefly(self, seconds: float = 5.0) -> None:
+        """Give a zygote that is going away the time to exit (and be reaped)."""
+        with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
+            await asyncio.wait_for(self.proc.wait(), seconds)
+
+    def kill_child(self) -> None:
+        if self.child_pid is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.child_pid, signal.SIGKILL)
+
+    def fail(self, reason: str) -> None:
+        """Mark this zygote unusable and kill it with its job process."""
+        self.failure = self.failure or reason
+        self.kill_child()
         if self.proc.returncode is None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
 
     async def dispose(self) -> None:
-        self.kill()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(self.proc.wait(), 10)
+        self.fail("the worker was shut down")
+        await self.wait_briefly(10)
         shutil.rmtree(self.workdir, ignore_errors=True)
-
-    def log_tail(self, limit: int = 4000) -> str:
-        try:
-            data = self.log_path.read_bytes()
-        except OSError:
-            return ""
-        return data[-limit:].decode("utf-8", "replace")
 
 
 class WorkerPool:
-    """`backend`: "auto" (the GPU if torch sees one, else the interpreter), "gpu" or "interpreter"."""
+    """Runs jobs in fresh processes forked from warm zygotes.
+
+    `backend`: "auto" (the GPU if torch sees one, else the interpreter), "gpu" or "interpreter".
+    `max_concurrent`: jobs run at once, and so the most zygotes kept (one per concurrent job; each zygote runs one
+    job at a time). Zygotes start when a job first needs one and then stay until `aclose`.
+    `spares`: zygotes kept warm ahead of demand (at most `max_concurrent`): they are started in the background when
+    the pool is first used, and a zygote that dies is replaced in the background right away. With 0, zygotes start
+    (and are replaced) only when a job needs one.
+    """
 
     def __init__(
         self,
@@ -89,13 +143,15 @@ class WorkerPool:
         if backend not in ("auto", "gpu", "interpreter"):
             raise ValueError(f"backend must be auto, gpu or interpreter, not {backend!r}")
         self.backend = backend
-        self.spares = max(0, spares)
+        self.max_concurrent = max(1, max_concurrent)
+        self.spares = min(max(0, spares), self.max_concurrent)
         self.gpu_id = gpu_id
         self.startup_timeout_s = startup_timeout_s
         self.python = python
-        self._semaphore = asyncio.Semaphore(max(1, max_concurrent))
-        self._ready: list[_Worker] = []
-        self._starting: set[asyncio.Task[_Worker]] = set()
+        self._semaphore = asyncio.Semaphore(self.max_concurrent)
+        self._idle: list[_Zygote] = []
+        self._busy: set[_Zygote] = set()
+        self._starting: set[asyncio.Task[_Zygote]] = set()
         self._closed = False
         self.info: dict[str, Any] = {}
         self.jobs_run = 0
@@ -103,23 +159,23 @@ class WorkerPool:
     # ------------------------------------------------------------------------------------------ lifecycle
 
     async def runtime_info(self) -> dict[str, Any]:
-        """Backend, device name and architecture, as reported by a warm worker."""
+        """Backend, device name and architecture, as reported by a warm zygote."""
         if not self.info:
-            worker = await self._acquire()
-            self._ready.append(worker)
+            async with self._semaphore:
+                zygote = await self._acquire()
+                await self._release(zygote)
         return self.info
 
     async def aclose(self) -> None:
         self._closed = True
-        for task in list(self._starting):
+        starting = list(self._starting)
+        for task in starting:
             task.cancel()
-        for task in list(self._starting):
-            with contextlib.suppress(BaseException):
-                worker = await task
-                await worker.dispose()
-        for worker in self._ready:
-            await worker.dispose()
-        self._ready.clear()
+        await asyncio.gather(*starting, return_exceptions=True)  # a zygote that did start is filed as idle
+        zygotes = [*self._idle, *self._busy]
+        self._idle.clear()
+        for zygote in zygotes:
+            await zygote.dispose()
 
     async def __aenter__(self) -> WorkerPool:
         return self
@@ -136,132 +192,207 @@ class WorkerPool:
         timeout_s: float,
         on_event: Callable[[dict[str, Any]], None] | None = None,
     ) -> JobOutcome:
-        """Run one job in a fresh warm worker; never raises for what the user's code does."""
+        """Run one job in a fresh process; never raises for what the user's code does. `on_event` receives the
+        "started" event ({"pid": job process}) and the job's "progress" events."""
         async with self._semaphore:
-            worker = await self._acquire()
-            self._replenish()
-            loop = asyncio.get_running_loop()
-            start = loop.time()
-            last_progress: dict[str, Any] | None = None
+            zygote = await self._acquire()
+            self._keep_warm()
             try:
-                assert worker.proc.stdin is not None and worker.proc.stdout is not None
-                worker.proc.stdin.write(json.dumps(job).encode() + b"\n")
-                await worker.proc.stdin.drain()
-                while True:
-                    remaining = timeout_s - (loop.time() - start)
-                    if remaining <= 0:
-                        raise TimeoutError
-                    line = await asyncio.wait_for(worker.proc.stdout.readline(), remaining)
-                    if not line:
-                        code = await worker.proc.wait()
-                        return JobOutcome(
-                            "crashed" if code != 0 else "no_result",
-                            None,
-                            _exit_description(code),
-                            last_progress,
-                            worker.log_tail(),
-                            loop.time() - start,
-                        )
-                    message = json.loads(line)
-                    if message.get("event") == "progress":
-                        last_progress = message
-                        if on_event is not None:
-                            on_event(message)
-                    elif message.get("event") == "result":
-                        return JobOutcome("ok", message, "", last_progress, worker.log_tail(), loop.time() - start)
-            except (TimeoutError, asyncio.TimeoutError):
-                worker.kill()
-                return JobOutcome(
-                    "timeout",
-                    None,
-                    f"timed out after {timeout_s:g} s (the worker was killed)",
-                    last_progress,
-                    worker.log_tail(),
-                    loop.time() - start,
-                )
-            except (BrokenPipeError, ConnectionResetError):
-                code = await worker.proc.wait()
-                return JobOutcome("crashed", None, _exit_description(code), last_progress, worker.log_tail())
+                return await self._run_job(zygote, job, timeout_s, on_event)
             finally:
                 self.jobs_run += 1
-                await worker.dispose()
+                await self._release(zygote)
 
-    # ------------------------------------------------------------------------------------------ workers
+    async def _run_job(
+        self,
+        zygote: _Zygote,
+        job: dict[str, Any],
+        timeout_s: float,
+        on_event: Callable[[dict[str, Any]], None] | None,
+    ) -> JobOutcome:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        log_path = zygote.workdir / f"job{zygote.jobs}.log"
+        zygote.jobs += 1
+        last_progress: dict[str, Any] | None = None
 
-    def _replenish(self) -> None:
-        while not self._closed and len(self._ready) + len(self._starting) < self.spares:
-            task = asyncio.ensure_future(self._spawn())
-            self._starting.add(task)
-            task.add_done_callback(self._spare_done)
+        def outcome(status: str, message: str = "", result: dict[str, Any] | None = None) -> JobOutcome:
+            return JobOutcome(status, result, message, last_progress, _tail(log_path), loop.time() - start)
 
-    def _spare_done(self, task: asyncio.Task[_Worker]) -> None:
-        self._starting.discard(task)
-        if task.cancelled():
-            return
-        if task.exception() is not None:
-            log.warning("a spare worker failed to start: %s", task.exception())
-            return
-        worker = task.result()
-        if self._closed:
-            worker.kill()
+        try:
+            await zygote.send({"job": job, "log": str(log_path)})
+            while True:
+                message = await zygote.receive(start + timeout_s)
+                if message is None:
+                    return outcome("crashed", f"{zygote.failure} while running the job; it will be replaced")
+                event = message.get("event")
+                if event in ("started", "progress"):
+                    if event == "progress":
+                        last_progress = message
+                    if on_event is not None:
+                        on_event(message)
+                elif event == "result":
+                    await self._await_exit(zygote)
+                    return outcome("ok", result=message)
+                elif event == "exited":
+                    code = message.get("code")
+                    return outcome("no_result" if code == 0 else "crashed", _exit_description(code))
+        except (TimeoutError, asyncio.TimeoutError):
+            zygote.kill_child()
+            await self._await_exit(zygote)
+            return outcome("timeout", f"timed out after {timeout_s:g} s (the worker was killed)")
+        except (BrokenPipeError, ConnectionResetError):
+            zygote.fail("the worker's fork server stopped reading jobs")
+            return outcome("crashed", f"{zygote.failure}; it will be replaced")
+        except BaseException:  # cancelled, or `on_event` raised
+            zygote.kill_child()  # the zygote reaps it; its "exited" report is read before the zygote's next job
+            raise
+        finally:
+            with contextlib.suppress(OSError):
+                log_path.unlink()
+
+    async def _await_exit(self, zygote: _Zygote) -> None:
+        """Read up to the zygote's "exited" report for its current job, killing a job process that does not end;
+        a zygote that cannot report it in time is discarded."""
+        loop = asyncio.get_running_loop()
+        for _attempt in range(2):
+            try:
+                while zygote.owes_exit:
+                    message = await zygote.receive(loop.time() + EXIT_GRACE_S)
+                    if message is None:
+                        return
+                    if message.get("event") == "started":  # a job abandoned by a cancelled task
+                        zygote.kill_child()
+                return
+            except (TimeoutError, asyncio.TimeoutError):
+                zygote.kill_child()
+        zygote.fail("a job process would not end, even killed")
+
+    # ------------------------------------------------------------------------------------------ zygotes
+
+    async def _acquire(self) -> _Zygote:
+        while True:
+            if self._closed:
+                raise RuntimeError("the worker pool is closed")
+            if self._idle:
+                zygote = self._idle.pop()
+                self._busy.add(zygote)
+                try:
+                    await self._await_exit(zygote)  # after a cancelled job
+                except BaseException:
+                    await self._release(zygote)
+                    raise
+                if zygote.usable:
+                    return zygote
+                await self._release(zygote)
+            elif self._starting and len(self._busy) + len(self._starting) >= self.max_concurrent:
+                # The done-callbacks (which file a started zygote as idle) run before this wait returns.
+                await asyncio.wait(set(self._starting), return_when=asyncio.FIRST_COMPLETED)
+            else:
+                task = self._start_zygote(background=False)
+                await asyncio.wait({task})  # not cancelled with the caller: a started zygote is kept
+                error = None if task.cancelled() else task.exception()
+                if error is not None:
+                    raise error
+
+    async def _release(self, zygote: _Zygote) -> None:
+        self._busy.discard(zygote)
+        if self._closed or not zygote.usable:
+            if zygote.failure and not self._closed:
+                log.warning("discarding a worker: %s", zygote.failure)
+            await zygote.dispose()
+            self._keep_warm()
         else:
-            self._ready.append(worker)
+            self._idle.append(zygote)
 
-    async def _acquire(self) -> _Worker:
-        if self._closed:
-            raise RuntimeError("the worker pool is closed")
-        while self._ready:
-            worker = self._ready.pop(0)
-            if worker.proc.returncode is None:
-                return worker
-            await worker.dispose()
-        if self._starting:
-            await asyncio.wait(set(self._starting), return_when=asyncio.FIRST_COMPLETED)
-            await asyncio.sleep(0)  # let the done-callbacks file the new worker
-            if self._ready:
-                return await self._acquire()
-        return await self._spawn()
+    def _keep_warm(self) -> None:
+        while not self._closed and len(self._idle) + len(self._busy) + len(self._starting) < self.spares:
+            self._start_zygote(background=True)
 
-    async def _spawn(self) -> _Worker:
+    def _start_zygote(self, *, background: bool) -> asyncio.Task[_Zygote]:
+        task = asyncio.ensure_future(self._spawn())
+        self._starting.add(task)
+
+        def started(task: asyncio.Task[_Zygote]) -> None:
+            self._starting.discard(task)
+            if task.cancelled():
+                return
+            if task.exception() is not None:
+                if background:
+                    log.warning("a spare worker failed to start: %s", task.exception())
+                return
+            self._idle.append(task.result())
+
+        task.add_done_callback(started)
+        return task
+
+    async def _spawn(self) -> _Zygote:
         workdir = Path(tempfile.mkdtemp(prefix="geak-worker-"))
         env = dict(os.environ)
-        env.update(GEAK_BACKEND=self.backend, GEAK_WORKER_LOG=str(workdir / "worker.log"), PYTHONUNBUFFERED="1")
+        env.update(GEAK_BACKEND=self.backend, GEAK_WORKER_LOG=str(workdir / "zygote.log"), PYTHONUNBUFFERED="1")
         env.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
         if self.backend != "interpreter":
             env.pop("TRITON_INTERPRET", None)
         if self.gpu_id is not None:
             env["CUDA_VISIBLE_DEVICES"] = env["HIP_VISIBLE_DEVICES"] = str(self.gpu_id)
-        with open(workdir / "worker.log", "ab") as log_file:
-            proc = await asyncio.create_subprocess_exec(
-                self.python,
-                "-m",
-                "geak.evaluator.worker",
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=log_file,
-                env=env,
-                cwd=workdir,
-                start_new_session=True,
-                limit=PROTOCOL_LIMIT,
-            )
-        worker = _Worker(proc, workdir)
+        try:
+            with open(workdir / "zygote.log", "ab") as log_file:
+                proc = await asyncio.create_subprocess_exec(
+                    self.python,
+                    "-m",
+                    "geak.evaluator.worker",
+                    stdin=asyncio.subprocess.PIPE,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=log_file,
+                    env=env,
+                    cwd=workdir,
+                    start_new_session=True,
+                    limit=PROTOCOL_LIMIT,
+                )
+        except BaseException:
+            shutil.rmtree(workdir, ignore_errors=True)
+            raise
+        zygote = _Zygote(proc, workdir)
         try:
             assert proc.stdout is not None
             line = await asyncio.wait_for(proc.stdout.readline(), self.startup_timeout_s)
         except (TimeoutError, asyncio.TimeoutError):
-            tail = worker.log_tail()
-            await worker.dispose()
+            tail = _tail(zygote.workdir / "zygote.log")
+            await zygote.dispose()
             raise WorkerStartError(f"worker did not start within {self.startup_timeout_s:g} s\n{tail}") from None
         except BaseException:
-            await worker.dispose()
+            await zygote.dispose()
             raise
-        message = json.loads(line) if line else {"event": "startup_error", "message": worker.log_tail()}
+        message = json.loads(line) if line else {"event": "startup_error"}
         if message.get("event") != "ready":
-            await worker.dispose()
-            raise WorkerStartError(f"worker failed to start: {message.get('message', '').strip()}")
-        worker.info = {k: v for k, v in message.items() if k not in ("event", "pid")}
-        self.info = worker.info
-        return worker
+            await zygote.wait_briefly()
+            detail = "\n".join(s.strip() for s in (message.get("message", ""), _tail(zygote.workdir / "zygote.log")))
+            await zygote.dispose()
+            raise WorkerStartError(f"worker failed to start: {detail.strip()}")
+        zygote.info = {k: v for k, v in message.items() if k not in ("event", "pid")}
+        self.info = zygote.info
+        return zygote
+
+
+def _tail(path: Path, limit: int = 4000) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - limit))
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _status_words(code: int | None) -> str:
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit status {code}"
 
 
 def _exit_description(code: int | None) -> str:

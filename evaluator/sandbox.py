@@ -1,23 +1,33 @@
 """Worker-side runtime: imports torch and Triton, picks the backend, and instruments user code.
 
-Imported only inside worker processes (see ``worker.py``): it patches torch and Triton globally.
+Imported only inside worker processes (see ``worker.py``): it patches torch and Triton globally. The work is split
+in two: ``prepare_zygote`` runs once in the long-lived fork server and never touches a GPU driver (a process that
+initialized CUDA or HIP cannot hand a usable GPU to its forked children); ``enter_child`` runs in each forked job
+process and creates its GPU context there.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import importlib.util
+import json
 import os
+import signal
 import sys
 import threading
 import traceback
+import warnings
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
+
+BACKEND_CHOICES = ("auto", "gpu", "interpreter")
 
 
 @dataclass(frozen=True)
@@ -29,27 +39,127 @@ class RuntimeInfo:
     triton_version: str
 
 
-def start_runtime(requested: str = "auto") -> RuntimeInfo:
-    """Choose the backend (a visible GPU unless `requested` is "interpreter"), then import and warm up Triton."""
-    gpu = requested != "interpreter" and torch.cuda.is_available()
-    if requested == "gpu" and not gpu:
+@dataclass(frozen=True)
+class GpuDescription:
+    backend: str  # cuda | rocm
+    device: str
+    arch: str | None
+
+
+def prepare_zygote(requested: str = "auto", preload: Iterable[str] = ()) -> RuntimeInfo:
+    """Choose the backend (a visible GPU unless `requested` is "interpreter"), import Triton (and the `preload`
+    modules) and do every warm-up that stays off the GPU. The GPU is looked at from a short-lived probe process, so
+    this process stays fit to fork job processes that each open their own GPU context (``enter_child``); a last
+    forked process checks that."""
+    if requested not in BACKEND_CHOICES:
+        raise ValueError(f"backend must be one of {', '.join(BACKEND_CHOICES)}, not {requested!r}")
+    gpu = None if requested == "interpreter" else probe_gpu()
+    if requested == "gpu" and gpu is None:
         raise RuntimeError("a GPU backend was requested but torch sees no CUDA/ROCm device")
-    if not gpu:
-        os.environ["TRITON_INTERPRET"] = "1"
+    if gpu is None:
+        os.environ["TRITON_INTERPRET"] = "1"  # read by triton at import and at @triton.jit time
     import triton
 
-    if gpu:
-        props = torch.cuda.get_device_properties(torch.cuda.current_device())
-        hip = getattr(torch.version, "hip", None)
-        arch = getattr(props, "gcnArchName", None) if hip else f"sm_{props.major}{props.minor}"
-        info = RuntimeInfo("rocm" if hip else "cuda", props.name, arch, torch.__version__, triton.__version__)
-        torch.empty(1, device="cuda")  # create the context now, not inside the user's first test
+    if gpu is not None:
+        info = RuntimeInfo(gpu.backend, gpu.device, gpu.arch, torch.__version__, triton.__version__)
     else:
         _install_interpreter_shims()
         info = RuntimeInfo("interpreter", "cpu (Triton interpreter)", None, torch.__version__, triton.__version__)
     _install_launch_counter()
-    _warm_up_triton(gpu)
+    for name in preload:
+        importlib.import_module(name)
+    _warm_up_cpu_paths()
+    if gpu is None:
+        _warm_up_triton("cpu")
+    else:
+        _warm_up_triton_host_side()
+        _in_forked_process(
+            "a process forked from the warmed-up worker cannot use the GPU (was the GPU driver initialized during "
+            f"the warm-up? torch {torch.__version__}, triton {triton.__version__})",
+            lambda: enter_child(info),
+        )
     return info
+
+
+def enter_child(info: RuntimeInfo) -> None:
+    """In a job process forked from the zygote: create the GPU context now, not inside the user's first test."""
+    if info.backend != "interpreter":
+        torch.empty(1, device="cuda")
+        torch.cuda.synchronize()
+
+
+def start_runtime(requested: str = "auto") -> RuntimeInfo:
+    """Everything in one process that runs jobs itself (no forking): prepare, open the GPU context, warm Triton."""
+    info = prepare_zygote(requested)
+    enter_child(info)
+    if info.backend != "interpreter":
+        _warm_up_triton("cuda")
+    return info
+
+
+def fork_process() -> int:
+    """`os.fork()`, without Python 3.12's warning about forking a multi-threaded process: the zygote runs no Python
+    threads, and the native pools that torch and numpy start (OpenMP, OpenBLAS) re-create themselves after a fork."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*multi-threaded.*fork", category=DeprecationWarning)
+        return os.fork()
+
+
+# ----------------------------------------------------------------------------------------- forked checks
+
+
+def probe_gpu() -> GpuDescription | None:
+    """The visible GPU, as seen from a forked probe process (which may initialize the driver, then exits)."""
+    found = _in_forked_process("looking for a GPU failed", _describe_gpu)
+    return GpuDescription(**found) if found else None
+
+
+def _in_forked_process(failure: str, fn: Callable[[], Any]) -> Any:
+    """Run `fn` in a forked process that exits right after, and return its (JSON) result; RuntimeError starting
+    with `failure` if it raises or the process dies."""
+    read_fd, write_fd = os.pipe()
+    pid = fork_process()
+    if pid == 0:  # never returns
+        code = 1
+        try:
+            os.close(read_fd)
+            try:
+                report = {"value": fn()}
+            except Exception as e:
+                report = {"error": "".join(traceback.format_exception_only(type(e), e)).strip()}
+            with os.fdopen(write_fd, "w") as pipe:
+                pipe.write(json.dumps(report))
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as pipe:
+        data = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0 or not data:
+        raise RuntimeError(f"{failure}: its process ended without an answer ({_exit_words(code)})")
+    report = json.loads(data)
+    if "error" in report:
+        raise RuntimeError(f"{failure}: {report['error']}")
+    return report["value"]
+
+
+def _describe_gpu() -> dict[str, Any] | None:
+    if not torch.cuda.is_available():
+        return None
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    hip = getattr(torch.version, "hip", None)
+    arch = getattr(props, "gcnArchName", None) if hip else f"sm_{props.major}{props.minor}"
+    return {"backend": "rocm" if hip else "cuda", "device": props.name, "arch": arch}
+
+
+def _exit_words(code: int) -> str:
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"killed by {signal.Signals(-code).name}"
+        return f"killed by signal {-code}"
+    return f"exit status {code}"
 
 
 # ----------------------------------------------------------------------------------------- interpreter (CPU)
@@ -117,7 +227,28 @@ def _kernel_name(fn: Any) -> str:
     return getattr(inner, "__name__", None) or getattr(fn, "__name__", "?")
 
 
-def _warm_up_triton(gpu: bool) -> None:
+def _warm_up_cpu_paths() -> None:
+    """Run, on tiny CPU tensors, what checks call, so that its lazy imports happen once here, not in every job
+    (`assert_close` imports torch.distributed.tensor and sympy on first use)."""
+    x = torch.zeros(4)
+    torch.testing.assert_close(x, x.clone())
+
+
+def _warm_up_triton_host_side() -> None:
+    """Work a first GPU launch repeats in every process that needs no GPU: hashing Triton's own files into its
+    compile-cache key (a third of a second; `triton_key` is in runtime.cache in recent Triton, compiler.compiler
+    before) and importing the Gluon front end (recent Triton only)."""
+    import triton.compiler.compiler as compiler
+    import triton.runtime.cache as cache
+
+    triton_key = getattr(cache, "triton_key", None) or getattr(compiler, "triton_key", None)
+    if triton_key is not None:
+        triton_key()
+    with contextlib.suppress(ImportError):
+        importlib.import_module("triton.experimental.gluon")
+
+
+def _warm_up_triton(device: str) -> None:
     """Compile (GPU) or interpret (CPU) one tiny kernel so the first user check does not pay Triton's start-up."""
     import triton
     import triton.language as tl
@@ -127,10 +258,9 @@ def _warm_up_triton(gpu: bool) -> None:
         offs = tl.arange(0, BLOCK)
         tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)
 
-    x = torch.zeros(16, device="cuda" if gpu else "cpu")
+    x = torch.zeros(16, device=device)
     _geak_warmup[(1,)](x, 16, BLOCK=16)
-    if gpu:
-        torch.cuda.synchronize()
+    synchronize(device != "cpu")
     LAUNCHES.clear()
 
 
@@ -138,8 +268,15 @@ def _warm_up_triton(gpu: bool) -> None:
 
 
 def set_poisoning(enabled: bool) -> None:
-    """Fill new allocations (torch.empty*) with NaN / the largest integer so an unwritten output cannot pass."""
-    torch.use_deterministic_algorithms(enabled, warn_only=True)
+    """Fill new allocations (torch.empty*) with NaN / the largest integer so an unwritten output cannot pass.
+
+    Deterministic mode is set through the call `torch.use_deterministic_algorithms` makes: recent versions of that
+    function also import torch._inductor (over a second, in every job process) only to flag torch.compile."""
+    fast = getattr(torch._C, "_set_deterministic_algorithms", None)
+    if fast is not None:
+        fast(enabled, warn_only=True)
+    else:  # older or newer torch without the private entry point: the public call (slower first time)
+        torch.use_deterministic_algorithms(enabled, warn_only=True)
     torch.utils.deterministic.fill_uninitialized_memory = enabled
 
 

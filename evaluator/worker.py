@@ -1,21 +1,34 @@
-"""A worker process: runs ONE job of user code and reports plain JSON. Started by ``pool.WorkerPool``.
+"""The worker: a fork server ("zygote") that runs each job of user code in a fresh forked process. Started by
+``pool.WorkerPool``.
 
-Protocol (newline-delimited JSON): on a private copy of the original stdout the worker writes ``{"event": "ready"}``
-once torch and Triton are warm, reads one job line from stdin, may write ``{"event": "progress"}`` lines, and ends
-with ``{"event": "result"}``. Anything the user's code prints goes to a log file, never to the protocol pipe. A
-worker that dies or exits without a result message has failed, whatever its exit code.
+The zygote imports torch and Triton and does all the warm-up that leaves the GPU driver alone (``sandbox.
+prepare_zygote``); it never runs user code. For each job it forks a job process, which opens its own GPU context
+(``sandbox.enter_child``), runs the job and exits, so nothing a candidate does (monkeypatching torch, globals, a
+corrupted GPU context) reaches the next one.
+
+Protocol (newline-delimited JSON). The zygote reads requests ``{"job": {...}, "log": path}`` from stdin, one at a
+time. On a private copy of the original stdout it writes ``{"event": "ready", backend, device, arch, ...}`` once
+(or ``{"event": "startup_error"}``), then per request ``{"event": "started", "pid": ...}``; the job process adds
+``{"event": "progress"}`` lines and ends with ``{"event": "result"}``; the zygote closes the request with
+``{"event": "exited", "code": ...}`` (an exit status, or minus the signal number) once the job process is gone. A
+job process that exits without a result message has failed, whatever its exit code. Anything user code prints
+goes to the request's log file, never to the protocol pipe.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import json
 import os
+import signal
 import statistics
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 FATAL_GPU_ERRORS = (
     "illegal memory access",
@@ -27,12 +40,19 @@ FATAL_GPU_ERRORS = (
     "hipErrorIllegal",
 )
 
+# Imported once in the zygote so that job processes inherit them instead of importing them per job.
+PRELOAD = ("triton.testing", "geak.evaluator.capture", "geak.evaluator.timing", "geak.evaluator.peaks")
+
+_PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+
+Send = Callable[[dict[str, Any]], None]
+
 
 def main() -> None:
+    _prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))  # no zygote outlives the pool's process
     proto = os.fdopen(os.dup(1), "w", buffering=1)
-    log_fd = os.open(os.environ["GEAK_WORKER_LOG"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    os.dup2(log_fd, 1)
-    os.dup2(log_fd, 2)
+    _redirect_output(os.environ["GEAK_WORKER_LOG"])
     sys.stdout = os.fdopen(1, "w", buffering=1)
     sys.stderr = os.fdopen(2, "w", buffering=1)
 
@@ -43,20 +63,81 @@ def main() -> None:
     try:
         from . import sandbox
 
-        info = sandbox.start_runtime(os.environ.get("GEAK_BACKEND", "auto"))
+        info = sandbox.prepare_zygote(os.environ.get("GEAK_BACKEND", "auto"), preload=PRELOAD)
     except BaseException as e:
-        send(
-            {
-                "event": "startup_error",
-                "message": "".join(traceback.format_exception_only(type(e), e)).strip(),
-            }
-        )
+        send({"event": "startup_error", "message": "".join(traceback.format_exception_only(type(e), e)).strip()})
         return
+    # Orphans of a job process (whatever it started) are re-parented here, so they can be reaped, not left as zombies.
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
     send({"event": "ready", "pid": os.getpid(), **info.__dict__})
-    line = sys.stdin.readline()
-    if not line:
+    while True:
+        line = sys.stdin.readline()
+        if not line:  # the pool closed the pipe: shut down
+            break
+        code = _run_in_child(json.loads(line), info, proto, send)
+        # A leading newline ends any line a killed job process left half-written.
+        proto.write("\n")
+        send({"event": "exited", "code": code})
+    proto.close()
+    os._exit(0)  # skip interpreter teardown (torch's can be slow)
+
+
+def _run_in_child(request: dict[str, Any], info: Any, proto: TextIO, send: Send) -> int:
+    """Fork a job process for `request` and wait for it; returns its exit code (minus the signal that killed it)."""
+    from . import sandbox
+
+    go_read, go_write = os.pipe()
+    zygote_pid = os.getpid()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = sandbox.fork_process()
+    if pid == 0:  # the job process: never returns
+        code = 1
+        try:
+            os.close(go_write)
+            _job_process(request, info, send, go_read, zygote_pid)
+            code = 0
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            with contextlib.suppress(BaseException):
+                sys.stdout.flush()
+                sys.stderr.flush()
+                proto.flush()
+            os._exit(code)
+    os.close(go_read)
+    with contextlib.suppress(OSError):
+        os.setpgid(pid, pid)  # also done by the child: whichever runs first, the group exists before "started"
+    send({"event": "started", "pid": pid})
+    with contextlib.suppress(OSError):  # the job process may already be gone
+        os.write(go_write, b"g")
+    os.close(go_write)
+    _, status = os.waitpid(pid, 0)
+    _reap_leftovers(pid)
+    return os.waitstatus_to_exitcode(status)
+
+
+def _job_process(request: dict[str, Any], info: Any, send: Send, go_read: int, zygote_pid: int) -> None:
+    from . import sandbox
+
+    os.setpgid(0, 0)  # its own process group: the pool kills the job with all it started
+    _prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
+    if os.getppid() != zygote_pid:  # the zygote died before the line above took effect
         return
-    job = json.loads(line)
+    _redirect_output(request["log"])
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    if os.read(go_read, 1) != b"g":  # wait until the zygote has announced this process
+        return
+    os.close(go_read)
+    job = request["job"]
+    try:
+        sandbox.enter_child(info)
+    except BaseException as e:
+        detail = "".join(traceback.format_exception(type(e), e, e.__traceback__))
+        send({"event": "result", "worker_error": f"opening the {info.backend} runtime failed:\n{detail}"})
+        return
     if job.get("cwd"):
         os.chdir(job["cwd"])
     try:
@@ -65,8 +146,52 @@ def main() -> None:
     except BaseException as e:  # the worker's own failure, reported rather than lost
         result = {"worker_error": "".join(traceback.format_exception(type(e), e, e.__traceback__))}
     send({"event": "result", **result})
-    proto.close()
-    os._exit(0)  # skip interpreter teardown: user code may have left state that hangs on exit
+
+
+def _redirect_output(log_path: str) -> None:
+    """Point fds 1 and 2 (and so sys.stdout / sys.stderr) at `log_path`."""
+    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    os.close(log_fd)
+
+
+def _reap_leftovers(pgid: int) -> None:
+    """Kill and reap what a finished job left running: its process group, and processes that left the group (they
+    are re-parented to this subreaper). Between jobs the zygote has no children of its own."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+    for _ in range(1000):  # a bound, in case processes keep appearing
+        try:
+            if os.waitpid(-1, os.WNOHANG)[0]:
+                continue  # reaped one
+        except ChildProcessError:
+            return  # no child left
+        for pid in _child_pids():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(-1, 0)
+
+
+def _child_pids() -> list[int]:
+    me = os.getpid()
+    children = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                stat = Path("/proc", entry.name, "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == me:
+                children.append(int(entry.name))
+    return children
+
+
+def _prctl(option: int, value: int) -> None:
+    """Linux prctl(2); without it (another OS, or a seccomp filter) the zygote still works, less tidily."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
 
 
 # ----------------------------------------------------------------------------------------- check

@@ -26,24 +26,57 @@ def row(name: str, **values) -> dict:
 
 
 async def faults_and_speedups(report: list[dict]) -> None:
-    async with Evaluator(EvalOptions(timeout_s=60, spares=1)) as ev:
+    async with Evaluator(EvalOptions(timeout_s=30, spares=1)) as ev:
         info = await ev.runtime()
         report.append(row("runtime", **info))
-        for fixture in ("gpu_illegal_address.py", "gpu_hang.py", "add_native.py"):
+        for fixture in (
+            "gpu_illegal_address.py",
+            "gpu_hang.py",
+            "add_native.py",
+            "compile_error.py",
+            "unwritten_output.py",
+            "hardcoded.py",
+        ):
             t0 = time.perf_counter()
-            r = await ev.check(FIXTURES / fixture)
-            report.append(row(f"check {fixture}", ok=r.ok, stage=r.stage, seconds=round(time.perf_counter() - t0, 1),
-                              message=r.message[:160].replace("\n", " ")))
+            against = FIXTURES / ("add_tritonbench.py" if fixture == "unwritten_output.py" else "add_native.py")
+            r = await ev.check(
+                FIXTURES / fixture, against=against if fixture in ("unwritten_output.py", "hardcoded.py") else None
+            )
+            where = [(d.line, d.message[:80]) for d in r.diagnostics[:1]]
+            report.append(
+                row(
+                    f"check {fixture}",
+                    ok=r.ok,
+                    stage=r.stage,
+                    seconds=round(time.perf_counter() - t0, 1),
+                    message=r.message[:160].replace("\n", " "),
+                    diagnostic=where,
+                )
+            )
         for name, cand in (("A/A add vs add", "add_native.py"), ("slow add (BLOCK=32, 1 warp)", "add_slow.py")):
             b = await ev.bench(FIXTURES / cand, against=FIXTURES / "add_native.py")
             s = b.speedup
-            report.append(row(name, ok=b.ok, message=b.message[:200],
-                              interval=[round(s.low, 4), round(s.high, 4)] if s else None,
-                              width_pct=round(100 * (s.high - s.low) / s.ratio, 2) if s else None))
+            report.append(
+                row(
+                    name,
+                    ok=b.ok,
+                    message=b.message[:200],
+                    interval=[round(s.low, 4), round(s.high, 4)] if s else None,
+                    width_pct=round(100 * (s.high - s.low) / s.ratio, 2) if s else None,
+                )
+            )
             for c in b.calls:
-                report.append(row(f"  {c.signature}", median_ms=round(c.median_ms, 5), gbps=round(c.gbps or 0),
-                                  pct_bw=round(c.pct_peak_bw or 0, 1), method=c.method, spread=round(c.spread_pct, 2),
-                                  kernels=c.kernel_ms))
+                report.append(
+                    row(
+                        f"  {c.signature}",
+                        median_ms=round(c.median_ms, 5),
+                        gbps=round(c.gbps or 0),
+                        pct_bw=round(c.pct_peak_bw or 0, 1),
+                        method=c.method,
+                        spread=round(c.spread_pct, 2),
+                        kernels=c.kernel_ms,
+                    )
+                )
         if b.peaks:
             report.append(row("peaks", **asdict(b.peaks)))
 
@@ -60,9 +93,13 @@ async def corpus(files: list[str], report: list[dict]) -> None:
             best = max(b.calls, key=lambda c: c.median_ms) if b.calls else None
             print(Path(f).name.ljust(34), "ok" if b.ok else "FAIL", b.message[:150].replace("\n", " "), flush=True)
             if best is not None:
-                print(" " * 36, f"{best.signature[:60]} {best.median_ms:.4f} ms  {best.gbps or 0:.0f} GB/s "
-                      f"({best.pct_peak_bw or 0:.0f}% BW)  {best.tflops or 0:.1f} TFLOP/s "
-                      f"({best.pct_peak_flops or 0:.0f}% FLOP) {best.method}", flush=True)
+                print(
+                    " " * 36,
+                    f"{best.signature[:60]} {best.median_ms:.4f} ms  {best.gbps or 0:.0f} GB/s "
+                    f"({best.pct_peak_bw or 0:.0f}% BW)  {best.tflops or 0:.1f} TFLOP/s "
+                    f"({best.pct_peak_flops or 0:.0f}% FLOP) {best.method}",
+                    flush=True,
+                )
 
 
 async def checks_per_minute(report: list[dict], n: int = 12) -> None:
@@ -75,7 +112,7 @@ async def checks_per_minute(report: list[dict], n: int = 12) -> None:
         warm = time.perf_counter() - t0
     t0 = time.perf_counter()
     for _ in range(n):  # GEAK-eval's way: a fresh interpreter per check
-        code = ("import runpy, sys; m = runpy.run_path(sys.argv[1]); m['test_add']()")
+        code = "import runpy, sys; m = runpy.run_path(sys.argv[1]); m['test_add']()"
         subprocess.run([sys.executable, "-c", code, str(target)], check=True, capture_output=True)
     fresh = time.perf_counter() - t0
     report.append(row("checks per minute", warm_pool=round(60 * n / warm, 1), fresh_process=round(60 * n / fresh, 1)))

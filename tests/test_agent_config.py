@@ -4,8 +4,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from geak.agent.config import AgentConfig, ConfigError, config_from_mapping, load_config
 from pydantic import ValidationError
+
+from geak.agent.config import AgentConfig, ConfigError, config_from_mapping, load_config
 
 
 def write(tmp_path: Path, text: str, name: str = "geak.yaml") -> Path:

@@ -7,6 +7,7 @@ import logging
 from typing import TYPE_CHECKING
 
 import pytest
+
 from geak.agent.config import AgentConfig
 from geak.agent.llm import (
     LOCAL_PLACEHOLDER_KEY,

@@ -19,7 +19,9 @@ def test_check_result_round_trip():
 
 
 def test_speedup_interval_claims_only_when_it_excludes_one():
-    same = speedup_interval([[1.0 + 0.01 * (i % 3)] for i in range(15)], [[1.0 + 0.01 * ((i + 1) % 3)] for i in range(15)])
+    same = speedup_interval(
+        [[1.0 + 0.01 * (i % 3)] for i in range(15)], [[1.0 + 0.01 * ((i + 1) % 3)] for i in range(15)]
+    )
     assert same.low <= 1.0 <= same.high and not same.significant
     faster = speedup_interval([[2.0 + 0.01 * (i % 3)] for i in range(15)], [[1.0] for _ in range(15)])
     assert faster.significant and faster.verdict == "faster" and faster.low > 1.9

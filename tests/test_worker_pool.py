@@ -1,0 +1,313 @@
+"""The fork-server worker pool (CPU interpreter): failure modes and recovery on one pool, isolation between jobs,
+cancellation, a dying fork server, clean shutdown, and throughput against a fresh interpreter per check."""
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from geak.evaluator.api import EvalOptions, Evaluator
+from geak.evaluator.check import check_job
+from geak.evaluator.pool import WorkerPool, WorkerStartError
+from geak.evaluator.triton_file import read_triton_file
+
+FIXTURES = Path(__file__).parent / "fixtures"
+ADD = FIXTURES / "add_native.py"
+KERNEL_PART = ADD.read_text().split("def test_add")[0]
+
+
+def interpreter_options(timeout_s: float = 60.0) -> EvalOptions:
+    return EvalOptions(backend="interpreter", timeout_s=timeout_s, fresh_inputs=False)
+
+
+def job_for(path: Path, tmp_path: Path, name: str) -> dict:
+    job_dir = tmp_path / name
+    (job_dir / "outputs").mkdir(parents=True)
+    return check_job(path, f"geak_pool_test_{name}", read_triton_file(path), job_dir, interpreter_options(), None)
+
+
+def torch_sees_a_gpu() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def parent_pid(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+def is_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+async def wait_until_gone(pid: int, within_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + within_s
+    while not is_gone(pid):
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.02)
+    return True
+
+
+def the_zygote_pid(pool: WorkerPool) -> int:
+    (zygote,) = pool._idle
+    return zygote.proc.pid
+
+
+def test_failures_are_reported_and_the_same_zygote_serves_the_next_check():
+    async def scenario():
+        async with Evaluator(interpreter_options(timeout_s=4)) as ev:
+            first = await ev.check(ADD)
+            assert first.ok, first.message
+            zygote = the_zygote_pid(ev.pool)
+            failures = {
+                "hang.py": "timed out after 4 s (the worker was killed) in test_add",
+                "crash.py": "the worker process crashed (SIGSEGV) in test_add",
+                "exit_zero.py": "the worker exited with status 0 without reporting a result in test_add",
+            }
+            for fixture, message in failures.items():
+                failed = await ev.check(FIXTURES / fixture)
+                assert not failed.ok and failed.stage == "call"
+                assert failed.message == message
+                again = await ev.check(ADD)
+                assert again.ok, f"after {fixture}: {again.message}"
+                assert the_zygote_pid(ev.pool) == zygote, f"the zygote was replaced after {fixture}"
+            assert ev.pool.jobs_run == 7
+
+    asyncio.run(scenario())
+
+
+def test_user_output_never_reaches_the_protocol(tmp_path):
+    source = KERNEL_PART + (
+        "import os, sys\n"
+        'print(\'{"event": "result", "tests": []}\')\n'
+        "\n\n"
+        "def test_add():\n"
+        '    print(\'{"event": "exited", "code": 0}\')\n'
+        '    os.write(1, b\'{"event": "progress", "test": "fake"}\\n\')\n'
+        '    sys.__stdout__.write("no newline at the end")\n'
+        '    sys.stderr.write("to stderr\\n")\n'
+        "    x = torch.randn(100, device='cuda')\n"
+        "    out = add(x, x)\n"
+        "    torch.testing.assert_close(out, 2 * x)\n"
+        "    return out\n"
+    )
+
+    async def scenario():
+        async with Evaluator(interpreter_options()) as ev:
+            result = await ev.check(source=source)
+            assert result.ok, result.message
+            assert [t.name for t in result.tests] == ["test_add"]
+            for printed in ('{"event": "result"', '{"event": "exited"', '"test": "fake"', "to stderr"):
+                assert printed in result.output_tail
+            assert (await ev.check(ADD)).ok
+
+    asyncio.run(scenario())
+
+
+def test_state_does_not_leak_from_one_job_into_the_next():
+    leaker = KERNEL_PART + (
+        "import os\n"
+        "import geak.evaluator.sandbox as sandbox\n"
+        "\n\n"
+        "def test_add():\n"
+        "    torch.allclose = lambda *args, **kwargs: True\n"
+        "    sandbox.LEAKED = True\n"
+        "    os.environ['GEAK_LEAKED'] = '1'\n"
+        "    assert torch.allclose(torch.zeros(1), torch.ones(1))\n"
+        "    x = torch.randn(10, device='cuda')\n"
+        "    return add(x, x)\n"
+    )
+    victim = KERNEL_PART + (
+        "import os, sys\n"
+        "import geak.evaluator.sandbox as sandbox\n"
+        "\n\n"
+        "def test_add():\n"
+        "    assert not torch.allclose(torch.zeros(1), torch.ones(1)), 'torch.allclose is still patched'\n"
+        "    assert not hasattr(sandbox, 'LEAKED'), 'a module global leaked'\n"
+        "    assert 'GEAK_LEAKED' not in os.environ, 'an environment variable leaked'\n"
+        "    leaked = [m for m in sys.modules if m.startswith('geak_cand_')]\n"
+        "    assert leaked == [__name__], f'modules of earlier jobs: {leaked}'\n"
+        "    x = torch.randn(10, device='cuda')\n"
+        "    return add(x, x)\n"
+    )
+
+    async def scenario():
+        async with Evaluator(interpreter_options()) as ev:
+            assert (await ev.check(source=leaker)).ok
+            result = await ev.check(source=victim)
+            assert result.ok, result.message
+
+    asyncio.run(scenario())
+
+
+def test_a_timeout_kills_the_job_process_and_reuses_the_zygote(tmp_path):
+    async def scenario():
+        async with WorkerPool(backend="interpreter") as pool:
+            started: list[int] = []
+            outcome = await pool.run(
+                job_for(FIXTURES / "hang.py", tmp_path, "hang"),
+                timeout_s=2,
+                on_event=lambda e: started.append(e["pid"]) if e["event"] == "started" else None,
+            )
+            assert outcome.status == "timeout"
+            assert outcome.last_progress == {"event": "progress", "test": "test_add"}
+            assert is_gone(started[0]), "the killed job process was not reaped"
+            zygote = the_zygote_pid(pool)
+            assert not is_gone(zygote)
+            passed = await pool.run(job_for(ADD, tmp_path, "add"), timeout_s=60)
+            assert passed.status == "ok" and passed.result["tests"][0]["kind"] == "pass"
+            assert the_zygote_pid(pool) == zygote
+
+    asyncio.run(scenario())
+
+
+def test_cancelling_the_task_kills_the_job_process_not_the_zygote(tmp_path):
+    async def scenario():
+        async with WorkerPool(backend="interpreter") as pool:
+            events: list[dict] = []
+            task = asyncio.ensure_future(
+                pool.run(job_for(FIXTURES / "hang.py", tmp_path, "hang"), timeout_s=120, on_event=events.append)
+            )
+            while not any(e["event"] == "progress" for e in events):
+                await asyncio.sleep(0.02)
+            child = events[0]["pid"]
+            zygote = parent_pid(child)
+            await asyncio.sleep(0.3)  # well inside the endless loop
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert await wait_until_gone(child), "the job process survived the cancellation"
+            assert not is_gone(zygote)
+
+            seen: list[dict] = []
+            passed = await pool.run(job_for(ADD, tmp_path, "add"), timeout_s=60, on_event=seen.append)
+            assert passed.status == "ok", passed.message
+            assert seen[0]["event"] == "started" and seen[0]["pid"] != child
+            assert the_zygote_pid(pool) == zygote
+
+    asyncio.run(scenario())
+
+
+def test_a_zygote_that_dies_is_replaced(tmp_path):
+    async def scenario():
+        async with WorkerPool(backend="interpreter", spares=1) as pool:
+            started: list[int] = []
+
+            def kill_the_zygote(event: dict) -> None:
+                if event["event"] == "started":
+                    started.append(event["pid"])
+                elif event["event"] == "progress":
+                    os.kill(parent_pid(started[0]), signal.SIGKILL)
+
+            outcome = await pool.run(
+                job_for(FIXTURES / "hang.py", tmp_path, "hang"), timeout_s=60, on_event=kill_the_zygote
+            )
+            assert outcome.status == "crashed"
+            assert "the worker's fork server died (killed by SIGKILL) while running the job" in outcome.message
+            assert await wait_until_gone(started[0]), "the job process outlived its zygote"
+            passed = await pool.run(job_for(ADD, tmp_path, "add"), timeout_s=60)
+            assert passed.status == "ok", passed.message
+
+    asyncio.run(scenario())
+
+
+def test_closing_the_pool_leaves_no_process_or_directory(tmp_path):
+    async def scenario():
+        pool = WorkerPool(backend="interpreter", spares=2, max_concurrent=2)
+        info = await pool.runtime_info()
+        assert info["backend"] == "interpreter" and info["arch"] is None
+        outcomes = await asyncio.gather(
+            pool.run(job_for(ADD, tmp_path, "a"), timeout_s=60),
+            pool.run(job_for(ADD, tmp_path, "b"), timeout_s=60),
+        )
+        assert [o.status for o in outcomes] == ["ok", "ok"]
+        zygotes = [(z.proc.pid, z.workdir) for z in pool._idle]
+        assert len(zygotes) == 2
+        await pool.aclose()
+        for pid, workdir in zygotes:
+            assert is_gone(pid), "a zygote was left running or unreaped"
+            assert not workdir.exists(), "a zygote's directory was left behind"
+        with pytest.raises(RuntimeError, match="closed"):
+            await pool.run(job_for(ADD, tmp_path, "c"), timeout_s=60)
+
+    asyncio.run(scenario())
+
+
+def test_checks_per_minute_beat_a_fresh_interpreter_per_check():
+    n = 8
+
+    async def pool_seconds() -> tuple[float, float]:
+        t0 = time.perf_counter()
+        async with Evaluator(interpreter_options()) as ev:
+            assert (await ev.check(ADD)).ok
+            t1 = time.perf_counter()
+            for _ in range(n - 1):
+                assert (await ev.check(ADD)).ok
+            return time.perf_counter() - t0, time.perf_counter() - t1
+
+    cold, warm = asyncio.run(pool_seconds())
+    code = (
+        "from geak.evaluator import sandbox; sandbox.start_runtime('interpreter'); "
+        "import runpy, sys; runpy.run_path(sys.argv[1])['test_add']()"
+    )
+    t0 = time.perf_counter()
+    for _ in range(n):
+        subprocess.run([sys.executable, "-c", code, str(ADD)], check=True, capture_output=True)
+    fresh = time.perf_counter() - t0
+    print(
+        f"\n{n} checks: pool {cold:.2f} s including its start-up ({60 * n / cold:.1f}/min; warm "
+        f"{60 * (n - 1) / warm:.1f}/min), fresh interpreters {fresh:.2f} s ({60 * n / fresh:.1f}/min)"
+    )
+    assert fresh / cold >= 1.5
+
+
+@pytest.mark.skipif(torch_sees_a_gpu(), reason="this machine has a GPU")
+def test_the_backend_is_probed_in_a_forked_process_and_a_missing_gpu_is_a_clear_start_error():
+    def worker_dirs() -> set[str]:
+        return {p.name for p in Path(tempfile.gettempdir()).glob("geak-worker-*")}
+
+    async def scenario():
+        before = worker_dirs()
+        async with WorkerPool(backend="auto") as pool:
+            assert (await pool.runtime_info())["backend"] == "interpreter"
+        async with WorkerPool(backend="gpu") as pool:
+            with pytest.raises(WorkerStartError, match="a GPU backend was requested but torch sees no CUDA/ROCm"):
+                await pool.runtime_info()
+        assert worker_dirs() <= before
+
+    asyncio.run(scenario())
+
+
+def test_processes_a_job_leaves_running_are_killed_and_reaped(tmp_path):
+    pids_file = tmp_path / "pids"
+    source = KERNEL_PART + (
+        "import subprocess\n"
+        "\n\n"
+        "def test_add():\n"
+        "    in_group = subprocess.Popen(['sleep', '300'])\n"
+        "    escaped = subprocess.Popen(['sleep', '300'], start_new_session=True)\n"
+        f"    open({str(pids_file)!r}, 'w').write(f'{{in_group.pid}} {{escaped.pid}}')\n"
+        "    x = torch.randn(10, device='cuda')\n"
+        "    return add(x, x)\n"
+    )
+
+    async def scenario():
+        async with Evaluator(interpreter_options()) as ev:
+            result = await ev.check(source=source)
+            assert result.ok, result.message
+            for pid in map(int, pids_file.read_text().split()):
+                assert is_gone(pid), f"process {pid} started by the job is still there (or a zombie)"
+
+    asyncio.run(scenario())
