@@ -18,6 +18,7 @@ Rewriting touches only the changed literals (or inserts the missing keyword); ev
 from __future__ import annotations
 
 import ast
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal
@@ -104,7 +105,7 @@ def find_tunable_params(source: str) -> list[TunableParam]:
     kernels = {name: k for name, k in _kernels(tree).items() if not k.autotuned}
     params: list[TunableParam] = []
     claimed: set[tuple[int, int]] = set()  # literals already owned by a parameter (a name shared by launches)
-    keys: set[str] = set()
+    seen_keys: Counter[str] = Counter()
     for call, kernel_name, scopes in _launch_sites(tree, kernels):
         for param in _call_params(call, kernels[kernel_name], scopes):
             location = (param._edit.line, param._edit.col)
@@ -112,9 +113,9 @@ def find_tunable_params(source: str) -> list[TunableParam]:
                 if location in claimed:
                     continue
                 claimed.add(location)
-            if param.key in keys:
-                param = replace(param, key=f"{param.key}C{param._edit.col}")
-            keys.add(param.key)
+            seen_keys[param.key] += 1
+            if seen_keys[param.key] > 1:  # two launches of one kernel on one line: number them in order
+                param = replace(param, key=f"{param.key}#{seen_keys[param.key]}")
             params.append(param)
     return params
 

@@ -128,7 +128,12 @@ class _Search:
         if self._should_stop is not None and self._should_stop():
             self.stopped = True
             return None
-        return await self._run(values, apply_params(self.source, values))
+        try:
+            candidate = apply_params(self.source, values)
+        except ValueError as exc:  # the rewrite itself failed: record it as a failed candidate
+            logger.warning("could not rewrite launch parameters %s: %s", dict(values), exc)
+            return self._record(Trial(dict(values), self.source, False, None, f"could not rewrite the source: {exc}"))
+        return await self._run(values, candidate)
 
     async def _run(self, values: Mapping[str, int], candidate: str) -> Trial:
         try:
@@ -137,7 +142,10 @@ class _Search:
         except Exception as exc:  # a crashing evaluation is a failed candidate, not a failed search
             logger.warning("evaluating launch parameters %s raised %r", dict(values), exc)
             trial = Trial(dict(values), candidate, False, None, f"evaluation raised {type(exc).__name__}: {exc}")
-        self._seen[tuple(sorted(values.items()))] = trial
+        return self._record(trial)
+
+    def _record(self, trial: Trial) -> Trial:
+        self._seen[tuple(sorted(trial.values.items()))] = trial
         self.trials.append(trial)
         if self._on_trial is not None:
             self._on_trial(trial)

@@ -20,8 +20,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from geak.snippets import KERNELS_DIR
 from rank_bm25 import BM25Okapi
+
+from geak.snippets import KERNELS_DIR
 
 logger = logging.getLogger(__name__)
 

@@ -6,6 +6,7 @@ import sys
 import textwrap
 
 import pytest
+
 from geak.agent.launch_params import (
     NUM_STAGES_CHOICES,
     NUM_WARPS_CHOICES,
@@ -392,9 +393,7 @@ def test_byte_preservation_with_unicode_and_crlf():
 
 
 def test_bad_inputs_raise_clear_errors():
-    with pytest.raises(
-        ValueError, match=r"unknown launch parameter.*nope.*tunable here: add_kernel:BLOCK_SIZE"
-    ):
+    with pytest.raises(ValueError, match=r"unknown launch parameter.*nope.*tunable here: add_kernel:BLOCK_SIZE"):
         apply_params(VECTOR_ADD, {"nope": 4})
     with pytest.raises(ValueError, match=r"value 3 is not one of the choices \(1, 2, 4, 8, 16\)"):
         apply_params(VECTOR_ADD, {"add_kernel:num_warps@L21": 3})
@@ -414,3 +413,27 @@ def test_rewritten_kernel_runs_under_the_interpreter():
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "True"
+
+
+def test_two_launches_on_one_line_are_numbered_stably():
+    source = textwrap.dedent(
+        """\
+        import triton
+        import triton.language as tl
+
+
+        @triton.jit
+        def k(p, BLOCK: tl.constexpr):
+            pass
+
+
+        def run(p):
+            k[(1,)](p, BLOCK=64, num_warps=4, num_stages=2); k[(1,)](p, BLOCK=64, num_warps=4, num_stages=2)
+        """
+    )
+    keys = [p.key for p in find_tunable_params(source) if p.name == "BLOCK"]
+    assert keys == ["k:BLOCK@L11", "k:BLOCK@L11#2"]
+    new = apply_params(source, {"k:BLOCK@L11": 256, "k:BLOCK@L11#2": 16})
+    assert "k[(1,)](p, BLOCK=256, num_warps=4, num_stages=2); k[(1,)](p, BLOCK=16, num_warps=4" in new
+    assert [p.key for p in find_tunable_params(new) if p.name == "BLOCK"] == keys
+    assert apply_params(new, {"k:BLOCK@L11#2": 32}).count("BLOCK=32") == 1

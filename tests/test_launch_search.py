@@ -5,6 +5,7 @@ import math
 from dataclasses import dataclass
 
 import pytest
+
 from geak.agent.launch_params import find_tunable_params
 from geak.agent.launch_search import Trial, search_launch_params
 
