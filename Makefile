@@ -1,6 +1,6 @@
 # `make demo`: set everything up and optimize a corpus kernel with the built-in defaults (no API key, any machine).
 # `make test`: set everything up and run the checks CI runs.
-DEMO_KERNEL ?= snippets/kernels/softmax_rowwise.py
+DEMO_KERNEL ?= snippets/kernels/vector_add.py
 
 .PHONY: setup demo test lint
 setup:
