@@ -12,8 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
-from geak.evaluator.triton_file import TEST_PREFIXES
 from markdown_it import MarkdownIt
+
+from geak.evaluator.triton_file import TEST_PREFIXES
 
 PYTHON_LANGS = frozenset({"", "python", "py", "python3", "py3", "triton"})
 MAX_STRATEGY_CHARS = 2000

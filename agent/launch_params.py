@@ -21,6 +21,7 @@ import ast
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from itertools import pairwise
 from typing import Literal
 
 ParamKind = Literal["constexpr", "num_warps", "num_stages"]
@@ -60,6 +61,7 @@ class _Edit:
     end_col: int
     keyword: str = ""  # for an absent launch option: the keyword to insert at (line, col)
     after_argument: bool = False  # the insertion follows an argument, so it starts with ", "
+    linked: tuple[tuple[int, int, int, int], ...] = ()  # equal literals in the launch's grid, rewritten too
 
     @property
     def is_insertion(self) -> bool:
@@ -146,11 +148,17 @@ def apply_params(source: str, values: Mapping[str, int]) -> str:
             insertions.setdefault(start, (edit.after_argument, []))[1].append(f"{edit.keyword}={value}")
         else:
             edits.append((start, line_starts[edit.end_line - 1] + edit.end_col, str(value)))
+            for line, col, end_line, end_col in edit.linked:
+                edits.append((line_starts[line - 1] + col, line_starts[end_line - 1] + end_col, str(value)))
     for position, (after_argument, keywords) in insertions.items():
         keywords.sort(key=lambda keyword: _LAUNCH_OPTIONS.index(keyword.split("=")[0]))
         edits.append((position, position, (", " if after_argument else "") + ", ".join(keywords)))
     if not edits:
         return source
+    edits = sorted(set(edits))
+    clashes = [a for a, b in pairwise(edits) if b[0] < a[1]]
+    if clashes:
+        raise ValueError("two parameters rewrite the same grid literal with different values")
     encoded = source.encode("utf-8")
     pieces: list[bytes] = []
     position = 0
@@ -260,7 +268,8 @@ def _call_params(call: ast.Call, kernel: _Kernel, scopes: tuple[_ScopeNode, ...]
         if name in kernel.constexprs:
             found = _tunable_literal(value, scopes, block_size=True)
             if found is not None:
-                yield _make_param(kernel.name, name, "constexpr", found)
+                linked = _grid_literals(call, found.value) if found.node is value else ()
+                yield _make_param(kernel.name, name, "constexpr", found, linked)
     for option in _LAUNCH_OPTIONS:
         if option in keywords:
             found = _tunable_literal(keywords[option].value, scopes, block_size=False)
@@ -278,9 +287,22 @@ def _positional_arguments(call: ast.Call, kernel: _Kernel) -> Iterator[tuple[str
         yield name, value
 
 
-def _make_param(kernel: str, name: str, kind: ParamKind, literal: _Literal) -> TunableParam:
+def _grid_literals(call: ast.Call, value: int) -> tuple[tuple[int, int, int, int], ...]:
+    """Integer literals equal to `value` in the launch's grid (`k[(triton.cdiv(n, 256),)](..., BLOCK=256)`),
+    which must change together with the block size for the launch to stay correct."""
+    assert isinstance(call.func, ast.Subscript)
+    return tuple(
+        (n.lineno, n.col_offset, n.end_lineno or n.lineno, n.end_col_offset or 0)
+        for n in ast.walk(call.func.slice)
+        if isinstance(n, ast.Constant) and type(n.value) is int and n.value == value
+    )
+
+
+def _make_param(
+    kernel: str, name: str, kind: ParamKind, literal: _Literal, linked: tuple[tuple[int, int, int, int], ...] = ()
+) -> TunableParam:
     node = literal.node
-    edit = _Edit(node.lineno, node.col_offset, node.end_lineno or node.lineno, node.end_col_offset or 0)
+    edit = _Edit(node.lineno, node.col_offset, node.end_lineno or node.lineno, node.end_col_offset or 0, linked=linked)
     return TunableParam(
         key=f"{kernel}:{name}@L{node.lineno}",
         kernel=kernel,

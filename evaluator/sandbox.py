@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.util
+import inspect
 import json
 import os
 import signal
@@ -327,6 +328,15 @@ def describe_error(exc: BaseException, user_file: str, module: ModuleType | None
     }
 
 
+def _def_line(jit_fn: Any) -> int:
+    """The file line of a kernel's `def` (Triton's error lines count from there; 3.6 does not record it)."""
+    line = getattr(jit_fn, "def_file_line_number", None)
+    if line is not None:
+        return line
+    lines, start = inspect.getsourcelines(jit_fn.fn)
+    return start + next((i for i, text in enumerate(lines) if text.lstrip().startswith("def ")), 0)
+
+
 def _compile_location(exc: BaseException, module: ModuleType | None) -> dict[str, Any] | None:
     """Map a triton CompilationError (lines relative to the kernel's `def`) to a line of the user's file."""
     try:
@@ -341,13 +351,15 @@ def _compile_location(exc: BaseException, module: ModuleType | None) -> dict[str
     node_line = getattr(cur.node, "lineno", None)
     if node_line is None:
         return None
+    from triton.runtime.jit import JITFunction
+
     for value in vars(module).values():
         fn = value
-        while fn is not None and not hasattr(fn, "def_file_line_number"):
+        while fn is not None and not isinstance(fn, JITFunction):  # unwrap Autotuner / Heuristics
             fn = getattr(fn, "fn", None)
         if fn is not None and getattr(fn, "src", None) == cur.src:
             return {
-                "line": fn.def_file_line_number + node_line - 1,
+                "line": _def_line(fn) + node_line - 1,
                 "column": getattr(cur.node, "col_offset", 0) + 1,
                 "kernel": _kernel_name(fn),
                 "message": (cur.error_message or "").strip() or str(cur).splitlines()[-1],

@@ -437,3 +437,13 @@ def test_two_launches_on_one_line_are_numbered_stably():
     assert "k[(1,)](p, BLOCK=256, num_warps=4, num_stages=2); k[(1,)](p, BLOCK=16, num_warps=4" in new
     assert [p.key for p in find_tunable_params(new) if p.name == "BLOCK"] == keys
     assert apply_params(new, {"k:BLOCK@L11#2": 32}).count("BLOCK=32") == 1
+
+
+def test_block_size_literal_in_the_grid_changes_with_it():
+    src = (
+        "import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(x, n, BLOCK: tl.constexpr):\n    pass\n\n"
+        "def op(x, n):\n    k[(triton.cdiv(n, 256),)](x, n, BLOCK=256, num_warps=4)\n"
+    )
+    (block,) = [p for p in find_tunable_params(src) if p.name == "BLOCK"]
+    out = apply_params(src, {block.key: 1024})
+    assert "k[(triton.cdiv(n, 1024),)](x, n, BLOCK=1024, num_warps=4)" in out
