@@ -81,8 +81,8 @@ async def faults_and_speedups(report: list[dict]) -> None:
             report.append(row("peaks", **asdict(b.peaks)))
 
 
-async def corpus(files: list[str], report: list[dict]) -> None:
-    async with Evaluator(EvalOptions(timeout_s=300, spares=1)) as ev:
+async def corpus(files: list[str], report: list[dict], rounds: int, out: Path) -> None:
+    async with Evaluator(EvalOptions(timeout_s=300, spares=1, bench_rounds=rounds)) as ev:
         for f in files:
             b = await ev.bench(f)
             entry = {"file": Path(f).name, "ok": b.ok, "message": b.message[:300]}
@@ -90,6 +90,7 @@ async def corpus(files: list[str], report: list[dict]) -> None:
                 entry["check"] = b.check.message[:300]
             entry["calls"] = [asdict(c) for c in b.calls]
             report.append(entry)
+            (out / "evaluator_report.json").write_text(json.dumps(report, indent=1, default=str))
             best = max(b.calls, key=lambda c: c.median_ms) if b.calls else None
             print(Path(f).name.ljust(34), "ok" if b.ok else "FAIL", b.message[:150].replace("\n", " "), flush=True)
             if best is not None:
@@ -122,6 +123,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default=".")
     parser.add_argument("--skip-basics", action="store_true")
+    parser.add_argument("--rounds", type=int, default=15, help="timing rounds per corpus file")
     parser.add_argument("files", nargs="*")
     args = parser.parse_args()
     report: list[dict] = []
@@ -129,7 +131,7 @@ def main() -> None:
         asyncio.run(faults_and_speedups(report))
         asyncio.run(checks_per_minute(report))
     if args.files:
-        asyncio.run(corpus(args.files, report))
+        asyncio.run(corpus(args.files, report, args.rounds, Path(args.out)))
     Path(args.out, "evaluator_report.json").write_text(json.dumps(report, indent=1, default=str))
 
 
