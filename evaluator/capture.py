@@ -258,6 +258,17 @@ def call_outputs(result: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
     }
 
 
+def output_bytes(args: tuple, kwargs: dict, result: Any) -> int:
+    """Bytes a correct call must have written: its returned tensors that are not its arguments. A lower
+    bound on the traffic (inputs may be read sparsely, e.g. a gather), so sound for rejecting a timing."""
+    inputs = {v.data_ptr() for v in (*args, *kwargs.values()) if isinstance(v, torch.Tensor)}
+    return bytes_moved((), {}, result) - sum(
+        t.numel() * t.element_size()
+        for t in (result if isinstance(result, (list, tuple)) else [result])
+        if isinstance(t, torch.Tensor) and t.data_ptr() in inputs
+    )
+
+
 def bytes_moved(args: tuple, kwargs: dict, result: Any) -> int:
     """Bytes of the distinct tensors read and written by a call (inputs and outputs, each counted once)."""
     seen: set[int] = set()

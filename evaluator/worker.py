@@ -306,7 +306,7 @@ def run_bench(job: dict[str, Any], info: Any, send) -> dict[str, Any]:
     import torch
 
     from . import sandbox, timing
-    from .capture import CallRecorder, bytes_moved
+    from .capture import CallRecorder, bytes_moved, output_bytes
     from .peaks import device_peaks
 
     if info.backend == "interpreter":
@@ -366,11 +366,20 @@ def run_bench(job: dict[str, Any], info: Any, send) -> dict[str, Any]:
             ret = fn()  # compile / autotune outside the timed region
             torch.cuda.synchronize()
             flops = _counted(v["module"], f"flops_{call.wrapper}", call)
-            moved = _counted(v["module"], f"bytes_{call.wrapper}", call) or bytes_moved(call.args, call.kwargs, ret)
+            declared = _counted(v["module"], f"bytes_{call.wrapper}", call)
+            moved = declared or bytes_moved(call.args, call.kwargs, ret)
+            certain = declared or output_bytes(call.args, call.kwargs, ret)
             del ret
             fns[label], estimates[label] = fn, timing.estimate_ms(fn)
             per_call[label].append(
-                {"wrapper": call.wrapper, "signature": call.signature, "bytes": moved, "flops": flops}
+                {
+                    "wrapper": call.wrapper,
+                    "signature": call.signature,
+                    "bytes": moved,
+                    "flops": flops,
+                    "certain_bytes": certain,
+                    "bytes_declared": bool(declared),
+                }
             )
         prefer_graph = min(estimates.values()) < timing.GRAPH_BELOW_MS
         for label in labels:

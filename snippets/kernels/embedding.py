@@ -95,6 +95,12 @@ def test_embedding():
     return results
 
 
+def bytes_embedding(ids, weight, check_bounds=True):
+    """Traffic of one call: the ids, the rows actually gathered (read) and the output (written)."""
+    rows = ids.numel() * weight.shape[1] * weight.element_size()
+    return ids.numel() * ids.element_size() + 2 * rows
+
+
 def bench_embedding():
     weight = torch.randn(128256, 4096, device="cuda", dtype=torch.bfloat16)
     ids = torch.randint(0, 128256, (16, 4096), device="cuda", dtype=torch.int64)

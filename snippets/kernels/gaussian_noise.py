@@ -1,9 +1,11 @@
 # geak-family: random
 """Seeded Gaussian noise injection: y = x + sigma * N(0, 1), e.g. for diffusion forward steps or regularisation.
 
-Counter-based randomness (`tl.randn` is Philox keyed by (seed, offset)), so the noise depends only on the seed and
-the element index: reproducible, independent of the launch configuration, and no state to carry between calls.
-Memory bound: one read and one write per element; the random numbers are computed in registers.
+Counter-based randomness: `tl.randn4x` runs Philox once per group of four elements (keyed by (seed, index // 4))
+and turns its four words into four normals, so the noise depends only on the seed and the element index —
+reproducible, independent of the block size, no state between calls — at a quarter of the Philox work of
+`tl.randn` per element. Each program loads a [BLOCK_Q, 4] tile (contiguous in memory) and interleaves the four
+normals into it with `tl.join`. One read and one write per element.
 """
 
 import torch
@@ -12,12 +14,14 @@ import triton.language as tl
 
 
 @triton.jit
-def gaussian_noise_kernel(x_ptr, y_ptr, n, sigma, seed, BLOCK: tl.constexpr):
+def gaussian_noise_kernel(x_ptr, y_ptr, n, sigma, seed, BLOCK_Q: tl.constexpr):
     pid = tl.program_id(0)
-    offs = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    quads = pid.to(tl.int64) * BLOCK_Q + tl.arange(0, BLOCK_Q)
+    offs = quads[:, None] * 4 + tl.arange(0, 4)[None, :]
     mask = offs < n
     x = tl.load(x_ptr + offs, mask=mask, other=0.0)
-    noise = tl.randn(seed, offs)
+    r0, r1, r2, r3 = tl.randn4x(seed, quads)
+    noise = tl.reshape(tl.join(tl.join(r0, r2), tl.join(r1, r3)), (BLOCK_Q, 4))  # element 4q + c gets rc
     y = x.to(tl.float32) + sigma * noise
     tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
 
@@ -28,8 +32,8 @@ def add_gaussian_noise(x: torch.Tensor, sigma: float, seed: int) -> torch.Tensor
         raise ValueError("x must be contiguous")
     y = torch.empty_like(x)
     n = x.numel()
-    block = 2048
-    gaussian_noise_kernel[(triton.cdiv(n, block),)](x, y, n, sigma, seed, BLOCK=block, num_warps=8)
+    block_q = 512  # 2048 elements a program
+    gaussian_noise_kernel[(triton.cdiv(n, 4 * block_q),)](x, y, n, sigma, seed, BLOCK_Q=block_q, num_warps=8)
     return y
 
 

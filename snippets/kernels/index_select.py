@@ -76,6 +76,12 @@ def test_index_select():
     return results
 
 
+def bytes_index_select(x, index, check_bounds=True):
+    """Traffic of one call: the index, the selected rows (read) and the output (written)."""
+    rows = index.numel() * x.shape[1] * x.element_size()
+    return index.numel() * index.element_size() + 2 * rows
+
+
 def bench_index_select():
     table = torch.randn(131072, 4096, device="cuda", dtype=torch.float16)
     index = torch.randint(0, 131072, (65536,), device="cuda", dtype=torch.int64)
