@@ -126,6 +126,7 @@ class Evaluator:
             job_dir,
             self.options,
             fresh_calls=ref_run.outcome.result.get("calls") if ref_run and ref_run.outcome.result else None,
+            fresh=ref_run is not None,
         )
         _say(progress, f"running the tests of {Path(label).name}")
         outcome = await self.pool.run(job, timeout_s=self.options.timeout_s, on_event=_relay(progress))

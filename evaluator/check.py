@@ -27,7 +27,10 @@ def check_job(
     job_dir: Path,
     options: EvalOptions,
     fresh_calls: list[dict[str, Any]] | None,
+    fresh: bool = True,
 ) -> dict[str, Any]:
+    """`fresh`: replay the captured calls with fresh inputs (`fresh_calls`, else the run's own captured calls);
+    pointless without a reference to compare the results with."""
     return {
         "kind": "check",
         "path": str(path),
@@ -36,7 +39,7 @@ def check_job(
         "wrappers": list(owner.wrappers),
         "outputs_dir": str(job_dir / "outputs"),
         "max_calls": options.max_fresh_calls,
-        "fresh": {"seed": options.fresh_seed, "calls": fresh_calls} if options.fresh_inputs else None,
+        "fresh": {"seed": options.fresh_seed, "calls": fresh_calls} if options.fresh_inputs and fresh else None,
         "cwd": str(Path(owner.path).resolve().parent) if Path(owner.path).exists() else None,
     }
 
