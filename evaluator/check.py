@@ -134,26 +134,12 @@ def verdict(
         for t in result["tests"]
         if t["kind"] != "pass"
     ]
-    errors = [t for t in tests if t.kind not in ("pass", "assert")]
-    asserts = [t for t in tests if t.kind == "assert"]
-    if errors:
-        return CheckResult(
-            ok=False,
-            stage="call",
-            message=_summary(errors),
-            tests=tests,
-            diagnostics=tuple(diagnostics),
-            **base,
-        )
-    if asserts:
-        return CheckResult(
-            ok=False,
-            stage="exec",
-            message=_summary(asserts),
-            tests=tests,
-            diagnostics=tuple(diagnostics),
-            **base,
-        )
+    errors = [t for t in tests if t.kind not in ("pass", "assert")]  # did not run through: call stage
+    asserts = [t for t in tests if t.kind == "assert"]  # ran, but a check failed: exec stage
+    if errors or asserts:
+        stage = "call" if errors else "exec"
+        message = _summary(errors or asserts)
+        return CheckResult(ok=False, stage=stage, message=message, tests=tests, diagnostics=tuple(diagnostics), **base)
 
     if ref_run is None:
         silent = [t.name for t in tests if t.name not in candidate.asserting_tests]

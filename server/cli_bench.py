@@ -3,14 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
-import sys
 
-from geak.evaluator.api import BadInput, Evaluator
-
-from .eval_options import add_eval_arguments, eval_options
-from .render import console, print_bench, status_reporter
+from .eval_options import add_eval_arguments, run_evaluation
+from .render import print_bench
 
 
 def register(commands) -> None:
@@ -28,29 +23,9 @@ def register(commands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        options = eval_options(args)
-    except ValueError as e:
-        print(f"geak bench: {e}", file=sys.stderr)
-        return 2
-    try:
-        result = asyncio.run(_bench(args, options))
-    except BadInput as e:
-        if args.json:
-            print(json.dumps({"ok": False, "error": str(e), "stage": None}))
-        else:
-            print(f"geak bench: {e}", file=sys.stderr)
-        return 2
-    if args.json:
-        print(json.dumps(result.to_dict()))
-    else:
-        print_bench(result)
+    result = run_evaluation(args, "bench", "bench", print_bench)
+    if isinstance(result, int):
+        return result
     if result.ok:
         return 0
     return 2 if result.backend == "interpreter" and (result.check is None or result.check.ok) else 1
-
-
-async def _bench(args: argparse.Namespace, options):
-    async with Evaluator(options) as evaluator:
-        with status_reporter(console(), enabled=not args.json) as report:
-            return await evaluator.bench(args.file, against=args.against, progress=report)

@@ -3,14 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
-import sys
 
-from geak.evaluator.api import BadInput, Evaluator
-
-from .eval_options import add_eval_arguments, eval_options
-from .render import console, print_check, status_reporter
+from .eval_options import add_eval_arguments, run_evaluation
+from .render import print_check
 
 
 def register(commands) -> None:
@@ -27,27 +22,7 @@ def register(commands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        options = eval_options(args)
-    except ValueError as e:
-        print(f"geak check: {e}", file=sys.stderr)
-        return 2
-    try:
-        result = asyncio.run(_check(args, options))
-    except BadInput as e:
-        if args.json:
-            print(json.dumps({"ok": False, "error": str(e), "stage": None}))
-        else:
-            print(f"geak check: {e}", file=sys.stderr)
-        return 2
-    if args.json:
-        print(json.dumps(result.to_dict()))
-    else:
-        print_check(result)
+    result = run_evaluation(args, "check", "check", print_check)
+    if isinstance(result, int):
+        return result
     return 0 if result.ok else 1
-
-
-async def _check(args: argparse.Namespace, options):
-    async with Evaluator(options) as evaluator:
-        with status_reporter(console(), enabled=not args.json) as report:
-            return await evaluator.check(args.file, against=args.against, progress=report)

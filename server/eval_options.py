@@ -1,11 +1,17 @@
-"""Command-line options shared by the commands that evaluate files."""
+"""Command-line options and the run shared by the commands that evaluate files (`geak check`, `geak bench`)."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
+import sys
 
-from geak.evaluator.api import EvalOptions
+from geak.evaluator.api import BadInput, EvalOptions, Evaluator
 from geak.evaluator.compare import parse_tolerance_overrides
+from geak.evaluator.results import BenchResult, CheckResult
+
+from .render import console, status_reporter
 
 
 def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,3 +57,32 @@ def eval_options(args: argparse.Namespace) -> EvalOptions:
         gpu_id=args.gpu,
         spares=0,
     )
+
+
+def run_evaluation(args: argparse.Namespace, command: str, method: str, render) -> CheckResult | BenchResult | int:
+    """Run `Evaluator.<method>(args.file, against=args.against)` for a CLI command and print the result (JSON with
+    `--json`, else `render`). Returns the result, or exit code 2 for bad input (said on stderr, or in the JSON)."""
+    try:
+        options = eval_options(args)
+    except ValueError as e:
+        print(f"geak {command}: {e}", file=sys.stderr)
+        return 2
+
+    async def evaluate():
+        async with Evaluator(options) as evaluator:
+            with status_reporter(console(), enabled=not args.json) as report:
+                return await getattr(evaluator, method)(args.file, against=args.against, progress=report)
+
+    try:
+        result = asyncio.run(evaluate())
+    except BadInput as e:
+        if args.json:
+            print(json.dumps({"ok": False, "error": str(e), "stage": None}))
+        else:
+            print(f"geak {command}: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(result.to_dict()))
+    else:
+        render(result)
+    return result
