@@ -11,7 +11,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -272,6 +272,4 @@ def _relay(progress: Progress | None) -> Callable[[dict[str, Any]], None] | None
 
 
 def _with_duration(result, seconds: float):
-    from dataclasses import replace
-
     return replace(result, duration_s=seconds)

@@ -89,15 +89,6 @@ def enter_child(info: RuntimeInfo) -> None:
         torch.cuda.synchronize()
 
 
-def start_runtime(requested: str = "auto") -> RuntimeInfo:
-    """Everything in one process that runs jobs itself (no forking): prepare, open the GPU context, warm Triton."""
-    info = prepare_zygote(requested)
-    enter_child(info)
-    if info.backend != "interpreter":
-        _warm_up_triton("cuda")
-    return info
-
-
 def fork_process() -> int:
     """`os.fork()`, without Python 3.12's warning about forking a multi-threaded process: the zygote runs no Python
     threads, and the native pools that torch and numpy start (OpenMP, OpenBLAS) re-create themselves after a fork."""

@@ -11,7 +11,7 @@ from geak.evaluator.api import BadInput, EvalOptions, Evaluator
 from geak.evaluator.compare import parse_tolerance_overrides
 from geak.evaluator.results import BenchResult, CheckResult
 
-from .render import console, status_reporter
+from .render import status_reporter
 
 
 def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
@@ -70,7 +70,7 @@ def run_evaluation(args: argparse.Namespace, command: str, method: str, render) 
 
     async def evaluate():
         async with Evaluator(options) as evaluator:
-            with status_reporter(console(), enabled=not args.json) as report:
+            with status_reporter(enabled=not args.json) as report:
                 return await getattr(evaluator, method)(args.file, against=args.against, progress=report)
 
     try:

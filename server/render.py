@@ -24,7 +24,7 @@ def err_console() -> Console:
 
 
 @contextlib.contextmanager
-def status_reporter(_out: Console, enabled: bool = True) -> Iterator[Callable[[str], None] | None]:
+def status_reporter(enabled: bool = True) -> Iterator[Callable[[str], None] | None]:
     """A spinner on stderr showing the latest progress message."""
     if not enabled or not err_console().is_terminal:
         yield None
