@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,17 @@ def snapshot(paths: CheckpointPaths, round_: int, problems: dict[str, ProblemMem
             )
         )
     _atomic_write(paths.results(round_), "\n".join(lines) + "\n")
+
+
+def memory_for_results(results: Path) -> Path:
+    """GEAK's `result_path` resume: `{stem}_{round}.jsonl` → the memory snapshot of that round beside it."""
+    match = re.fullmatch(r"(.+)_(\d+)\.jsonl", results.name)
+    if match is None:
+        raise ValueError(f"result_path {results} is not a round's results file ({{stem}}_{{round}}.jsonl)")
+    memory = results.with_name(f"{match.group(1)}_mem_{match.group(2)}.json")
+    if not memory.exists():
+        raise ValueError(f"result_path {results}: its memory snapshot {memory.name} is missing beside it")
+    return memory
 
 
 def load(path: Path) -> tuple[dict[str, ProblemMemory], dict[str, Any]]:

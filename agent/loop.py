@@ -118,9 +118,17 @@ class GeakAgent:
         cfg = self.config
         original = self.candidates.original
         key = Path(original.path).name
-        mem_file = Path(cfg.mem_file) if cfg.mem_file else paths.latest
-        if resume or cfg.mem_file:
-            problems, usage = checkpoint.load(mem_file)
+        if cfg.mem_file:
+            mem_file = Path(cfg.mem_file)
+        elif cfg.result_path:
+            mem_file = checkpoint.memory_for_results(Path(cfg.result_path))
+        else:
+            mem_file = paths.latest
+        if resume or cfg.mem_file or cfg.result_path:
+            try:
+                problems, usage = checkpoint.load(mem_file)
+            except ValueError as e:
+                raise BadInput(str(e)) from e
             if key not in problems:
                 raise BadInput(f"the checkpoint {mem_file} has no problem {key!r} (it has {sorted(problems)})")
             memory = problems[key]
@@ -128,6 +136,8 @@ class GeakAgent:
                 raise BadInput(f"{original.path} changed since the checkpoint {mem_file} was written: start afresh")
             while len(memory.chains) < cfg.parallel:
                 memory.chains.append(ChainState(len(memory.chains), round=cfg.start_iter))
+            for state in memory.chains:  # start_iter: the round to resume at, at the earliest
+                state.round = max(state.round, cfg.start_iter)
             self._emit("start", f"resuming from {mem_file}: {len(memory.candidates)} candidate(s) kept")
         else:
             memory, usage = ProblemMemory(key, original.kernel_section), {}

@@ -198,3 +198,14 @@ def test_public_dict_has_no_secrets() -> None:
         AgentConfig(base_url="http://localhost:8000/v1").to_public_dict()["base_url"]
         == "http://localhost:8000/v1"
     )
+
+
+def test_result_path_resolves_to_the_memory_snapshot_of_its_round(tmp_path):
+    from geak.agent.checkpoint import memory_for_results
+
+    (tmp_path / "softmax_mem_3.json").write_text("{}")
+    assert memory_for_results(tmp_path / "softmax_3.jsonl") == tmp_path / "softmax_mem_3.json"
+    with pytest.raises(ValueError, match="missing"):
+        memory_for_results(tmp_path / "softmax_4.jsonl")
+    with pytest.raises(ValueError, match="not a round's results file"):
+        memory_for_results(tmp_path / "results.txt")

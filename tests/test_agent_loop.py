@@ -161,7 +161,8 @@ def test_checkpoint_resume_and_no_secrets(scripted_llm, tmp_path, monkeypatch): 
 
     scripted_llm.reply("## Strategy\nfewer instructions")
     scripted_llm.reply(reply(code(0.4)))
-    resumed, _ = asyncio.run(run_agent(cfg.model_copy(update={"max_iteration": 2}), resume=True))
+    # GEAK's way: result_path names the round's results; its memory snapshot beside it is loaded
+    resumed, _ = asyncio.run(run_agent(cfg.model_copy(update={"max_iteration": 2, "result_path": paths.results(0)})))
     assert [c.id for c in resumed.candidates] == ["c0.1", "c0.2"]  # the first round's work was kept
     assert resumed.best.id == "c0.2"
 
