@@ -259,7 +259,7 @@ def test_checks_per_minute_beat_a_fresh_interpreter_per_check():
 
     cold, warm = asyncio.run(pool_seconds())
     code = (
-        "from geak.evaluator import sandbox; sandbox.start_runtime('interpreter'); "
+        "from geak.evaluator import sandbox; sandbox.enter_child(sandbox.prepare_zygote('interpreter')); "
         "import runpy, sys; runpy.run_path(sys.argv[1])['test_add']()"
     )
     t0 = time.perf_counter()
