@@ -14,7 +14,7 @@ from functools import cached_property
 
 from markdown_it import MarkdownIt
 
-from geak.evaluator.triton_file import TEST_PREFIXES
+from geak.evaluator.triton_file import TEST_PREFIXES, is_test_code
 
 PYTHON_LANGS = frozenset({"", "python", "py", "python3", "py3", "triton"})
 MAX_STRATEGY_CHARS = 2000
@@ -161,11 +161,9 @@ def _cut_at_separator(code: str) -> str:
 
 
 def _is_test_statement(stmt: ast.stmt, test_functions: set[str]) -> bool:
-    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return stmt.name in test_functions
-    if isinstance(stmt, ast.If):
-        test = stmt.test
-        return isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__"
+    """Test code (the evaluator's own rule), or a top-level statement calling a removed test function."""
+    if is_test_code(stmt):
+        return True
     if isinstance(stmt, (ast.Expr, ast.Assign, ast.AnnAssign)) and stmt.value is not None:
         return any(
             isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in test_functions

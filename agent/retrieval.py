@@ -22,13 +22,13 @@ from pathlib import Path
 
 from rank_bm25 import BM25Okapi
 
+from geak.evaluator.triton_file import is_test_code
 from geak.snippets import KERNELS_DIR
 
 logger = logging.getLogger(__name__)
 
 _HEADER = re.compile(r"#\s*geak-(family|gpu-only):\s*(.*?)\s*$")
 _SEPARATOR = re.compile(r"^#{100,}[ \t]*$", re.MULTILINE)  # TritonBench: 146 '#' before the test code
-_TEST_PREFIXES = ("test_", "bench_", "flops_")
 _NAME_PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")  # BLOCK / Size / block / 16
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\s*\.\s*[A-Za-z_][A-Za-z0-9_]*)*")
 _COMMENT_OR_STRING = re.compile(r"#[^\n]*|'''.*?'''|\"\"\".*?\"\"\"|'[^'\n]*'|\"[^\"\n]*\"", re.DOTALL)
@@ -47,7 +47,7 @@ class CorpusEntry:
 
 
 def kernel_section(source: str) -> str:
-    """``source`` without the TritonBench test part and the top-level test/bench/flops functions.
+    """``source`` without the TritonBench test part and the top-level test code (`is_test_code`).
 
     Raises ``SyntaxError`` when the kept part does not parse.
     """
@@ -57,23 +57,11 @@ def kernel_section(source: str) -> str:
     lines = head.splitlines(keepends=True)
     dropped: set[int] = set()  # 0-based line numbers
     for node in tree.body:
-        if _is_test_code(node):
+        if is_test_code(node):
             first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
             dropped.update(range(first - 1, node.end_lineno or node.lineno))
     kept = "".join(line for index, line in enumerate(lines) if index not in dropped)
     return re.sub(r"\n{3,}", "\n\n\n", kept).strip() + "\n"
-
-
-def _is_test_code(node: ast.stmt) -> bool:
-    """A top-level test/bench/flops function or an ``if __name__ == "__main__":`` block."""
-    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-        return node.name.startswith(_TEST_PREFIXES)
-    return (
-        isinstance(node, ast.If)
-        and isinstance(node.test, ast.Compare)
-        and isinstance(node.test.left, ast.Name)
-        and node.test.left.id == "__name__"
-    )
 
 
 def _has_kernel(code: str) -> bool:

@@ -187,6 +187,11 @@ def _stmt_span(stmt: ast.stmt) -> tuple[int, int]:
     return start, stmt.end_lineno or stmt.lineno
 
 
+def is_test_code(stmt: ast.stmt) -> bool:
+    """A top-level statement that belongs to the test: a test_/bench_/flops_/bytes_ function or a __main__ guard."""
+    return _is_test_def(stmt) or _is_main_guard(stmt)
+
+
 def _is_test_def(stmt: ast.stmt) -> bool:
     return isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name.startswith(TEST_PREFIXES)
 
@@ -206,7 +211,7 @@ def _split_native(
     """Test statements: test_/bench_/flops_/bytes_ functions, the __main__ guard, and (`move_helpers`) top-level
     helpers and imports used only by them, to a fixpoint. Anything that reaches a kernel stays kernel code.
     A candidate (whose own tests are discarded) keeps its helpers: `move_helpers=False`."""
-    test = [s for s in tree.body if _is_test_def(s) or _is_main_guard(s)]
+    test = [s for s in tree.body if is_test_code(s)]
     rest = [s for s in tree.body if s not in test]
     if not move_helpers:
         return test, rest

@@ -273,3 +273,8 @@ def test_retrieval_hit_rate():
     rate, outcomes = leave_one_out_hit_rate(KernelCorpus.load())
     misses = [f"{name} ({family}) -> {retrieved}" for name, family, retrieved in outcomes if family != retrieved]
     assert rate >= 0.55, f"hit rate {rate:.2f}; misses: {', '.join(misses)}"
+
+
+def test_kernel_section_drops_the_evaluators_counter_functions_too():
+    section = kernel_section(SOFTMAX + "\n\ndef bytes_softmax(x):\n    return 2 * x.numel() * x.element_size()\n")
+    assert "def bytes_softmax" not in section and "def flops_" not in section
