@@ -71,7 +71,7 @@ def prepare_zygote(requested: str = "auto", preload: Iterable[str] = ()) -> Runt
         importlib.import_module(name)
     _warm_up_cpu_paths()
     if gpu is None:
-        _warm_up_triton("cpu")
+        _warm_up_interpreter()
     else:
         _warm_up_triton_host_side()
         _in_forked_process(
@@ -240,8 +240,9 @@ def _warm_up_triton_host_side() -> None:
         importlib.import_module("triton.experimental.gluon")
 
 
-def _warm_up_triton(device: str) -> None:
-    """Compile (GPU) or interpret (CPU) one tiny kernel so the first user check does not pay Triton's start-up."""
+def _warm_up_interpreter() -> None:
+    """Interpret one tiny kernel in the zygote so no job pays the interpreter's first-launch cost. (On a GPU the
+    zygote must not compile: that would initialize the driver; `_warm_up_triton_host_side` does what it can.)"""
     import triton
     import triton.language as tl
 
@@ -250,9 +251,8 @@ def _warm_up_triton(device: str) -> None:
         offs = tl.arange(0, BLOCK)
         tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)
 
-    x = torch.zeros(16, device=device)
+    x = torch.zeros(16)
     _geak_warmup[(1,)](x, 16, BLOCK=16)
-    synchronize(device != "cpu")
     LAUNCHES.clear()
 
 
