@@ -201,10 +201,9 @@ def run_check(job: dict[str, Any], info: Any, send) -> dict[str, Any]:
     import torch
 
     from . import sandbox
-    from .capture import CallRecorder, call_outputs, fresh_args, replayable, to_portable
+    from .capture import CallRecorder, to_portable
 
     gpu = info.backend != "interpreter"
-    device = "cuda" if gpu else "cpu"
     out_dir = Path(job["outputs_dir"])
     path = job["path"]
     sandbox.set_poisoning(True)
@@ -230,7 +229,7 @@ def run_check(job: dict[str, Any], info: Any, send) -> dict[str, Any]:
                 entry.update(kind="error", message=f"test output could not be read back: {e}")
         entry.pop("_return", None)
         result["tests"].append(entry)
-        if error is not None and gpu and any(s in str(error) for s in FATAL_GPU_ERRORS):
+        if error is not None and _context_lost(gpu, str(error)):
             fatal = "the GPU context was lost after a fault in an earlier test"
 
     result["calls"] = [
@@ -239,31 +238,48 @@ def run_check(job: dict[str, Any], info: Any, send) -> dict[str, Any]:
     ]
     fresh = job.get("fresh")
     if fresh and not fatal:
-        calls = fresh.get("calls") or result["calls"]
-        for i, call in enumerate(calls):
-            entry = {"index": i, "signature": call["signature"], "status": "skipped"}
-            fn = recorder.originals.get(call["wrapper"])
-            if fn is None:
-                entry.update(status="error", message=f"wrapper {call['wrapper']}() is missing")
-            elif replayable(call["spec"]):
-                try:
-                    args, kwargs = fresh_args(call["spec"], fresh["seed"] + i, device)
-                except (ValueError, RuntimeError, TypeError) as e:
-                    entry.update(status="skipped", message=f"inputs cannot be redrawn: {e}")
-                else:
-                    sandbox.LAUNCHES.clear()
-                    try:
-                        ret = fn(*args, **kwargs)
-                        sandbox.synchronize(gpu)
-                        torch.save(call_outputs(ret, args, kwargs), out_dir / f"fresh_{i}.pt")
-                        entry.update(status="ok", output_file=f"fresh_{i}.pt", launches=dict(sandbox.LAUNCHES))
-                    except BaseException as e:
-                        entry.update(status="error", message=sandbox.describe_error(e, path, module)["message"])
-                        if gpu and any(s in entry["message"] for s in FATAL_GPU_ERRORS):
-                            result["fresh"].append(entry)
-                            break
+        for i, call in enumerate(fresh.get("calls") or result["calls"]):
+            entry = _replay_fresh(i, call, fresh["seed"] + i, recorder, module, path, out_dir, gpu)
             result["fresh"].append(entry)
+            if entry["status"] == "error" and _context_lost(gpu, entry["message"]):
+                break
     return result
+
+
+def _context_lost(gpu: bool, message: str) -> bool:
+    """A GPU fault after which the process's context is unusable: nothing more can run in this job."""
+    return gpu and any(s in message for s in FATAL_GPU_ERRORS)
+
+
+def _replay_fresh(index: int, call: dict[str, Any], seed: int, recorder, module, path: str, out_dir: Path, gpu: bool):
+    """Re-run one captured wrapper call on fresh random inputs; its outputs (return value and tensor arguments
+    after the call) go to `fresh_<index>.pt` for the caller to compare with the reference's."""
+    import torch
+
+    from . import sandbox
+    from .capture import call_outputs, fresh_args, replayable
+
+    entry: dict[str, Any] = {"index": index, "signature": call["signature"], "status": "skipped"}
+    fn = recorder.originals.get(call["wrapper"])
+    if fn is None:
+        entry.update(status="error", message=f"wrapper {call['wrapper']}() is missing")
+        return entry
+    if not replayable(call["spec"]):
+        return entry
+    try:
+        args, kwargs = fresh_args(call["spec"], seed, "cuda" if gpu else "cpu")
+    except (ValueError, RuntimeError, TypeError) as e:
+        entry.update(message=f"inputs cannot be redrawn: {e}")
+        return entry
+    sandbox.LAUNCHES.clear()
+    try:
+        ret = fn(*args, **kwargs)
+        sandbox.synchronize(gpu)
+        torch.save(call_outputs(ret, args, kwargs), out_dir / f"fresh_{index}.pt")
+        entry.update(status="ok", output_file=f"fresh_{index}.pt", launches=dict(sandbox.LAUNCHES))
+    except BaseException as e:
+        entry.update(status="error", message=sandbox.describe_error(e, path, module)["message"])
+    return entry
 
 
 def _run_test(module, name: str, path: str, recorder, gpu: bool) -> tuple[dict[str, Any], BaseException | None]:
