@@ -681,10 +681,49 @@ def report_regs():
             print("regs?", fn.__name__, e)
 
 
+# ---------------------------------------------------------------- exclusive scan (offsets)
+@triton.jit
+def _scan_kernel(len_ptr, out_ptr, n_cols, stride_in, stride_out, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    in_row = len_ptr + row.to(tl.int64) * stride_in
+    out_row = out_ptr + row.to(tl.int64) * stride_out
+    carry = tl.zeros((), dtype=tl.int64)
+    for start in range(0, n_cols, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        mask = cols < n_cols
+        x = tl.load(in_row + cols, mask=mask, other=0).to(tl.int64)
+        inclusive = tl.cumsum(x, axis=0)
+        tl.store(out_row + cols, carry + inclusive - x, mask=mask)
+        carry += tl.sum(x, axis=0)
+
+
+def scan(lengths, block=2048, warps=8):
+    rows, cols = lengths.shape
+    out = torch.empty((rows, cols), dtype=torch.int64, device=lengths.device)
+    block = min(block, triton.next_power_of_2(max(cols, 16)))
+    _scan_kernel[(rows,)](lengths, out, cols, lengths.stride(0), out.stride(0), BLOCK=block, num_warps=warps)
+    return out
+
+
+def run_scan():
+    m, n = (7, 3001) if SMALL else (8192, 16384)
+    lengths = torch.randint(0, 4096, (m, n), device=DEV, dtype=torch.int32)
+    ref = torch.cumsum(lengths.to(torch.int64), dim=1) - lengths.to(torch.int64)
+    for block, warps in ((2048, 8), (1024, 4), (1024, 8), (2048, 4), (2048, 16), (4096, 8), (4096, 16), (8192, 16),
+                         (512, 4), (512, 2)):
+        def fn(block=block, warps=warps):
+            return scan(lengths, block, warps)
+
+        def check(fn=fn):
+            torch.testing.assert_close(fn(), ref)
+
+        bench(f"exclusive_scan {m}x{n} b{block} w{warps}", fn, lengths.numel() * 12, check)
+
+
 if __name__ == "__main__":
     only = [a for a in sys.argv[1:] if not a.startswith("--")]
     t0 = time.time()
-    for part in (run_row_sum, run_gaussian, run_histogram, run_scatter, run_softmax):
+    for part in (run_row_sum, run_gaussian, run_histogram, run_scatter, run_softmax, run_scan):
         if not only or any(o in part.__name__ for o in only):
             part()
     if DEV == "cuda":
