@@ -3,3 +3,5 @@
 import os
 
 os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
+
+pytest_plugins = ["scripted_llm"]  # the `scripted_llm` fixture (tests/scripted_llm.py)

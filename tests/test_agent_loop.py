@@ -14,7 +14,6 @@ import re
 from pathlib import Path
 
 import pytest
-from scripted_llm import scripted_llm  # noqa: F401  (fixture)
 
 from geak.agent import checkpoint
 from geak.agent.config import AgentConfig
@@ -85,7 +84,7 @@ async def run_agent(cfg: AgentConfig, resume: bool = False, corpus: KernelCorpus
     return result, events
 
 
-def test_compile_error_then_reflection_then_faster(scripted_llm, tmp_path):  # noqa: F811
+def test_compile_error_then_reflection_then_faster(scripted_llm, tmp_path):
     scripted_llm.reply(reply(code(broken=True)))  # round 1: generate → does not compile
     scripted_llm.reply(reply(code(0.8), "## Reflection\ntl.arange needs a power of two."))  # round 2: reflect
     scripted_llm.reply("Candidates show... \n## Strategy\n1. Use larger blocks.")  # round 3: optimizer
@@ -112,7 +111,7 @@ def test_compile_error_then_reflection_then_faster(scripted_llm, tmp_path):  # n
     assert any(e.kind == "candidate" for e in events)
 
 
-def test_garbage_and_server_errors_are_failed_attempts(scripted_llm, tmp_path):  # noqa: F811
+def test_garbage_and_server_errors_are_failed_attempts(scripted_llm, tmp_path):
     scripted_llm.reply("I cannot help with that.")  # round 1: no code
     scripted_llm.reply("overloaded", status=500, headers={"retry-after-ms": "5"})  # round 2: 500, retried once...
     scripted_llm.reply("overloaded", status=500, headers={"retry-after-ms": "5"})  # ...and fails again
@@ -124,7 +123,7 @@ def test_garbage_and_server_errors_are_failed_attempts(scripted_llm, tmp_path): 
     assert good.passed and result.best is good
 
 
-def test_timeout_then_recovery(scripted_llm, tmp_path):  # noqa: F811
+def test_timeout_then_recovery(scripted_llm, tmp_path):
     scripted_llm.reply(reply(code(0.9)), delay_s=2.0)  # times out (timeout_s=1, no retries)
     scripted_llm.reply(reply(code(0.6)))
     cfg = config(scripted_llm, tmp_path, max_iteration=2, timeout_s=1.0, max_retries=0)
@@ -133,7 +132,7 @@ def test_timeout_then_recovery(scripted_llm, tmp_path):  # noqa: F811
     assert result.best is result.candidates[1]
 
 
-def test_debugging_trap_restarts_from_scratch(scripted_llm, tmp_path):  # noqa: F811
+def test_debugging_trap_restarts_from_scratch(scripted_llm, tmp_path):
     scripted_llm.reply(reply(code(wrong=True)))  # generate: wrong output
     scripted_llm.reply(reply(code(wrong=True)))  # fix 1 fails
     scripted_llm.reply(reply(code(wrong=True)))  # fix 2 fails → trap (max_perf_debug_num=2)
@@ -146,7 +145,7 @@ def test_debugging_trap_restarts_from_scratch(scripted_llm, tmp_path):  # noqa: 
     assert result.best is result.candidates[3]
 
 
-def test_checkpoint_resume_and_no_secrets(scripted_llm, tmp_path, monkeypatch):  # noqa: F811
+def test_checkpoint_resume_and_no_secrets(scripted_llm, tmp_path, monkeypatch):
     monkeypatch.setenv("GEAK_TEST_KEY", "sk-very-secret")
     scripted_llm.reply(reply(code(0.8)))
     cfg = config(scripted_llm, tmp_path, max_iteration=1, api_key_env="GEAK_TEST_KEY")
@@ -167,7 +166,7 @@ def test_checkpoint_resume_and_no_secrets(scripted_llm, tmp_path, monkeypatch): 
     assert resumed.best.id == "c0.2"
 
 
-def test_fatal_model_errors_stop_the_run(scripted_llm, tmp_path):  # noqa: F811
+def test_fatal_model_errors_stop_the_run(scripted_llm, tmp_path):
     scripted_llm.reply("bad key", status=401)
     with pytest.raises(LLMError) as info:
         asyncio.run(run_agent(config(scripted_llm, tmp_path)))

@@ -22,8 +22,6 @@ if TYPE_CHECKING:
     from pytest_httpserver import HTTPServer
     from scripted_llm import ScriptedLLM
 
-pytest_plugins = ["scripted_llm"]  # the `scripted_llm` fixture
-
 SECRET = "sk-test-SECRET-0123456789abcdef"
 FAST_RETRY = {"retry-after-ms": "5"}
 MESSAGES = [
