@@ -10,6 +10,7 @@ checked against PyTorch, then timed with `triton.testing.do_bench` (median, L2 f
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import sys
@@ -19,10 +20,35 @@ import torch
 import triton
 import triton.language as tl
 
+from geak.snippets import KERNELS_DIR
+
 SMALL = "--small" in sys.argv
 DEV = "cpu" if SMALL else "cuda"
 N_SM = torch.cuda.get_device_properties(0).multi_processor_count if DEV == "cuda" else 4
 RESULTS: list[dict] = []
+
+
+def _corpus(name: str):
+    """A corpus file as a module: the kept versions are timed from there, not from copies."""
+    spec = importlib.util.spec_from_file_location(f"corpus_{name}", KERNELS_DIR / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_ROW_SUM = _corpus("row_sum")
+_GAUSSIAN = _corpus("gaussian_noise")
+_HISTOGRAM = _corpus("histogram")
+_SCATTER = _corpus("scatter_add")
+_SOFTMAX = _corpus("softmax_online")
+_SCAN = _corpus("exclusive_scan_offsets")
+_rs_fused = _ROW_SUM._row_sum_kernel
+_gn_join = _GAUSSIAN.gaussian_noise_kernel
+_bin_index = _HISTOGRAM._bin_index
+_hist_private = _HISTOGRAM._histogram_private_kernel
+_sa_atomic = _SCATTER._scatter_add_rows_kernel
+_so_corpus = _SOFTMAX._softmax_online_kernel
+_scan_kernel = _SCAN.exclusive_scan_kernel
 
 
 def bench(name, fn, nbytes, check=None):
@@ -78,32 +104,6 @@ def _rs_finalize(partial_ptr, out_ptr, n_rows, n_splits, BLOCK_M: tl.constexpr, 
     mask = (rows[:, None] < n_rows) & (splits[None, :] < n_splits)
     partial = tl.load(partial_ptr + rows[:, None] * n_splits + splits[None, :], mask=mask, other=0.0)
     tl.store(out_ptr + rows, tl.sum(partial, axis=1).to(out_ptr.dtype.element_ty), mask=rows < n_rows)
-
-
-@triton.jit
-def _rs_fused(x_ptr, partial_ptr, count_ptr, out_ptr, n_cols, stride_x_row, cols_per_split, n_splits,
-              BLOCK_N: tl.constexpr, BLOCK_S: tl.constexpr):
-    row = tl.program_id(0)
-    split = tl.program_id(1)
-    x_row = x_ptr + row.to(tl.int64) * stride_x_row
-    col_start = split * cols_per_split
-    col_end = tl.minimum(col_start + cols_per_split, n_cols)
-    offsets = tl.arange(0, BLOCK_N)
-    acc = tl.zeros([BLOCK_N], dtype=tl.float32)
-    for start in range(col_start, col_end, BLOCK_N):
-        cols = start + offsets
-        acc += tl.load(x_row + cols, mask=cols < col_end, other=0.0).to(tl.float32)
-    total = tl.sum(acc, axis=0)
-    if n_splits == 1:
-        tl.store(out_ptr + row, total.to(out_ptr.dtype.element_ty))
-    else:
-        tl.store(partial_ptr + row * n_splits + split, total)
-        tl.debug_barrier()
-        arrived = tl.atomic_add(count_ptr + row, 1, sem="acq_rel")
-        if arrived == n_splits - 1:
-            splits = tl.arange(0, BLOCK_S)
-            partial = tl.load(partial_ptr + row * n_splits + splits, mask=splits < n_splits, other=0.0, volatile=True)
-            tl.store(out_ptr + row, tl.sum(partial, axis=0).to(out_ptr.dtype.element_ty))
 
 
 def _splits(n_rows, n_cols, block_n, per_sm):
@@ -164,19 +164,6 @@ def _row_sum_shape(m, n):
 
 
 # ---------------------------------------------------------------- gaussian noise
-@triton.jit
-def _gn_join(x_ptr, y_ptr, n, sigma, seed, BLOCK_Q: tl.constexpr, ROUNDS: tl.constexpr = 10):
-    pid = tl.program_id(0)
-    quads = pid.to(tl.int64) * BLOCK_Q + tl.arange(0, BLOCK_Q)
-    offs = quads[:, None] * 4 + tl.arange(0, 4)[None, :]
-    mask = offs < n
-    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
-    r0, r1, r2, r3 = tl.randn4x(seed, quads, ROUNDS)
-    noise = tl.reshape(tl.join(tl.join(r0, r2), tl.join(r1, r3)), (BLOCK_Q, 4))
-    y = x.to(tl.float32) + sigma * noise
-    tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
-
-
 @triton.jit
 def _gn_slices(x_ptr, y_ptr, n, sigma, seed, QUADS: tl.constexpr, N_ROUNDS: tl.constexpr):
     """Element e uses word (e // QUADS) % 4 of Philox(seed, (e // (4 QUADS)) * QUADS + e % QUADS)."""
@@ -281,60 +268,47 @@ def run_gaussian():
     n = 200_003 if SMALL else 1 << 26
     x = torch.randn(n, device=DEV)
     z = torch.zeros(n, device=DEV)
-    for name, fn, zf in (
-        ("join bq512 w8", lambda: gn_join(x, 0.1, 1234), lambda: gn_join(z, 1.0, 1234)),
-        ("join bq256 w4", lambda: gn_join(x, 0.1, 1234, 256, 4), lambda: gn_join(z, 1.0, 1234, 256, 4)),
-        ("join bq512 w8 r7", lambda: gn_join(x, 0.1, 1234, 512, 8, 7), lambda: gn_join(z, 1.0, 1234, 512, 8, 7)),
-        ("join bq256 w4 r7", lambda: gn_join(x, 0.1, 1234, 256, 4, 7), lambda: gn_join(z, 1.0, 1234, 256, 4, 7)),
-        ("join bq512 w4 r7", lambda: gn_join(x, 0.1, 1234, 512, 4, 7), lambda: gn_join(z, 1.0, 1234, 512, 4, 7)),
-        ("join32 bq512 w8", lambda: gn_join32(x, 0.1, 1234), lambda: gn_join32(z, 1.0, 1234)),
-        ("join32 bq256 w4", lambda: gn_join32(x, 0.1, 1234, 256, 4), lambda: gn_join32(z, 1.0, 1234, 256, 4)),
-        ("join32 bq512 w4", lambda: gn_join32(x, 0.1, 1234, 512, 4), lambda: gn_join32(z, 1.0, 1234, 512, 4)),
-        ("join32 bq512 w8 hints", lambda: gn_join32(x, 0.1, 1234, 512, 8, True),
-         lambda: gn_join32(z, 1.0, 1234, 512, 8, True)),
-        ("join32 bq256 w4 hints", lambda: gn_join32(x, 0.1, 1234, 256, 4, True),
-         lambda: gn_join32(z, 1.0, 1234, 256, 4, True)),
-        ("join32 bq1024 w8", lambda: gn_join32(x, 0.1, 1234, 1024, 8), lambda: gn_join32(z, 1.0, 1234, 1024, 8)),
-        ("join32 bq128 w2", lambda: gn_join32(x, 0.1, 1234, 128, 2), lambda: gn_join32(z, 1.0, 1234, 128, 2)),
-        ("join seed big", lambda: gn_join(x, 0.1, 2**40 + 7), lambda: gn_join(z, 1.0, 2**40 + 7)),
-        ("slices q1024 w8 r7", lambda: gn_slices(x, 0.1, 1234, 1024, 8, 7),
-         lambda: gn_slices(z, 1.0, 1234, 1024, 8, 7)),
-    ):
-        def check(zf=zf):
-            if zf is None:
-                return
-            y = zf()
+    seed = 1234
+    variants = {  # name: noise(t, sigma); checked for mean 0, std sigma and determinism on zeros
+        "join bq512 w8 (corpus layout)": lambda t, sg: gn_join(t, sg, seed),
+        "join bq256 w4": lambda t, sg: gn_join(t, sg, seed, 256, 4),
+        "join bq128 w4": lambda t, sg: gn_join(t, sg, seed, 128, 4),
+        "join bq256 w8": lambda t, sg: gn_join(t, sg, seed, 256, 8),
+        "join bq128 w2": lambda t, sg: gn_join(t, sg, seed, 128, 2),
+        "join seed 2**40+7": lambda t, sg: gn_join(t, sg, 2**40 + 7),
+        "join32 bq512 w8": lambda t, sg: gn_join32(t, sg, seed),
+        "join32 bq256 w4": lambda t, sg: gn_join32(t, sg, seed, 256, 4),
+        "join32 bq512 w4": lambda t, sg: gn_join32(t, sg, seed, 512, 4),
+        "join32 bq1024 w8": lambda t, sg: gn_join32(t, sg, seed, 1024, 8),
+        "join32 bq128 w2": lambda t, sg: gn_join32(t, sg, seed, 128, 2),
+        "join32 bq512 w8 hints": lambda t, sg: gn_join32(t, sg, seed, 512, 8, True),
+        "join32 bq256 w4 hints": lambda t, sg: gn_join32(t, sg, seed, 256, 4, True),
+        "slices q1024 w8": lambda t, sg: gn_slices(t, sg, seed),
+        "slices q1024 w4": lambda t, sg: gn_slices(t, sg, seed, 1024, 4),
+        "slices q2048 w8": lambda t, sg: gn_slices(t, sg, seed, 2048, 8),
+        "slices q512 w4": lambda t, sg: gn_slices(t, sg, seed, 512, 4),
+        "slices q256 w4": lambda t, sg: gn_slices(t, sg, seed, 256, 4),
+        "slices q256 w8": lambda t, sg: gn_slices(t, sg, seed, 256, 8),
+        "slices q128 w4": lambda t, sg: gn_slices(t, sg, seed, 128, 4),
+        "persist q512 w4 s4": lambda t, sg: gn_persistent(t, sg, seed),
+        "persist q512 w4 s8": lambda t, sg: gn_persistent(t, sg, seed, 512, 4, 8),
+        "persist q256 w4 s8": lambda t, sg: gn_persistent(t, sg, seed, 256, 4, 8),
+        "persist q1024 w8 s4": lambda t, sg: gn_persistent(t, sg, seed, 1024, 8, 4),
+        "join bq512 w8 r7 (corpus default)": lambda t, sg: gn_join(t, sg, seed, 512, 8, 7),
+        "join bq256 w4 r7": lambda t, sg: gn_join(t, sg, seed, 256, 4, 7),
+        "join bq512 w4 r7": lambda t, sg: gn_join(t, sg, seed, 512, 4, 7),
+        "slices q1024 w8 r7": lambda t, sg: gn_slices(t, sg, seed, 1024, 8, 7),
+    }
+    for name, noise in variants.items():
+        def check(noise=noise):
+            y = noise(z, 1.0)
             assert abs(float(y.mean())) < 0.03 and abs(float(y.std()) - 1.0) < 0.03, (float(y.mean()), float(y.std()))
-            assert torch.equal(y, zf())
-        bench(f"gaussian {n} {name}", fn, 8 * n, check)
+            assert torch.equal(y, noise(z, 1.0))
+        bench(f"gaussian {n} {name}", lambda noise=noise: noise(x, 0.1), 8 * n, check)
+    bench(f"gaussian {n} torch x + 0.1*randn", lambda: x + 0.1 * torch.randn_like(x), 8 * n)
 
 
 # ---------------------------------------------------------------- histogram
-@triton.jit
-def _bin_index(x, valid, low, scale, num_bins):
-    position = tl.where(valid, (x - low) * scale, 0.0)
-    return tl.minimum(position.to(tl.int32), num_bins - 1)
-
-
-@triton.jit
-def _hist_private(x_ptr, counts_ptr, n_elements, low, high, scale, num_bins, HIST_BINS: tl.constexpr,
-                  BLOCK: tl.constexpr):
-    pid = tl.program_id(0)
-    num_programs = tl.num_programs(0)
-    offsets = tl.arange(0, BLOCK)
-    local = tl.zeros([HIST_BINS], dtype=tl.int32)
-    n_invalid = 0
-    for start in range(pid * BLOCK, n_elements, num_programs * BLOCK):
-        idx = start + offsets
-        x = tl.load(x_ptr + idx, mask=idx < n_elements, other=0.0).to(tl.float32)
-        valid = (idx < n_elements) & (x >= low) & (x <= high)
-        local += tl.histogram(_bin_index(x, valid, low, scale, num_bins), HIST_BINS)
-        n_invalid += tl.sum((~valid).to(tl.int32), axis=0)
-    bins = tl.arange(0, HIST_BINS)
-    local -= tl.where(bins == 0, n_invalid, 0)
-    tl.atomic_add(counts_ptr + bins, local, mask=(bins < num_bins) & (local > 0), sem="relaxed")
-
-
 @triton.jit
 def _hist_slab(x_ptr, slab_ptr, n_elements, low, high, scale, num_bins, HIST_BINS: tl.constexpr,
                BLOCK: tl.constexpr):
@@ -408,16 +382,6 @@ def run_histogram():
 
 # ---------------------------------------------------------------- scatter-add
 @triton.jit
-def _sa_atomic(src_ptr, index_ptr, out_ptr, n_cols, stride_src_row, stride_out_row, BLOCK_D: tl.constexpr):
-    i = tl.program_id(0)
-    cols = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
-    mask = cols < n_cols
-    dst_row = tl.load(index_ptr + i).to(tl.int64)
-    values = tl.load(src_ptr + i.to(tl.int64) * stride_src_row + cols, mask=mask)
-    tl.atomic_add(out_ptr + dst_row * stride_out_row + cols, values, mask=mask, sem="relaxed")
-
-
-@triton.jit
 def _sa_segmented(src_ptr, order_ptr, starts_ptr, out_ptr, n_cols, stride_src_row, stride_out_row,
                   BLOCK_D: tl.constexpr):
     r = tl.program_id(0)
@@ -483,6 +447,9 @@ def run_scatter():
     ref = torch.zeros(r, d, device=DEV).index_add_(0, index, src)
     for name, fn in (
         ("atomic d512 w4", lambda o: sa_atomic(o, index, src)),
+        ("atomic d1024 w4", lambda o: sa_atomic(o, index, src, 1024, 4)),
+        ("atomic d1024 w8", lambda o: sa_atomic(o, index, src, 1024, 8)),
+        ("atomic d256 w2", lambda o: sa_atomic(o, index, src, 256, 2)),
         ("atomic d512 w2", lambda o: sa_atomic(o, index, src, 512, 2)),
         ("atomic d128 w1", lambda o: sa_atomic(o, index, src, 128, 1)),
         ("rows4 d512 w4", lambda o: sa_rows(o, index, src, 4, 512, 4)),
@@ -490,6 +457,9 @@ def run_scatter():
         ("rows8 d1024 w8", lambda o: sa_rows(o, index, src, 8, 1024, 8)),
         ("rows16 d1024 w8", lambda o: sa_rows(o, index, src, 16, 1024, 8)),
         ("rows4 d256 w2", lambda o: sa_rows(o, index, src, 4, 256, 2)),
+        ("segmented d1024 w4", lambda o: sa_segmented(o, index, src)),
+        ("segmented d512 w4", lambda o: sa_segmented(o, index, src, 512, 4)),
+        ("segmented d256 w2", lambda o: sa_segmented(o, index, src, 256, 2)),
         ("torch index_add_", lambda o: o.index_add_(0, index, src)),
     ):
         def check(fn=fn):
@@ -546,33 +516,6 @@ def _so_blockmax(x_ptr, out_ptr, n_cols, stride_x_row, stride_out_row, BLOCK_N: 
         mask = cols < n_cols
         x = tl.load(x_row + cols, mask=mask, other=-float("inf")).to(tl.float32)
         tl.store(out_row + cols, (tl.exp(x - m) * inv_sum).to(out_ptr.dtype.element_ty), mask=mask)
-
-
-@triton.jit
-def _so_corpus(x_ptr, out_ptr, n_cols, stride_x_row, stride_out_row, BLOCK_N: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
-    x_row = x_ptr + row * stride_x_row
-    out_row = out_ptr + row * stride_out_row
-    offsets = tl.arange(0, BLOCK_N)
-    lane_max = tl.full([BLOCK_N], -float("inf"), tl.float32)
-    lane_sum = tl.zeros([BLOCK_N], dtype=tl.float32)
-    for start in range(0, n_cols, BLOCK_N):
-        cols = start + offsets
-        x = tl.load(x_row + cols, mask=cols < n_cols, other=-float("inf")).to(tl.float32)
-        new_max = tl.maximum(lane_max, x)
-        safe_max = tl.where(new_max == -float("inf"), 0.0, new_max)
-        lane_sum = lane_sum * tl.exp(lane_max - safe_max) + tl.exp(x - safe_max)
-        lane_max = new_max
-    row_max = tl.max(lane_max, axis=0)
-    row_sum = tl.sum(lane_sum * tl.exp(lane_max - row_max), axis=0)
-    inv_sum = 1.0 / row_sum
-    num_blocks = tl.cdiv(n_cols, BLOCK_N)
-    for i in range(0, num_blocks):
-        cols = (num_blocks - 1 - i) * BLOCK_N + offsets
-        mask = cols < n_cols
-        x = tl.load(x_row + cols, mask=mask, other=-float("inf")).to(tl.float32)
-        out = tl.exp(x - row_max) * inv_sum
-        tl.store(out_row + cols, out.to(out_ptr.dtype.element_ty), mask=mask)
 
 
 def softmax_corpus(x, block_n=8192, warps=16):
@@ -642,11 +585,11 @@ def softmax_blockmax(x, block_n=8192, warps=16):
     return out
 
 
-def softmax_online(x, block_n=8192, warps=16, programs=None):
+def softmax_persistent(x, block_n, warps, programs):
     n_rows, n_cols = x.shape
     out = torch.empty_like(x)
     block_n = min(block_n, triton.next_power_of_2(n_cols))
-    grid = (n_rows if programs is None else min(n_rows, programs),)
+    grid = (min(n_rows, programs),)
     _so_kernel[grid](x, out, n_rows, n_cols, x.stride(0), out.stride(0), BLOCK_N=block_n, num_warps=warps)
     return out
 
@@ -657,7 +600,16 @@ def run_softmax():
     ref = torch.softmax(x.float(), -1).to(x.dtype)
     for name, fn in (
         ("corpus b8192 w16", lambda: softmax_corpus(x)),
+        ("persistent 1/SM b8192 w16", lambda: softmax_persistent(x, 8192, 16, N_SM)),
+        ("persistent 1/SM b8192 w32", lambda: softmax_persistent(x, 8192, 32, N_SM)),
+        ("persistent 2/SM b4096 w8", lambda: softmax_persistent(x, 4096, 8, 2 * N_SM)),
+        ("persistent 2/SM b8192 w16", lambda: softmax_persistent(x, 8192, 16, 2 * N_SM)),
+        ("persistent 1/SM b16384 w16", lambda: softmax_persistent(x, 16384, 16, N_SM)),
+        ("blockmax b8192 w16", lambda: softmax_blockmax(x)),
         ("blockmax b8192 w8", lambda: softmax_blockmax(x, 8192, 8)),
+        ("blockmax b4096 w8", lambda: softmax_blockmax(x, 4096, 8)),
+        ("blockmax b2048 w4", lambda: softmax_blockmax(x, 2048, 4)),
+        ("blockmax b16384 w16", lambda: softmax_blockmax(x, 16384, 16)),
         ("split c8192 b2048 l4096 w8", lambda: softmax_split(x)),
         ("split c8192 b4096 l4096 w8", lambda: softmax_split(x, 8192, 4096, 4096, 8)),
         ("split c16384 b4096 l8192 w8", lambda: softmax_split(x, 16384, 4096, 8192, 8)),
@@ -682,21 +634,6 @@ def report_regs():
 
 
 # ---------------------------------------------------------------- exclusive scan (offsets)
-@triton.jit
-def _scan_kernel(len_ptr, out_ptr, n_cols, stride_in, stride_out, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
-    in_row = len_ptr + row.to(tl.int64) * stride_in
-    out_row = out_ptr + row.to(tl.int64) * stride_out
-    carry = tl.zeros((), dtype=tl.int64)
-    for start in range(0, n_cols, BLOCK):
-        cols = start + tl.arange(0, BLOCK)
-        mask = cols < n_cols
-        x = tl.load(in_row + cols, mask=mask, other=0).to(tl.int64)
-        inclusive = tl.cumsum(x, axis=0)
-        tl.store(out_row + cols, carry + inclusive - x, mask=mask)
-        carry += tl.sum(x, axis=0)
-
-
 def scan(lengths, block=2048, warps=8):
     rows, cols = lengths.shape
     out = torch.empty((rows, cols), dtype=torch.int64, device=lengths.device)
