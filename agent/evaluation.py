@@ -20,10 +20,17 @@ from .memory import Evaluation
 class CandidateEvaluator:
     """Evaluates candidate code for one problem file. `timing` is False where no GPU is visible."""
 
-    def __init__(self, evaluator: Evaluator, original: str | Path, *, screen_rounds: int = 5):
+    def __init__(
+        self,
+        evaluator: Evaluator,
+        original_path: str | Path,
+        *,
+        original: TritonFile | None = None,
+        screen_rounds: int = 5,
+    ):
         self.evaluator = evaluator
-        self.original_path = Path(original)
-        self.original: TritonFile = read_triton_file(self.original_path)
+        self.original_path = Path(original_path)
+        self.original: TritonFile = original if original is not None else read_triton_file(self.original_path)
         self.screen_rounds = screen_rounds
         self.timing: bool | None = None
         self.runtime: dict = {}

@@ -63,17 +63,19 @@ async def search_launch_params(
     seed: int = 0,
     on_trial: Callable[[Trial], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    kernel: str | None = None,
 ) -> SearchResult:
     """Tune the launch parameters of ``source`` with at most ``budget`` evaluations (the baseline included).
 
     ``evaluate`` checks and times a candidate source; ``latency_ms`` None means it could not be timed.
     ``seed`` orders parameters of equal priority (the search is deterministic for a given seed).
-    ``should_stop`` is polled before every evaluation after the baseline's. Raises ``ValueError`` for a
+    ``should_stop`` is polled before every evaluation after the baseline's. ``kernel`` restricts the search to
+    the launches of that kernel. Raises ``ValueError`` for a
     budget below 1 or a source that does not parse.
     """
     if budget < 1:
         raise ValueError(f"budget must be at least 1 evaluation (the baseline), got {budget}")
-    params = _search_order(find_tunable_params(source), seed)
+    params = _search_order([p for p in find_tunable_params(source) if kernel in (None, p.kernel)], seed)
     search = _Search(source, evaluate, budget, on_trial, should_stop)
     baseline = await search.evaluate_baseline({p.key: p.current for p in params})
     if not baseline.ok:

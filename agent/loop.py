@@ -54,7 +54,8 @@ class _Run:
 
 
 class GeakAgent:
-    """Optimizes one Triton file. `model` None runs the LLM-free search only."""
+    """Optimizes one Triton file. `model` None runs the LLM-free search only. `kernel` names the one
+    `@triton.jit` kernel to work on (the prompts ask for it, the search tunes only its launches); None = all."""
 
     def __init__(
         self,
@@ -63,8 +64,10 @@ class GeakAgent:
         model: ChatModel | None = None,
         corpus: KernelCorpus | None = None,
         progress: ProgressCallback | None = None,
+        kernel: str | None = None,
     ):
         self.config = config
+        self.kernel = kernel
         self.candidates = candidates
         self.model = model
         self.corpus = corpus
@@ -101,9 +104,10 @@ class GeakAgent:
             else "a GPU (none is visible here: kernels run in Triton's CPU interpreter, speed is not measured)"
         )
         knowledge = knowledge_for(runtime.get("backend"), runtime.get("arch"), cfg.target_gpu) if cfg.knowledge else ""
-        run = _Run(memory, prompts.Context(original, device, knowledge, timing), paths, usage_before)
+        run = _Run(memory, prompts.Context(original, device, knowledge, timing, self.kernel), paths, usage_before)
         base = f"baseline {self.candidates.baseline_ms:.4f} ms" if self.candidates.baseline_ms else "no timing"
-        self._emit("start", f"optimizing {original.path} on {runtime.get('device')} ({base})")
+        focus = f" (kernel {self.kernel})" if self.kernel else ""
+        self._emit("start", f"optimizing {original.path}{focus} on {runtime.get('device')} ({base})")
         try:
             if self.model is not None and self.config.model_configured:
                 await asyncio.gather(*(self._chain(run, state) for state in memory.chains))
@@ -345,7 +349,12 @@ class GeakAgent:
                 mine.note = ", ".join(f"{k.split('@')[0]}={v}" for k, v in changed.items()) or "baseline"
 
         result = await search_launch_params(
-            start, evaluate, budget=self.config.search_budget, on_trial=on_trial, should_stop=lambda: self._stop
+            start,
+            evaluate,
+            budget=self.config.search_budget,
+            on_trial=on_trial,
+            should_stop=lambda: self._stop,
+            kernel=self.kernel,
         )
         memory.search_done = not self._stop
         self._emit("search", result.summary)

@@ -20,6 +20,7 @@ class Context:
     device: str  # e.g. "NVIDIA H200 (cuda, sm_90)" or "no GPU: Triton interpreter"
     knowledge: str
     timing: bool
+    focus: str | None = None  # the one kernel to optimize (None: all of them)
 
     @property
     def wrappers(self) -> str:
@@ -39,6 +40,12 @@ def system_prompt(ctx: Context) -> str:
         "```python block. Do not include tests or benchmarks.\n"
         "- Masks on every load and store that can go out of bounds; block sizes as tl.constexpr powers of two; "
         "use only features of Triton 3.2 to 3.9 (no tl.make_block_ptr, no tensor descriptors)."
+        + (
+            f"\n- Optimize the kernel `{ctx.focus}` (and how its wrapper launches it); keep the other kernels as "
+            "they are."
+            if ctx.focus
+            else ""
+        )
     )
 
 

@@ -12,12 +12,11 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from geak.agent.config import ConfigError, load_config
-from geak.agent.evaluation import CandidateEvaluator
-from geak.agent.llm import ChatModel, LLMError
-from geak.agent.loop import GeakAgent, ProgressEvent
+from geak.agent.llm import LLMError
+from geak.agent.loop import ProgressEvent
 from geak.agent.outcome import OptimizeResult
-from geak.agent.retrieval import KernelCorpus
-from geak.evaluator.api import BadInput, EvalOptions, Evaluator
+from geak.agent.session import OptimizeSession
+from geak.evaluator.api import BadInput
 
 from .render import console, err_console
 
@@ -100,30 +99,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _optimize(args: argparse.Namespace, cfg) -> OptimizeResult:
-    options = EvalOptions(
-        timeout_s=cfg.timeout_per_check_s,
-        bench_rounds=cfg.bench_rounds,
-        fresh_inputs=cfg.fresh_inputs > 0,
-        backend=args.backend,
-        gpu_id=cfg.gpu_id,
-    )
-    model = ChatModel(cfg) if cfg.model_configured else None
-    corpus = KernelCorpus.load(cfg.corpus_path) if cfg.one_shot and model is not None else None
-    async with Evaluator(options) as evaluator:
-        try:
-            agent = GeakAgent(
-                cfg,
-                CandidateEvaluator(evaluator, args.file),
-                model,
-                corpus,
-                progress=None if args.json else _print_progress,
-            )
-            if model is None and not args.json:
-                err_console().print("[dim]no model configured (--model): tuning launch parameters by measurement[/dim]")
-            return await agent.optimize(resume=args.resume)
-        finally:
-            if model is not None:
-                await model.aclose()
+    if not cfg.model_configured and not args.json:
+        err_console().print("[dim]no model configured (--model): tuning launch parameters by measurement[/dim]")
+    session = OptimizeSession(args.file, cfg, backend=args.backend, progress=None if args.json else _print_progress)
+    return await session.run(resume=args.resume)
 
 
 def _print_progress(event: ProgressEvent) -> None:

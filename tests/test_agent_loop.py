@@ -172,3 +172,12 @@ def test_fatal_model_errors_stop_the_run(scripted_llm, tmp_path):
         asyncio.run(run_agent(config(scripted_llm, tmp_path)))
     assert info.value.kind == "auth"
     assert (tmp_path / "runs" / "add_native_mem.json").exists()  # the checkpoint is still written
+
+
+def test_session_refuses_a_kernel_the_file_does_not_have(tmp_path):
+    from geak.agent.session import OptimizeSession
+    from geak.evaluator.api import BadInput
+
+    session = OptimizeSession(ORIGINAL, AgentConfig(output_path=tmp_path), backend="interpreter", kernel="nope")
+    with pytest.raises(BadInput, match=r"no @triton\.jit kernel named 'nope'"):
+        asyncio.run(session.run())

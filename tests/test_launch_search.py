@@ -190,3 +190,15 @@ def test_block_sizes_first_and_seed_orders_ties_deterministically():
         "add_kernel:BLOCK_SIZE@L15",
         "add_kernel:BLOCK_SIZE@L16",
     }
+
+
+def test_kernel_focus_tunes_only_that_kernels_launches():
+    other = SOURCE.replace("add_kernel", "sub_kernel").split("@triton.jit")[1]
+    two_kernels = SOURCE + "\n\n@triton.jit" + other
+
+    async def flat(source):
+        return Measured(True, 1.0)
+
+    trials = asyncio.run(search_launch_params(two_kernels, flat, budget=20, kernel="sub_kernel")).trials
+    moved = {key for t in trials[1:] for key, value in t.values.items() if value != trials[0].values[key]}
+    assert moved and all(key.startswith("sub_kernel:") for key in moved)
