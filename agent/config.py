@@ -16,6 +16,8 @@ from urllib.parse import urlsplit, urlunsplit
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from geak.evaluator.api import EvalOptions
+
 ENV_VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 SECRET_KEYS = ("api_key", "openai_api_key")
@@ -80,6 +82,7 @@ class AgentConfig(BaseModel):
     timeout_per_check_s: float = Field(300, gt=0)
     bench_rounds: int = Field(15, ge=3)
     fresh_inputs: int = Field(2, ge=0)
+    seed: int = Field(EvalOptions.seed, ge=0)  # seeds Python, NumPy and torch before each test
 
     # Retrieval and knowledge.
     corpus_path: list[Path] = Field(default_factory=list)

@@ -6,7 +6,9 @@ reference's test, dispatches jobs, compares outputs and turns everything into pl
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import secrets
 import shutil
 import tempfile
 import time
@@ -19,6 +21,7 @@ from . import bench as bench_stage
 from . import check as check_stage
 from .compare import Tolerance
 from .pool import JobOutcome, WorkerPool
+from .protocol import probe_input_file
 from .results import BenchResult, CheckResult, Diagnostic
 from .triton_file import TritonFile, TritonFileError, parse_triton_file, read_triton_file
 
@@ -34,7 +37,7 @@ class EvalOptions:
     timeout_s: float = 300.0  # per worker job (one check of one file)
     fresh_inputs: bool = True  # re-run captured calls with fresh random inputs against the reference
     max_fresh_calls: int = 8
-    fresh_seed: int = 20250731
+    seed: int = 42  # Python, NumPy and torch are seeded with it before the import, each test and each replay
     tolerances: dict[str, Tolerance] = field(default_factory=dict)
     bench_rounds: int = 15
     rep_ms: float = 25.0
@@ -52,6 +55,7 @@ class _ReferenceRun:
     tfile: TritonFile
     outcome: JobOutcome
     outputs: Path
+    probes: check_stage.ReferenceProbes
 
 
 class Evaluator:
@@ -119,21 +123,31 @@ class Evaluator:
         job_dir = self._new_dir("cand")
         path = job_dir / "candidate.py"
         path.write_text(composed.text)
-        job = check_stage.check_job(
-            path,
-            self._module_name("cand"),
-            reference or candidate,
-            job_dir,
-            self.options,
-            fresh_calls=ref_run.outcome.result.get("calls") if ref_run and ref_run.outcome.result else None,
-            fresh=ref_run is not None,
-        )
+        probes = None
+        if ref_run is not None and ref_run.probes.usable:
+            for probe in ref_run.probes.usable:
+                name = probe_input_file(probe["index"])
+                shutil.copyfile(ref_run.outputs / "outputs" / name, job_dir / "outputs" / name)
+            probes = {"replay": list(ref_run.probes.usable)}
+        owner = reference or candidate
+        job = check_stage.check_job(path, self._module_name("cand"), owner, job_dir, self.options, probes)
         _say(progress, f"running the tests of {Path(label).name}")
-        outcome = await self.pool.run(job, timeout_s=self.options.timeout_s, on_event=_relay(progress))
-        result = check_stage.verdict(
-            outcome, composed, candidate, reference, ref_run, job_dir, self.options, self.pool.info, label
-        )
-        shutil.rmtree(job_dir, ignore_errors=True)
+        try:
+            outcome = await self.pool.run(job, timeout_s=self.options.timeout_s, on_event=_relay(progress))
+            result = await asyncio.to_thread(
+                check_stage.verdict,
+                outcome,
+                composed,
+                candidate,
+                reference,
+                ref_run,
+                job_dir,
+                self.options,
+                self.pool.info,
+                label,
+            )
+        finally:
+            shutil.rmtree(job_dir, ignore_errors=True)
         return _with_duration(result, time.perf_counter() - started)
 
     async def _reference_run(self, reference: TritonFile, progress: Progress | None) -> _ReferenceRun:
@@ -145,13 +159,18 @@ class Evaluator:
         job_dir = self._new_dir("ref")
         path = job_dir / "reference.py"
         path.write_text(composed.text)
-        job = check_stage.check_job(path, self._module_name("ref"), reference, job_dir, self.options, fresh_calls=None)
+        make = {"make": {"seed": secrets.randbits(31)}} if self.options.fresh_inputs else None
+        job = check_stage.check_job(path, self._module_name("ref"), reference, job_dir, self.options, make)
         _say(progress, f"running the reference {Path(reference.path).name}")
         outcome = await self.pool.run(job, timeout_s=self.options.timeout_s, on_event=_relay(progress))
         problem = check_stage.reference_problem(outcome)
         if problem:
+            shutil.rmtree(job_dir, ignore_errors=True)
             raise BadInput(f"the reference {reference.path} does not pass its own test: {problem}")
-        run = _ReferenceRun(reference, outcome, job_dir)
+        probes = await asyncio.to_thread(
+            check_stage.judge_reference_probes, outcome.result or {}, job_dir / "outputs", self.options
+        )
+        run = _ReferenceRun(reference, outcome, job_dir, probes)
         self._references[key] = run
         return run
 

@@ -23,6 +23,7 @@ def bench_job(
         "modules": modules,
         "functions": list(owner.benches or owner.tests),
         "rounds": rounds or options.bench_rounds,
+        "seed": options.seed,
         "rep_ms": options.rep_ms,
         "max_calls": options.max_bench_calls,
         "measure_peaks": options.measure_peaks,

@@ -16,7 +16,6 @@ from typing import Any
 import torch
 
 _DEPTH = threading.local()
-MAX_RANGE_INT = 2**31
 
 
 @dataclass
@@ -29,9 +28,10 @@ class RecordedCall:
 
 
 class CallRecorder:
-    """Replaces a module's wrapper functions by recording proxies. `keep_args` keeps cloned arguments for replay."""
+    """Replaces a module's wrapper functions by recording proxies. `keep_args` keeps cloned arguments for replay
+    (True: all of them; "integers": only integer and boolean tensors, which fresh probes permute)."""
 
-    def __init__(self, module: ModuleType, wrappers: list[str], *, keep_args: bool = False, limit: int = 64):
+    def __init__(self, module: ModuleType, wrappers: list[str], *, keep_args: bool | str = False, limit: int = 64):
         self.module = module
         self.keep_args = keep_args
         self.limit = limit
@@ -62,8 +62,9 @@ class CallRecorder:
         spec = {"args": [arg_spec(a) for a in args], "kwargs": {k: arg_spec(v) for k, v in kwargs.items()}}
         call = RecordedCall(name, spec, signature(name, args, kwargs))
         if self.keep_args:
-            call.args = tuple(_clone(a) for a in args)
-            call.kwargs = {k: _clone(v) for k, v in kwargs.items()}
+            only_integers = self.keep_args == "integers"
+            call.args = tuple(_clone(a, only_integers) for a in args)
+            call.kwargs = {k: _clone(v, only_integers) for k, v in kwargs.items()}
         self.calls.append(call)
 
     def unique_calls(self, limit: int) -> list[RecordedCall]:
@@ -75,13 +76,21 @@ class CallRecorder:
         return out[:limit]
 
 
-def _clone(value: Any) -> Any:
+def _clone(value: Any, only_integers: bool = False) -> Any:
+    """A detached copy of the tensors in `value`; with `only_integers`, floating tensors become None (a probe
+    draws those anew and needs only the integer ones)."""
     if isinstance(value, torch.Tensor):
+        if only_integers and (value.is_floating_point() or value.is_complex()):
+            return None
         return value.detach().clone()
     if isinstance(value, (list, tuple)):
-        return type(value)(_clone(v) for v in value)
+        return (
+            [_clone(v, only_integers) for v in value]
+            if isinstance(value, list)
+            else tuple(_clone(v, only_integers) for v in value)
+        )
     if isinstance(value, dict):
-        return {k: _clone(v) for k, v in value.items()}
+        return {k: _clone(v, only_integers) for k, v in value.items()}
     return value
 
 
@@ -167,52 +176,115 @@ def replayable(spec: dict[str, Any]) -> bool:
     return True
 
 
-def fresh_args(spec: dict[str, Any], seed: int, device: str) -> tuple[tuple, dict]:
-    """Draw new random arguments of the same shapes, dtypes and value ranges (same seed → same values)."""
+# ----------------------------------------------------------------------------------------- fresh probes
+
+
+def draw_probe(call: RecordedCall, seed: int) -> tuple[tuple, dict]:
+    """Fresh CPU arguments for a captured call, drawn with `seed`: floating tensors anew (same shape, strides,
+    sign and scale), integer and boolean tensors as a permutation of the call's own values (in range, unique where
+    they were unique; a sorted tensor such as offsets keeps its order), everything else as it was. Needs a recorder
+    that kept the call's integer arguments (``keep_args="integers"`` or True)."""
     gen = torch.Generator().manual_seed(seed)
-    args = tuple(_fresh(s, gen, device) for s in spec["args"])
-    kwargs = {k: _fresh(s, gen, device) for k, s in spec["kwargs"].items()}
+    spec = call.spec
+    args = tuple(_draw(s, a, gen) for s, a in zip(spec["args"], _padded(call.args, len(spec["args"])), strict=True))
+    kwargs = {k: _draw(s, call.kwargs.get(k), gen) for k, s in spec["kwargs"].items()}
     return args, kwargs
 
 
-def _fresh(spec: dict[str, Any], gen: torch.Generator, device: str) -> Any:
+def _padded(values: tuple, n: int) -> tuple:
+    return tuple(values) + (None,) * (n - len(values))
+
+
+def _draw(spec: dict[str, Any], original: Any, gen: torch.Generator) -> Any:
     kind = spec["t"]
     if kind == "value":
         return spec["v"]
     if kind == "dtype":
         return getattr(torch, spec["v"])
     if kind in ("list", "tuple"):
-        items = [_fresh(s, gen, device) for s in spec["items"]]
+        originals = _padded(tuple(original or ()), len(spec["items"]))
+        items = [_draw(s, o, gen) for s, o in zip(spec["items"], originals, strict=True)]
         return items if kind == "list" else tuple(items)
     if kind == "dict":
-        return {k: _fresh(s, gen, device) for k, s in spec["items"].items()}
-    return _fresh_tensor(spec, gen, device)
+        return {k: _draw(s, (original or {}).get(k), gen) for k, s in spec["items"].items()}
+    return _draw_tensor(spec, original, gen)
 
 
-def _fresh_tensor(spec: dict[str, Any], gen: torch.Generator, device: str) -> torch.Tensor:
+def _draw_tensor(spec: dict[str, Any], original: torch.Tensor | None, gen: torch.Generator) -> torch.Tensor:
     dtype = getattr(torch, spec["dtype"])
     shape = spec["shape"]
-    if dtype == torch.bool:
-        values = torch.rand(shape, generator=gen) < 0.5
-    elif dtype.is_floating_point:
+    if dtype.is_floating_point:
         scale = min(max(spec.get("scale", 1.0), 1e-3), 1e4)  # largest |value| of the original
         if spec.get("nonneg"):
-            values = torch.rand(shape, generator=gen) * scale
+            values = (torch.rand(shape, generator=gen) * scale).to(dtype)
         else:
-            values = torch.randn(shape, generator=gen) * (scale / 3.0)
-    elif "min" in spec:
-        low, high = spec["min"], spec["max"]
-        if high - low >= MAX_RANGE_INT:
-            raise ValueError("integer range too wide to redraw")
-        values = torch.randint(low, high + 1, shape, generator=gen, dtype=torch.int64)
+            values = (torch.randn(shape, generator=gen) * (scale / 3.0)).to(dtype)
+    elif isinstance(original, torch.Tensor):
+        values = _permuted(original.detach().to("cpu"), gen)
     else:
-        values = torch.zeros(shape, dtype=torch.int64)
-    values = values.to(dtype)
-    if not spec.get("contiguous", True):
-        out = torch.empty_strided(shape, spec["stride"], dtype=dtype)
-        out.copy_(values)
-        values = out
-    return values.to(device)
+        raise ValueError(f"the original values of a {spec['dtype']} argument were not kept")
+    out = torch.empty_strided(shape, spec["stride"], dtype=dtype)
+    out.copy_(values.reshape(shape))
+    return out
+
+
+def _permuted(values: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    flat = values.reshape(-1)
+    if flat.numel() < 2 or _sorted(flat):
+        return values.clone()
+    return flat[torch.randperm(flat.numel(), generator=gen)].reshape(values.shape)
+
+
+def _sorted(flat: torch.Tensor) -> bool:
+    as_int = flat.to(torch.int64)
+    return bool((as_int[1:] >= as_int[:-1]).all()) or bool((as_int[1:] <= as_int[:-1]).all())
+
+
+def probe_tensors(args: tuple, kwargs: dict) -> list[torch.Tensor]:
+    """The tensors of a probe's arguments in a fixed order (args, then kwargs), for `torch.save`."""
+    found: list[torch.Tensor] = []
+
+    def visit(v: Any) -> None:
+        if isinstance(v, torch.Tensor):
+            found.append(v)
+        elif isinstance(v, (list, tuple)):
+            for x in v:
+                visit(x)
+        elif isinstance(v, dict):
+            for x in v.values():
+                visit(x)
+
+    for v in (*args, *kwargs.values()):
+        visit(v)
+    return found
+
+
+def rebuild_probe(spec: dict[str, Any], tensors: list[torch.Tensor], device: str) -> tuple[tuple, dict]:
+    """The arguments of a saved probe: `spec` gives the structure and non-tensor values, `tensors` (as saved by
+    `probe_tensors`) the tensors, moved to `device` with their strides kept."""
+    queue = iter(tensors)
+
+    def build(s: dict[str, Any]) -> Any:
+        kind = s["t"]
+        if kind == "value":
+            return s["v"]
+        if kind == "dtype":
+            return getattr(torch, s["v"])
+        if kind in ("list", "tuple"):
+            items = [build(x) for x in s["items"]]
+            return items if kind == "list" else tuple(items)
+        if kind == "dict":
+            return {k: build(x) for k, x in s["items"].items()}
+        t = next(queue)
+        if list(t.shape) != s["shape"] or dtype_name(t.dtype) != s["dtype"]:
+            raise ValueError("the saved probe does not match its call")
+        out = torch.empty_strided(s["shape"], s["stride"], dtype=t.dtype, device=device)
+        out.copy_(t)
+        return out
+
+    args = tuple(build(s) for s in spec["args"])
+    kwargs = {k: build(s) for k, s in spec["kwargs"].items()}
+    return args, kwargs
 
 
 # ----------------------------------------------------------------------------------------- outputs

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .compare import compare, load_output
+from .compare import UnreadableOutput, compare, load_output
 from .diagnostics import definition_line, error_diagnostic
 from .pool import JobOutcome
+from .protocol import output_file_of_test, probe_output_file
 from .results import CheckResult, Comparison, Diagnostic, Mismatch, TestOutcome
 from .triton_file import Composed, TritonFile
 
@@ -26,11 +28,10 @@ def check_job(
     owner: TritonFile,
     job_dir: Path,
     options: EvalOptions,
-    fresh_calls: list[dict[str, Any]] | None,
-    fresh: bool = True,
+    probes: dict[str, Any] | None,
 ) -> dict[str, Any]:
-    """`fresh`: replay the captured calls with fresh inputs (`fresh_calls`, else the run's own captured calls);
-    pointless without a reference to compare the results with."""
+    """`probes`: {"make": {"seed": S}} for a reference run (draw, save and run fresh-input probes), {"replay":
+    [probe, ...]} for a candidate (run the reference's saved probes, copied into `job_dir`), or None."""
     return {
         "kind": "check",
         "path": str(path),
@@ -39,9 +40,48 @@ def check_job(
         "wrappers": list(owner.wrappers),
         "outputs_dir": str(job_dir / "outputs"),
         "max_calls": options.max_fresh_calls,
-        "fresh": {"seed": options.fresh_seed, "calls": fresh_calls} if options.fresh_inputs and fresh else None,
+        "seed": options.seed,
+        "probes": probes,
         "cwd": str(Path(owner.path).resolve().parent) if Path(owner.path).exists() else None,
     }
+
+
+@dataclass(frozen=True)
+class ReferenceProbes:
+    """The reference's fresh-input probes as the trusted side judged them: `usable` ones (the reference agrees with
+    itself on them) to hand to candidates, which of those can tell kernels from no kernels (`informative`, by the
+    reference's own ghost run), and why others were skipped."""
+
+    usable: tuple[dict[str, Any], ...] = ()
+    informative: frozenset[int] = frozenset()
+    skipped: tuple[str, ...] = ()
+
+
+def judge_reference_probes(result: dict[str, Any], out_dir: Path, options: EvalOptions) -> ReferenceProbes:
+    usable, informative, skipped = [], set(), []
+    for entry in result.get("fresh") or []:
+        index = entry.get("index")
+        where = f"fresh inputs #{index + 1} {entry.get('signature', '')}" if isinstance(index, int) else "a probe"
+        if entry.get("status") != "ok":
+            skipped.append(f"{where}: {entry.get('message') or 'not replayable'}")
+            continue
+        try:
+            real = load_output(out_dir / probe_output_file(index))
+            again = load_output(out_dir / probe_output_file(index, "again"))
+            ghost = load_output(out_dir / probe_output_file(index, "ghost"))
+        except UnreadableOutput as e:
+            skipped.append(f"{where}: {e}")
+            continue
+        if compare(real, again, where, options.tolerances):
+            skipped.append(
+                f"{where}: the reference gives different results on the same inputs (nondeterministic, e.g. "
+                "duplicate indices in a scatter, or a race), so it cannot judge a candidate there"
+            )
+            continue
+        usable.append({k: entry[k] for k in ("index", "wrapper", "signature", "spec", "launches")})
+        if compare(real, ghost, where, options.tolerances):
+            informative.add(index)
+    return ReferenceProbes(tuple(usable), frozenset(informative), tuple(skipped))
 
 
 def reference_problem(outcome: JobOutcome) -> str | None:
@@ -116,6 +156,7 @@ def verdict(
             **base,
         )
 
+    reported = _expected_tests(result, owner, ref_run)
     tests = tuple(
         TestOutcome(
             t["name"],
@@ -125,13 +166,13 @@ def verdict(
             t.get("duration_s", 0.0),
             t.get("launches", {}),
         )
-        for t in result["tests"]
+        for t in reported
     )
     diagnostics = [
         error_diagnostic(t["error"], composed, candidate, reference)
         if t.get("error")
         else diag_at(t["name"], t["message"])
-        for t in result["tests"]
+        for t in reported
         if t["kind"] != "pass"
     ]
     errors = [t for t in tests if t.kind not in ("pass", "assert")]  # did not run through: call stage
@@ -152,7 +193,7 @@ def verdict(
             return CheckResult(ok=True, stage="call", message=f"runs; {note}", tests=tests, **base)
         return CheckResult(ok=True, stage="exec", message=f"{len(tests)} test(s) passed", tests=tests, **base)
 
-    comparison = _compare_with_reference(result, ref_run, job_dir, options)
+    comparison = _compare_with_reference(reported, result, ref_run, job_dir, options)
     if not comparison.ok:
         for m in comparison.mismatches[:8]:
             diagnostics.append(_mismatch_diagnostic(m, owner, candidate, label, reference is not None))
@@ -198,21 +239,58 @@ def _mismatch_summary(comparison: Comparison) -> str:
     return f"output differs from the reference: {first.where}: {first.message}{more}"
 
 
+TEST_KINDS = ("pass", "assert", "error", "timeout", "crash")
+
+
+def _expected_tests(result: dict[str, Any], owner: TritonFile, ref_run: _ReferenceRun | None) -> list[dict[str, Any]]:
+    """The tests the trusted side expects (the reference run's, else the file's), each with what the job reported
+    for it; a test the job did not report, or reported in a malformed way, is an error."""
+    if ref_run is not None:
+        expected = [t["name"] for t in (ref_run.outcome.result or {}).get("tests", [])]
+    else:
+        expected = list(owner.tests)
+    by_name = {
+        t.get("name"): t
+        for t in result.get("tests") or []
+        if isinstance(t, dict) and t.get("kind") in TEST_KINDS and isinstance(t.get("message", ""), str)
+    }
+    out = []
+    for name in expected:
+        entry = by_name.get(name)
+        if entry is None:
+            entry = {"name": name, "kind": "error", "message": "the test reported no result"}
+        elif not isinstance(entry.get("launches", {}), dict):
+            entry = {**entry, "launches": {}}
+        out.append(entry)
+    return out
+
+
 def _compare_with_reference(
-    result: dict[str, Any], ref_run: _ReferenceRun, job_dir: Path, options: EvalOptions
+    reported: list[dict[str, Any]],
+    result: dict[str, Any],
+    ref_run: _ReferenceRun,
+    job_dir: Path,
+    options: EvalOptions,
 ) -> Comparison:
+    """Every output the reference produced must be matched: each test's, and each usable probe's. Then the ghost
+    rule: if on every informative probe the candidate's outputs are right even with its kernels turned into no-ops,
+    the kernels did not compute them."""
     ref_result = ref_run.outcome.result or {}
     ref_dir, cand_dir = ref_run.outputs / "outputs", job_dir / "outputs"
     mismatches: list[Mismatch] = []
-    notes: list[str] = []
     compared = 0
+
+    def load(directory: Path, name: str, where: str) -> Any:
+        try:
+            return load_output(directory / name)
+        except UnreadableOutput as e:
+            mismatches.append(Mismatch(where, f"no readable output ({e})"))
+            return _MISSING
+
     ref_tests = {t["name"]: t for t in ref_result.get("tests", [])}
-    for test in result["tests"]:
-        ref_test = ref_tests.get(test["name"])
-        if ref_test is None or "output_file" not in ref_test or "output_file" not in test:
-            continue
-        ref_launched = sum(ref_test.get("launches", {}).values())
-        if ref_launched and not sum(test.get("launches", {}).values()):
+    for test in reported:
+        ref_test = ref_tests[test["name"]]
+        if _launched(ref_test) and not _launched(test):
             mismatches.append(
                 Mismatch(
                     test["name"],
@@ -220,32 +298,55 @@ def _compare_with_reference(
                     "e.g. in PyTorch): the candidate must run its kernels",
                 )
             )
+        name = output_file_of_test(test["name"])
+        where = f"{test['name']} → return"
+        ref_out, cand_out = load(ref_dir, name, where), load(cand_dir, name, where)
+        if ref_out is _MISSING or cand_out is _MISSING:
+            continue
         compared += 1
-        mismatches += compare(
-            load_output(ref_dir / ref_test["output_file"]),
-            load_output(cand_dir / test["output_file"]),
-            f"{test['name']} → return",
-            options.tolerances,
-        )
-    fresh_done = 0
-    ref_fresh = {f["index"]: f for f in ref_result.get("fresh", [])}
-    for entry in result.get("fresh", []):
-        ref_entry = ref_fresh.get(entry["index"])
-        where = f"fresh inputs #{entry['index'] + 1} {entry['signature']}"
-        if ref_entry is None or ref_entry.get("status") != "ok":
-            if ref_entry is not None and ref_entry.get("message"):
-                notes.append(f"{where}: skipped, the reference itself failed on fresh inputs")
+        mismatches += compare(ref_out, cand_out, where, options.tolerances)
+
+    probes = ref_run.probes
+    cand_fresh = {f.get("index"): f for f in result.get("fresh") or [] if isinstance(f, dict)}
+    fresh_done, ghosts_right, ghosts_judged = 0, 0, 0
+    for probe in probes.usable:
+        index = probe["index"]
+        where = f"fresh inputs #{index + 1} {probe['signature']}"
+        entry = cand_fresh.get(index)
+        if entry is None or entry.get("status") != "ok":
+            message = entry.get("message") if isinstance(entry, dict) else None
+            mismatches.append(Mismatch(where, str(message or "the call reported no result")))
             continue
-        if entry.get("status") != "ok":
-            mismatches.append(Mismatch(where, entry.get("message", "failed")))
-            continue
-        if sum(ref_entry.get("launches", {}).values()) and not sum(entry.get("launches", {}).values()):
+        if sum(probe.get("launches", {}).values()) and not _launched(entry):
             mismatches.append(Mismatch(where, "no Triton kernel was launched"))
+        ref_out = load(ref_dir, probe_output_file(index), where)
+        cand_out = load(cand_dir, probe_output_file(index), where)
+        if ref_out is _MISSING or cand_out is _MISSING:
+            continue
         fresh_done += 1
-        mismatches += compare(
-            load_output(ref_dir / ref_entry["output_file"]),
-            load_output(cand_dir / entry["output_file"]),
-            where,
-            options.tolerances,
+        mismatches += compare(ref_out, cand_out, where, options.tolerances)
+        if index in probes.informative:
+            ghost = load(cand_dir, probe_output_file(index, "ghost"), f"{where} (kernels as no-ops)")
+            if ghost is not _MISSING:
+                ghosts_judged += 1
+                ghosts_right += not compare(ref_out, ghost, where, options.tolerances)
+    if ghosts_judged and ghosts_right == ghosts_judged:
+        mismatches.append(
+            Mismatch(
+                "ghost replay",
+                "the outputs are right even with every Triton launch turned into a no-op: the outputs do not "
+                "depend on the kernels (the work ran elsewhere, e.g. in PyTorch)",
+            )
         )
+    notes = probes.skipped
+    if probes.usable and not probes.informative:
+        notes = (*notes, "ghost replay not possible: no probe's outputs depend on the reference's kernels")
     return Comparison(not mismatches, compared, fresh_done, tuple(mismatches), tuple(notes))
+
+
+_MISSING = object()
+
+
+def _launched(entry: dict[str, Any]) -> bool:
+    launches = entry.get("launches")
+    return isinstance(launches, dict) and any(isinstance(v, int) and v > 0 for v in launches.values())

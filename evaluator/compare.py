@@ -60,10 +60,33 @@ def parse_tolerance_overrides(items: list[str]) -> dict[str, Tolerance]:
     return out
 
 
+MAX_OUTPUT_BYTES = 8 << 30
+
+
+class UnreadableOutput(ValueError):
+    """An output file that is missing, not a plain file, too large, or not a weights-only torch file."""
+
+
 def load_output(path: Path) -> Any:
+    """Load an output file a job wrote, trusting nothing about it: it must be a regular file (a symbolic link could
+    point at the reference's outputs) of sane size, loadable with ``weights_only=True``."""
+    import os
+    import stat
+
     import torch
 
-    return torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as e:
+        raise UnreadableOutput(f"{Path(path).name}: {e.strerror or e}") from None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_OUTPUT_BYTES:
+            raise UnreadableOutput(f"{Path(path).name}: not a plain output file of sane size")
+        try:
+            return torch.load(f, map_location="cpu", weights_only=True)
+        except Exception as e:  # any malformed or hostile content
+            raise UnreadableOutput(f"{Path(path).name}: cannot be read ({type(e).__name__})") from None
 
 
 def compare(ref: Any, cand: Any, where: str, overrides: dict[str, Tolerance] | None = None) -> list[Mismatch]:

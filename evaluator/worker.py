@@ -30,16 +30,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-FATAL_GPU_ERRORS = (
-    "illegal memory access",
-    "device-side assert",
-    "unspecified launch failure",
-    "illegal instruction",
-    "misaligned address",
-    "memory access fault",
-    "hipErrorIllegal",
-)
-
 # Imported once in the zygote so that job processes inherit them instead of importing them per job.
 PRELOAD = ("triton.testing", "geak.evaluator.capture", "geak.evaluator.timing", "geak.evaluator.peaks")
 
@@ -202,84 +192,50 @@ def run_check(job: dict[str, Any], info: Any, send) -> dict[str, Any]:
 
     from . import sandbox
     from .capture import CallRecorder, to_portable
+    from .probes import make_probes, replay_probes
+    from .protocol import output_file_of_test
 
     gpu = info.backend != "interpreter"
     out_dir = Path(job["outputs_dir"])
     path = job["path"]
+    seed = job["seed"]
     sandbox.set_poisoning(True)
-    result: dict[str, Any] = {"tests": [], "import_error": None, "calls": [], "fresh": []}
+    result: dict[str, Any] = {"tests": [], "import_error": None, "fresh": []}
     try:
+        sandbox.seed_everything(seed)
         module = sandbox.load_module(path, job["module_name"])
     except BaseException as e:
         result["import_error"] = sandbox.describe_error(e, path, None)
         return result
-    recorder = CallRecorder(module, job["wrappers"])
+    recorder = CallRecorder(module, job["wrappers"], keep_args="integers")
     fatal = None
     for name in job["tests"]:
         if fatal:
             result["tests"].append({"name": name, "kind": "error", "message": f"not run: {fatal}"})
             continue
         send({"event": "progress", "test": name})
+        sandbox.seed_everything(seed)
         entry, error = _run_test(module, name, path, recorder, gpu)
         if entry["kind"] == "pass":
             try:
-                torch.save(to_portable(entry.pop("_return", None)), out_dir / f"{name}.pt")
-                entry["output_file"] = f"{name}.pt"
+                torch.save(to_portable(entry.pop("_return", None)), out_dir / output_file_of_test(name))
             except Exception as e:  # unpicklable or broken output
                 entry.update(kind="error", message=f"test output could not be read back: {e}")
         entry.pop("_return", None)
         result["tests"].append(entry)
-        if error is not None and _context_lost(gpu, str(error)):
+        if error is not None and sandbox.context_lost(gpu, str(error)):
             fatal = "the GPU context was lost after a fault in an earlier test"
 
-    result["calls"] = [
-        {"wrapper": c.wrapper, "spec": c.spec, "signature": c.signature}
-        for c in recorder.unique_calls(job.get("max_calls", 8))
-    ]
-    fresh = job.get("fresh")
-    if fresh and not fatal:
-        for i, call in enumerate(fresh.get("calls") or result["calls"]):
-            entry = _replay_fresh(i, call, fresh["seed"] + i, recorder, module, path, out_dir, gpu)
-            result["fresh"].append(entry)
-            if entry["status"] == "error" and _context_lost(gpu, entry["message"]):
-                break
+    probes = job.get("probes")
+    if probes and not fatal:
+        send({"event": "progress", "test": "fresh-input probes"})
+        describe = lambda e: sandbox.describe_error(e, path, module)["message"]
+        if "make" in probes:
+            made = make_probes(recorder, probes["make"]["seed"], seed, job["max_calls"], out_dir, gpu, describe)
+            result["fresh"] = made
+        else:
+            result["fresh"] = replay_probes(recorder, probes["replay"], seed, out_dir, gpu, describe)
     return result
-
-
-def _context_lost(gpu: bool, message: str) -> bool:
-    """A GPU fault after which the process's context is unusable: nothing more can run in this job."""
-    return gpu and any(s in message for s in FATAL_GPU_ERRORS)
-
-
-def _replay_fresh(index: int, call: dict[str, Any], seed: int, recorder, module, path: str, out_dir: Path, gpu: bool):
-    """Re-run one captured wrapper call on fresh random inputs; its outputs (return value and tensor arguments
-    after the call) go to `fresh_<index>.pt` for the caller to compare with the reference's."""
-    import torch
-
-    from . import sandbox
-    from .capture import call_outputs, fresh_args, replayable
-
-    entry: dict[str, Any] = {"index": index, "signature": call["signature"], "status": "skipped"}
-    fn = recorder.originals.get(call["wrapper"])
-    if fn is None:
-        entry.update(status="error", message=f"wrapper {call['wrapper']}() is missing")
-        return entry
-    if not replayable(call["spec"]):
-        return entry
-    try:
-        args, kwargs = fresh_args(call["spec"], seed, "cuda" if gpu else "cpu")
-    except (ValueError, RuntimeError, TypeError) as e:
-        entry.update(message=f"inputs cannot be redrawn: {e}")
-        return entry
-    sandbox.LAUNCHES.clear()
-    try:
-        ret = fn(*args, **kwargs)
-        sandbox.synchronize(gpu)
-        torch.save(call_outputs(ret, args, kwargs), out_dir / f"fresh_{index}.pt")
-        entry.update(status="ok", output_file=f"fresh_{index}.pt", launches=dict(sandbox.LAUNCHES))
-    except BaseException as e:
-        entry.update(status="error", message=sandbox.describe_error(e, path, module)["message"])
-    return entry
 
 
 def _run_test(module, name: str, path: str, recorder, gpu: bool) -> tuple[dict[str, Any], BaseException | None]:
@@ -328,10 +284,12 @@ def run_bench(job: dict[str, Any], info: Any, send) -> dict[str, Any]:
     if info.backend == "interpreter":
         return {"error": "timing needs a GPU: no CUDA or ROCm device is visible"}
     sandbox.set_poisoning(False)
+    seed = job["seed"]
     variants: dict[str, dict[str, Any]] = {}
     for spec in job["modules"]:
         label = spec["label"]
         try:
+            sandbox.seed_everything(seed)
             module = sandbox.load_module(spec["path"], spec["module_name"])
         except BaseException as e:
             return {
@@ -344,6 +302,7 @@ def run_bench(job: dict[str, Any], info: Any, send) -> dict[str, Any]:
         for name in job["functions"]:
             send({"event": "progress", "bench": f"{label}:{name}"})
             try:
+                sandbox.seed_everything(seed)
                 getattr(module, name)()
                 torch.cuda.synchronize()
             except BaseException as e:

@@ -41,6 +41,13 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="compare only the test's own outputs, not extra calls with fresh random inputs",
     )
+    group.add_argument(
+        "--seed",
+        type=int,
+        default=EvalOptions.seed,
+        help=f"seed of Python, NumPy and torch before the import and each test (default {EvalOptions.seed}, "
+        "as GEAK-eval)",
+    )
     group.add_argument("--rounds", type=int, default=15, help="interleaved timing rounds (default 15)")
     group.add_argument("--gpu", type=int, default=None, metavar="ID", help="GPU index to use")
 
@@ -55,6 +62,7 @@ def eval_options(args: argparse.Namespace) -> EvalOptions:
         bench_rounds=args.rounds,
         backend=args.backend,
         gpu_id=args.gpu,
+        seed=args.seed,
         spares=0,
     )
 

@@ -1,0 +1,30 @@
+"""What the trusted side and a job agree on without trusting the job: the names of the files a job writes.
+
+A job's result message says which tests passed and which probes ran, but the trusted side never takes a file name
+from it: it derives each name here, from the test it expected or the probe it handed out, and reads only those
+files (``compare.load_output`` refuses links and odd files).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def output_file_of_test(test: str) -> str:
+    """The output file of a test (a function name or a pytest node id), safe as a file name."""
+    safe = _UNSAFE.sub("_", test)[:80]
+    if safe != test:
+        safe += "-" + hashlib.sha256(test.encode()).hexdigest()[:10]
+    return f"{safe}.pt"
+
+
+def probe_input_file(index: int) -> str:
+    return f"probe_in_{index}.pt"
+
+
+def probe_output_file(index: int, run: str = "") -> str:
+    """`run`: "" (the real run), "again" (the reference's second run) or "ghost" (kernels as no-ops)."""
+    return f"fresh_{index}{'_' + run if run else ''}.pt"

@@ -1,0 +1,120 @@
+"""Verdicts that hold on real files and against hostile candidates (CPU, Triton's interpreter): seeding, fresh
+probes that keep their inputs' structure and are used only where the reference agrees with itself, ghost replay,
+and a trusted side that expects every output the reference produced."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from geak.evaluator.api import EvalOptions, Evaluator
+from geak.evaluator.capture import CallRecorder, draw_probe, probe_tensors, rebuild_probe
+from geak.evaluator.compare import UnreadableOutput, load_output
+from geak.evaluator.protocol import output_file_of_test
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def check(name: str, against: str | None, **options):
+    async def go():
+        opts = EvalOptions(backend="interpreter", timeout_s=90, spares=0, **options)
+        async with Evaluator(opts) as ev:
+            return await ev.check(FIXTURES / name, against=FIXTURES / against if against else None)
+
+    return asyncio.run(go())
+
+
+def test_unseeded_golden_file_matches_itself():
+    r = check("unseeded_tritonbench.py", "unseeded_tritonbench.py")
+    assert r.ok, r.message
+    assert r.comparison.compared_outputs == 1 and r.comparison.fresh_calls == 1
+
+
+def test_another_seed_still_matches_itself():
+    same = check("unseeded_tritonbench.py", "unseeded_tritonbench.py", seed=7)
+    assert same.ok, same.message
+
+
+def test_scatter_by_unique_indices_matches_itself_on_fresh_probes():
+    r = check("scatter_unique.py", "scatter_unique.py")
+    assert r.ok, r.message
+    assert r.comparison.fresh_calls == 1 and not r.comparison.notes
+
+
+def test_probe_where_the_reference_disagrees_with_itself_is_skipped_with_a_reason():
+    r = check("nondeterministic_probe.py", "nondeterministic_probe.py")
+    assert r.ok, r.message
+    assert r.comparison.fresh_calls == 0
+    assert any("different results on the same inputs" in n for n in r.comparison.notes)
+
+
+def test_ghost_replay_catches_a_fallback_that_launches_a_dummy_kernel():
+    r = check("fallback_with_dummy_launch.py", "add_native.py")
+    assert not r.ok and r.stage == "exec"
+    assert any("do not depend on the kernels" in m.message for m in r.comparison.mismatches)
+
+
+def test_the_reference_itself_passes_ghost_replay():
+    r = check("add_native.py", "add_native.py")
+    assert r.ok, r.message
+    assert not any("ghost" in n for n in r.comparison.notes)
+
+
+def test_a_forged_result_message_does_not_pass():
+    r = check("forge_result.py", "add_native.py")
+    assert not r.ok
+    assert "reported no result" in r.message
+
+
+# ----------------------------------------------------------------------------------------- units
+
+
+def _record(fn_args: tuple):
+    import types
+
+    module = types.ModuleType("m")
+    module.f = lambda *a: None
+    recorder = CallRecorder(module, ["f"], keep_args="integers")
+    recorder.recording = True
+    module.f(*fn_args)
+    return recorder.calls[0]
+
+
+def test_probe_permutes_integers_keeps_sorted_offsets_and_redraws_floats():
+    index = torch.randperm(100)
+    offsets = torch.tensor([0, 3, 3, 10, 50])
+    x = torch.rand(100, 4).t()  # non-contiguous, non-negative
+    call = _record((x, index, offsets, 5))
+    args, _ = draw_probe(call, seed=123)
+    new_x, new_index, new_offsets, n = args
+    assert sorted(new_index.tolist()) == list(range(100)) and not torch.equal(new_index, index)
+    assert torch.equal(new_offsets, offsets) and n == 5
+    assert new_x.stride() == x.stride() and (new_x >= 0).all() and not torch.equal(new_x, x)
+    again, _ = draw_probe(call, seed=123)
+    assert all(torch.equal(a, b) for a, b in zip(again[:3], args[:3], strict=True))
+    rebuilt, _ = rebuild_probe(call.spec, probe_tensors(args, {}), "cpu")
+    assert rebuilt[0].stride() == x.stride() and torch.equal(rebuilt[1], new_index) and rebuilt[3] == 5
+
+
+def test_output_files_are_never_followed_through_links(tmp_path):
+    real = tmp_path / "real.pt"
+    torch.save(torch.ones(3), real)
+    link = tmp_path / "link.pt"
+    os.symlink(real, link)
+    assert torch.equal(load_output(real), torch.ones(3))
+    with pytest.raises(UnreadableOutput):
+        load_output(link)
+    (tmp_path / "junk.pt").write_bytes(b"not a torch file")
+    with pytest.raises(UnreadableOutput):
+        load_output(tmp_path / "junk.pt")
+
+
+def test_output_names_come_from_test_names_and_are_safe():
+    assert output_file_of_test("test_add") == "test_add.pt"
+    odd = output_file_of_test("tests/x.py::test_a[../../ref1-2]")
+    assert "/" not in odd and "[" not in odd and odd.endswith(".pt")
+    assert output_file_of_test("test_a[1]") != output_file_of_test("test_a_1_")
