@@ -89,6 +89,7 @@ def _from_bench(check: CheckResult, bench: BenchResult, baseline_ms: float | Non
     s = bench.speedup
     if s is not None:
         evaluation.speedup, evaluation.speedup_low, evaluation.speedup_high = s.ratio, s.low, s.high
+        evaluation.speedup_verdict = s.verdict
     own = bench.total_ms
     evaluation.latency_ms = baseline_ms / s.ratio if s is not None and baseline_ms else own
     bw = [c.pct_peak_bw for c in bench.calls if c.pct_peak_bw is not None]

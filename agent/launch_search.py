@@ -3,7 +3,8 @@
 The baseline is evaluated first, then a greedy coordinate descent: for one parameter at a time (block
 sizes first, then ``num_warps``, then ``num_stages``) the neighbouring choices of the current best are
 tried, and the search moves (and keeps going in that direction) when a correct candidate is faster by more
-than the noise margin. Passes over all parameters repeat until none moves or the evaluation budget is spent.
+than the noise margin and, where the evaluator gives a verdict, significantly faster than the original. Passes
+over all parameters repeat until none moves or the evaluation budget is spent.
 When the baseline cannot be timed, the neighbours are only checked for correctness and the baseline is kept.
 """
 
@@ -24,11 +25,13 @@ _BLOCK_WORDS = ("BLOCK", "TILE", "SIZE")
 
 
 class Outcome(Protocol):
-    """What an evaluation reports about one candidate source (a `Trial` is one)."""
+    """What an evaluation reports about one candidate source (a `Trial` is one). `faster`: the evaluator's verdict
+    against the original (its speedup interval clears the noise floor), None where there is no verdict."""
 
     ok: bool
     latency_ms: float | None
     message: str
+    faster: bool | None
 
 
 @dataclass
@@ -40,6 +43,7 @@ class Trial:
     ok: bool
     latency_ms: float | None
     message: str
+    faster: bool | None = None
 
 
 @dataclass
@@ -140,7 +144,7 @@ class _Search:
     async def _run(self, values: Mapping[str, int], candidate: str) -> Trial:
         try:
             outcome = await self._evaluate(candidate)
-            trial = Trial(dict(values), candidate, outcome.ok, outcome.latency_ms, outcome.message)
+            trial = Trial(dict(values), candidate, outcome.ok, outcome.latency_ms, outcome.message, outcome.faster)
         except Exception as exc:  # a crashing evaluation is a failed candidate, not a failed search
             logger.warning("evaluating launch parameters %s raised %r", dict(values), exc)
             trial = Trial(dict(values), candidate, False, None, f"evaluation raised {type(exc).__name__}: {exc}")
@@ -175,8 +179,11 @@ def _search_order(params: list[TunableParam], seed: int) -> list[TunableParam]:
 
 
 def _faster(candidate: Trial, best: Trial) -> bool:
+    """Better than the best so far by the noise margin, and (where the evaluator gave a verdict) significantly
+    faster than the original."""
     return (
         candidate.ok
+        and candidate.faster is not False
         and candidate.latency_ms is not None
         and best.latency_ms is not None
         and candidate.latency_ms < best.latency_ms * (1 - NOISE_MARGIN)

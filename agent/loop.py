@@ -290,7 +290,7 @@ class GeakAgent:
             return
         if ev.ok and ev.speedup is not None:
             interval = f"[{ev.speedup_low:.3f}, {ev.speedup_high:.3f}]"
-            verdict = f"correct, {ev.latency_ms:.4f} ms, speedup {ev.speedup:.3f}x {interval}"
+            verdict = f"correct, {ev.latency_ms:.4f} ms, speedup {ev.speedup:.3f}x {interval} ({ev.speedup_verdict})"
         elif ev.ok:
             verdict = "correct (not timed)"
         else:
@@ -328,7 +328,7 @@ class GeakAgent:
             nonlocal counter
             if source in known:  # evaluated before a resume: reuse, don't re-run
                 ev = known[source]
-                return Trial({}, source, ev.ok, ev.latency_ms if ev.timed else None, ev.message)
+                return _trial(source, ev)
             counter += 1
             candidate = Candidate(f"s{counter}", -1, 0, "search", source, parent=best.id if best else None)
             candidate.evaluation = await self.candidates.evaluate(source)
@@ -336,7 +336,7 @@ class GeakAgent:
             memory.candidates.append(candidate)
             self._report(run, candidate)
             self._save(run)
-            return Trial({}, source, ev.ok, ev.latency_ms if ev.timed else None, ev.message)
+            return _trial(source, ev)
 
         baseline_values: dict[str, int] = {}
 
@@ -369,7 +369,7 @@ class GeakAgent:
         if best is not None and not self._stop:
             self._emit("final", f"re-measuring {best.id} with {self.config.bench_rounds} rounds")
             final = await self.candidates.evaluate(best.code, rounds=self.config.bench_rounds)
-            if final.ok and (final.speedup_low or 0) > 1.0:
+            if final.ok and final.faster:
                 best.evaluation = final
             else:
                 message = f"{best.id} did not hold up when re-measured ({final.message}); no change is proposed"
@@ -413,3 +413,8 @@ class GeakAgent:
         )
         self._emit("done", message, best_speedup=best.evaluation.speedup if best and best.evaluation else None)
         return result
+
+
+def _trial(source: str, ev: Evaluation) -> Trial:
+    faster = ev.faster if ev.speedup_verdict else None
+    return Trial({}, source, ev.ok, ev.latency_ms if ev.timed else None, ev.message, faster)

@@ -24,9 +24,15 @@ class Evaluation:
     speedup: float | None = None
     speedup_low: float | None = None
     speedup_high: float | None = None
+    speedup_verdict: str | None = None  # the evaluator's: "faster", "slower" or "within noise (±m%)"
     pct_peak_bw: float | None = None
     pct_peak_flops: float | None = None
     called: bool = False  # ran without raising (GEAK's call accuracy)
+
+    @property
+    def faster(self) -> bool:
+        """Significantly faster than the original: the speedup interval clears the device's noise floor."""
+        return self.speedup_verdict == "faster"
 
     @property
     def sort_key(self) -> float:
@@ -86,7 +92,7 @@ class ProblemMemory:
     def best(self) -> Candidate | None:
         """The fastest correct candidate that is significantly faster than the original, if any."""
         timed = [c for c in self.passing() if c.evaluation and c.evaluation.timed]
-        faster = [c for c in timed if (c.evaluation.speedup_low or 0) > 1.0]
+        faster = [c for c in timed if c.evaluation.faster]
         return faster[0] if faster else None
 
     def next_id(self, chain: int) -> str:

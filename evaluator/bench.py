@@ -1,22 +1,30 @@
-"""The perf stage: the bench job, and the figures built from its samples (rates, % of peak, speedup interval)."""
+"""The perf stage: the bench job, and the verdict built from its samples (rates, % of peak, the speedup and its
+noise floor), after the timing rules of ``timing_rules`` have accepted the timing."""
 
 from __future__ import annotations
 
 import statistics
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import timing_rules as rules
 from .pool import JobOutcome
-from .results import BenchResult, CallTiming, CheckResult, Diagnostic, Peaks, Speedup
+from .results import BenchResult, CallTiming, CheckResult, Diagnostic, Peaks
+from .speedup import speedup_interval
 from .triton_file import TritonFile
 
 if TYPE_CHECKING:
     from .api import EvalOptions
-
-IMPOSSIBLE_MARGIN = 1.15  # achieved bandwidth this far above the measured copy peak cannot be real
+    from .compare import Tolerance
 
 
 def bench_job(
-    modules: list[dict[str, Any]], owner: TritonFile, options: EvalOptions, rounds: int | None = None
+    modules: list[dict[str, Any]],
+    owner: TritonFile,
+    options: EvalOptions,
+    outputs_dir: Path,
+    rounds: int | None = None,
+    input_seed: int = 0,
 ) -> dict[str, Any]:
     return {
         "kind": "bench",
@@ -26,8 +34,9 @@ def bench_job(
         "seed": options.seed,
         "rep_ms": options.rep_ms,
         "max_calls": options.max_bench_calls,
-        "measure_peaks": options.measure_peaks,
         "profile": options.profile_kernels,
+        "outputs_dir": str(outputs_dir),
+        "input_seed": input_seed,
     }
 
 
@@ -37,6 +46,10 @@ def bench_result(
     reference: TritonFile | None,
     check: CheckResult | None,
     runtime: dict[str, Any],
+    peaks: Peaks,
+    outputs_dir: Path,
+    window_s: float | None,
+    tolerances: dict[str, Tolerance] | None = None,
 ) -> BenchResult:
     base = {
         "backend": runtime.get("backend"),
@@ -44,6 +57,7 @@ def bench_result(
         "check": check,
         "device": runtime.get("device"),
         "reference": reference.path if reference else None,
+        "peaks": peaks,
     }
     if outcome.status != "ok" or outcome.result is None:
         where = (outcome.last_progress or {}).get("bench", "")
@@ -55,29 +69,18 @@ def bench_result(
         if detail:
             message += f": {detail['message']}"
         return BenchResult(ok=False, stage="perf", message=message, **base)
-
-    peaks = Peaks(**result["peaks"])
-    timings = {label_: tuple(_call_timing(c, peaks) for c in calls) for label_, calls in result["calls"].items()}
-    impossible = [
-        (who, t, entry)
-        for who, calls in timings.items()
-        for t, entry in zip(calls, result["calls"][who], strict=True)
-        if t.cache == "flushed" and _impossible(entry, t.median_ms, peaks)
-    ]
-    if impossible:
-        who, t, entry = impossible[0]
-        certain = entry.get("certain_bytes", entry["bytes"]) / (t.median_ms * 1e-3) / 1e9
-        message = (
-            f"{who}: {t.signature} wrote at least {certain:.0f} GB/s, above the device's measured peak of "
-            f"{peaks.bandwidth_gbps:.0f} GB/s: physically impossible, so the timing was fooled "
-            "(unwritten outputs, work outside the timed region?)"
-        )
+    try:
+        timings = {who: tuple(_call_timing(c, peaks) for c in calls) for who, calls in result["calls"].items()}
+        problems, notes = timing_problems(result, timings, peaks, outputs_dir, window_s, tolerances)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:  # a malformed (forged?) result
+        return BenchResult(ok=False, stage="perf", message=f"the timing job's report is malformed ({e!r})", **base)
+    if problems:
+        message = "timing rejected: " + problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
         return BenchResult(
             ok=False,
             stage="perf",
             message=message,
-            peaks=peaks,
-            diagnostics=(Diagnostic(1, 1, "error", message, file=label),),
+            diagnostics=tuple(Diagnostic(1, 1, "error", p, file=label) for p in problems),
             **base,
         )
     calls = timings["candidate"]
@@ -88,8 +91,10 @@ def bench_result(
     speedup = None
     message = f"{len(calls)} call(s) timed: {sum(t.median_ms for t in calls):.4f} ms in all"
     if "reference" in timings:
-        speedup = speedup_interval(result["rounds"]["reference"], result["rounds"]["candidate"])
+        speedup = speedup_interval(result["rounds"]["reference"], result["rounds"]["candidate"], peaks.noise_margin)
         message += f"; speedup {speedup.ratio:.3f}x [{speedup.low:.3f}, {speedup.high:.3f}] ({speedup.verdict})"
+    if notes:
+        message += "; " + "; ".join(notes)
     return BenchResult(
         ok=True,
         stage="perf",
@@ -98,8 +103,55 @@ def bench_result(
         reference_calls=timings.get("reference", ()),
         kernel_ms=kernel_ms,
         speedup=speedup,
-        peaks=peaks,
         **base,
+    )
+
+
+def timing_problems(
+    result: dict[str, Any],
+    timings: dict[str, tuple[CallTiming, ...]],
+    peaks: Peaks,
+    outputs_dir: Path,
+    window_s: float | None,
+    tolerances: dict[str, Tolerance] | None = None,
+) -> tuple[list[str], list[str]]:
+    """Every reason not to believe the job's timings (`timing_rules`), and notes on what could not be checked."""
+    problems: list[str] = []
+    notes: list[str] = []
+    entries = result["calls"]
+    references = entries.get("reference")
+    for i, entry in enumerate(entries["candidate"]):
+        problem = rules.launch_problem("candidate", entry, references[i] if references else None)
+        if problem:
+            problems.append(problem)
+    if references:
+        for ref, cand in zip(references, entries["candidate"], strict=True):
+            found, skipped = rules.output_problems(
+                cand["signature"],
+                _outputs(ref),
+                _outputs(cand),
+                outputs_dir,
+                cand.get("timed_calls", 0),
+                tolerances,
+            )
+            problems += found
+            notes += skipped
+    for who, calls in timings.items():
+        for t, entry in zip(calls, entries[who], strict=True):
+            problem = rules.impossible_speed(who, entry, t.median_ms, peaks)
+            if problem:
+                problems.append(problem)
+    problem = rules.wall_clock_problem(result["device_ms"], window_s)
+    if problem:
+        problems.append(problem)
+    return problems, notes
+
+
+def _outputs(entry: dict[str, Any]) -> rules.TimedOutputs:
+    saved = entry.get("timed_outputs") or {}
+    return rules.TimedOutputs(
+        {int(k): str(v) for k, v in (saved.get("files") or {}).items()},
+        {int(k): str(v) for k, v in (saved.get("repeat") or {}).items()},
     )
 
 
@@ -110,7 +162,7 @@ def _call_timing(entry: dict[str, Any], peaks: Peaks) -> CallTiming:
     seconds = median * 1e-3
     gbps = entry["bytes"] / seconds / 1e9 if entry["bytes"] and seconds > 0 else None
     tflops = entry["flops"] / seconds / 1e12 if entry.get("flops") and seconds > 0 else None
-    hot = entry["method"] == "cuda-graph" and entry["bytes"] <= 2 * max(peaks.l2_bytes, 1)
+    hot = entry["method"] == "cuda-graph" and entry["bytes"] * entry.get("input_sets", 1) <= 2 * max(peaks.l2_bytes, 1)
     return CallTiming(
         wrapper=entry["wrapper"],
         signature=entry["signature"],
@@ -125,40 +177,3 @@ def _call_timing(entry: dict[str, Any], peaks: Peaks) -> CallTiming:
         cache="hot" if hot else "flushed",
         kernel_ms=entry.get("kernel_ms", {}),
     )
-
-
-def _impossible(entry: dict[str, Any], median_ms: float, peaks: Peaks) -> bool:
-    """Faster than the memory allows, counting only bytes the call certainly moved: what it declares
-    (`bytes_<wrapper>`) or, else, the outputs it returned (they must have been written)."""
-    certain = entry.get("certain_bytes", entry["bytes"])
-    if not certain or not peaks.bandwidth_gbps or median_ms <= 0:
-        return False
-    return certain / (median_ms * 1e-3) / 1e9 > IMPOSSIBLE_MARGIN * peaks.bandwidth_gbps
-
-
-def speedup_interval(reference_rounds: list[list[float]], candidate_rounds: list[list[float]]) -> Speedup:
-    """Median over rounds of Σref/Σcand, with a 95% bootstrap interval; significant when it excludes 1."""
-    import numpy as np
-    from scipy.stats import bootstrap
-
-    ratios = np.array([sum(r) / sum(c) for r, c in zip(reference_rounds, candidate_rounds, strict=True)])
-    ratio = float(np.median(ratios))
-    if len(ratios) < 3 or float(ratios.std()) == 0.0:
-        low = high = ratio
-    else:
-        ci = bootstrap(
-            (ratios,),
-            np.median,
-            confidence_level=0.95,
-            n_resamples=4000,
-            method="percentile",
-            random_state=np.random.default_rng(0),
-        ).confidence_interval
-        low, high = float(ci.low), float(ci.high)
-    if low > 1.0:
-        verdict = "faster"
-    elif high < 1.0:
-        verdict = "slower"
-    else:
-        verdict = "no significant difference"
-    return Speedup(ratio, low, high, len(ratios), verdict != "no significant difference", verdict)

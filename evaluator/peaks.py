@@ -1,19 +1,25 @@
-"""The device's ceilings, for "% of peak": measured once per device and cached, else a table per GPU model.
+"""The device's ceilings and noise floor, for "% of peak", the impossible-speed check and the speedup verdict.
 
-Measured: device-to-device copy bandwidth (bytes read + written) and dense matmul rates (16-bit and fp32) through
-torch. The table holds datasheet figures and is used only when measuring is impossible or turned off.
+Measured once per device in a job process that runs no user code (``device_ceilings.measure``), then cached in
+``peaks.json`` by the caller only. Every entry read back is validated: a value outside what a GPU can do (a cache
+edited by hand or by a candidate, to switch the impossible-speed check off) is discarded and measured again. The
+datasheet table is used only when measuring is turned off. No torch here: the caller reads the cache.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from pathlib import Path
+from typing import Any
 
-import torch
+from .results import DEFAULT_NOISE_MARGIN, Peaks
 
-from .results import Peaks
+CACHE_VERSION = "v3"
+MIN_NOISE_MARGIN = 0.005  # identical files timed against each other differ systematically by up to ~0.5%
+MAX_NOISE_MARGIN = 0.05
 
 # Datasheet figures: (bandwidth GB/s, dense 16-bit TFLOP/s, fp32 TFLOP/s). Leads, not measurements.
 DATASHEET = {
@@ -26,6 +32,9 @@ DATASHEET = {
     "MI250X": (3277.0, 383.0, 47.9),
     "MI250": (3277.0, 362.0, 45.3),
 }
+# Bounds for any GPU, and for a measurement against its datasheet figure (measured / datasheet).
+_ABSOLUTE = {"bandwidth_gbps": (20.0, 30_000.0), "tflops_16bit": (1.0, 10_000.0), "tflops_fp32": (0.1, 2_000.0)}
+_VS_DATASHEET = {"bandwidth_gbps": (0.25, 1.3), "tflops_16bit": (0.15, 1.3), "tflops_fp32": (0.1, 1.5)}
 
 
 def cache_file() -> Path:
@@ -33,79 +42,91 @@ def cache_file() -> Path:
     return Path(root) / "peaks.json"
 
 
-def device_peaks(measure: bool = True) -> Peaks:
-    """Peaks of the current GPU: cached measurement, fresh measurement, or the datasheet table."""
-    props = torch.cuda.get_device_properties(torch.cuda.current_device())
-    key = f"v2|{props.name}|torch {torch.__version__}|{getattr(torch.version, 'hip', None) or torch.version.cuda}"
-    l2 = int(getattr(props, "L2_cache_size", 0) or 0)
-    cache = cache_file()
-    cached = _read_cache(cache)
-    if key in cached:
-        return Peaks(**cached[key])
-    if measure:
-        peaks = Peaks(
-            props.name,
-            _copy_gbps(),
-            max(_matmul_tflops(torch.bfloat16), _matmul_tflops(torch.float16)),
-            _matmul_tflops(torch.float32),
-            "measured",
-            l2,
-        )
-        cached[key] = asdict(peaks)
-        _write_cache(cache, cached)
-        return peaks
-    return datasheet_peaks(props.name, l2)
+def cache_key(runtime: dict[str, Any]) -> str:
+    """One entry per device model and software stack (from the pool's runtime info)."""
+    return "|".join(
+        [
+            CACHE_VERSION,
+            str(runtime.get("device")),
+            f"torch {runtime.get('torch_version')}",
+            f"triton {runtime.get('triton_version')}",
+            str(runtime.get("backend")),
+        ]
+    )
 
 
-def datasheet_peaks(name: str, l2: int = 0) -> Peaks:
-    for model, (bw, t16, t32) in DATASHEET.items():
-        if model.lower() in name.lower():
-            return Peaks(name, bw, t16, t32, f"datasheet ({model})", l2)
-    return Peaks(name, 0.0, 0.0, 0.0, "unknown device", l2)
+def read_cached(runtime: dict[str, Any], path: Path | None = None) -> Peaks | None:
+    """The cached measurement for this device, if there is one and it is believable."""
+    entry = _read(path or cache_file()).get(cache_key(runtime))
+    return validate(entry, str(runtime.get("device")))
 
 
-def _read_cache(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-
-
-def _write_cache(path: Path, data: dict) -> None:
+def store(runtime: dict[str, Any], peaks: Peaks, path: Path | None = None) -> None:
+    """Cache a measurement (only valid ones; a read-only home only costs a re-measurement next time)."""
+    if validate(asdict(peaks), peaks.device) is None:
+        return
+    path = path or cache_file()
+    data = _read(path)
+    data[cache_key(runtime)] = asdict(peaks)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps(data, indent=1))
         tmp.replace(path)
     except OSError:
-        pass  # a read-only home only costs a re-measurement next time
+        pass
 
 
-def _copy_gbps() -> float:
-    import triton.testing
+def validate(entry: Any, device: str) -> Peaks | None:
+    """`entry` as Peaks when it is a measurement of `device` within what a GPU can do, else None."""
+    if not isinstance(entry, dict):
+        return None
+    names = {f.name for f in fields(Peaks)}
+    if set(entry) != names or entry.get("device") != device or entry.get("source") != "measured":
+        return None
+    numbers = {k: v for k, v in entry.items() if k not in ("device", "source")}
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in numbers.values()):
+        return None
+    peaks = Peaks(**entry)
+    return peaks if believable(peaks) else None
 
-    n = 256 * 1024 * 1024  # 1 GiB of fp32: far beyond any L2
-    src = torch.randn(n, device="cuda")
-    dst = torch.empty_like(src)
-    ms = triton.testing.do_bench(lambda: dst.copy_(src), warmup=25, rep=200, return_mode="median")
-    return 2 * n * 4 / (ms * 1e-3) / 1e9
+
+def believable(peaks: Peaks) -> bool:
+    """Whether measured ceilings are physically plausible for the named device."""
+    sheet = _datasheet_row(peaks.device)
+    for i, (name, (low, high)) in enumerate(_ABSOLUTE.items()):
+        value = getattr(peaks, name)
+        if not low <= value <= high:
+            return False
+        if sheet is not None:
+            lo, hi = _VS_DATASHEET[name]
+            if not lo * sheet[i] <= value <= hi * sheet[i]:
+                return False
+    if peaks.l2_gbps and not 0.3 * peaks.bandwidth_gbps <= peaks.l2_gbps <= 40 * peaks.bandwidth_gbps:
+        return False
+    if not 0 <= peaks.l2_bytes <= 1 << 30:
+        return False
+    return MIN_NOISE_MARGIN <= peaks.noise_margin <= MAX_NOISE_MARGIN
 
 
-def _matmul_tflops(dtype: torch.dtype) -> float:
-    """Dense matmul rate through torch (cuBLAS / hipBLASLt): graph replay, so no launch gaps, allocation or
-    cache flush get in the way of a ceiling."""
-    import triton.testing
+def datasheet_peaks(name: str, l2: int = 0) -> Peaks:
+    row = _datasheet_row(name)
+    if row is not None:
+        model = next(m for m in DATASHEET if m.lower() in name.lower())
+        return Peaks(name, *row, f"datasheet ({model})", l2, 0.0, DEFAULT_NOISE_MARGIN)
+    return Peaks(name, 0.0, 0.0, 0.0, "unknown device", l2, 0.0, DEFAULT_NOISE_MARGIN)
 
-    n = 8192 if dtype != torch.float32 else 4096
-    a = torch.randn(n, n, device="cuda", dtype=dtype)  # random data: zeros run faster than real inputs
-    b = torch.randn(n, n, device="cuda", dtype=dtype)
-    c = torch.empty(n, n, device="cuda", dtype=dtype)
-    tf32 = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False
+
+def _datasheet_row(name: str) -> tuple[float, float, float] | None:
+    for model, row in DATASHEET.items():
+        if model.lower() in name.lower():
+            return row
+    return None
+
+
+def _read(path: Path) -> dict:
     try:
-        for _ in range(20):  # let the clocks ramp up
-            torch.matmul(a, b, out=c)
-        ms = triton.testing.do_bench_cudagraph(lambda: torch.matmul(a, b, out=c), rep=300, return_mode="median")
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = tf32
-    return 2 * n**3 / (ms * 1e-3) / 1e12
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}

@@ -11,6 +11,8 @@ Severity = Literal["error", "warning", "information"]
 
 STAGES: tuple[Stage, ...] = ("parse", "call", "exec", "perf")
 
+DEFAULT_NOISE_MARGIN = 0.01  # equivalence margin of a speedup where the device's A/A margin is unknown
+
 
 @dataclass(frozen=True)
 class Diagnostic:
@@ -117,7 +119,10 @@ class CallTiming:
 
 @dataclass(frozen=True)
 class Speedup:
-    """reference time / candidate time (Σ over calls), median over interleaved rounds, with a bootstrap CI."""
+    """reference time / candidate time (Σ over calls), median over interleaved rounds, with a bootstrap CI.
+
+    `verdict` is "faster" or "slower" only when the whole interval lies beyond 1 ± `margin` (the device's
+    equivalence margin, from an A/A run), else "within noise (±m%)"; `significant` says which."""
 
     ratio: float
     low: float
@@ -125,6 +130,8 @@ class Speedup:
     rounds: int
     significant: bool
     verdict: str
+    margin: float = DEFAULT_NOISE_MARGIN
+    remeasured_from: float | None = None  # the first ratio, when a speedup above 10x was measured again
 
 
 @dataclass(frozen=True)
@@ -137,6 +144,8 @@ class Peaks:
     tflops_fp32: float
     source: str
     l2_bytes: int = 0
+    l2_gbps: float = 0.0  # copy bandwidth of data resident in L2 (the ceiling of hot-cache timings); 0 if unknown
+    noise_margin: float = DEFAULT_NOISE_MARGIN  # A/A equivalence margin of a speedup on this device
 
 
 @dataclass(frozen=True)

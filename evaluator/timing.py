@@ -1,55 +1,208 @@
-"""Worker-side GPU timing of captured calls (CUDA and ROCm through `torch.cuda`).
+"""Worker-side GPU timing of captured calls (CUDA and ROCm through `torch.cuda`), built so it cannot be gamed.
 
-* Calls over ``GRAPH_BELOW_MS`` are timed with ``triton.testing.do_bench`` (median, L2 flushed before each call).
-* Shorter calls are timed by replaying a CUDA/HIP graph of many calls (hot L2; launch gaps removed), which is far
-  steadier for small kernels; if the call cannot be captured (host syncs, side streams) do_bench is used.
+* Each timed call gets one of several input sets (copies of the call's arguments at distinct addresses), and its
+  floating-point inputs get new values before every timed call (the captured values times a factor unique to the
+  call, outside the timed region): an output cached by input address or content is stale when it is checked.
+* Calls over ``GRAPH_BELOW_MS`` are timed one by one with the L2 flushed before each (median; ``triton.testing.
+  do_bench``'s method, with the input refresh between calls). Shorter calls are timed by replaying a CUDA/HIP graph
+  of many calls cycling over the input sets (hot L2, launch gaps removed); the sets get new values between
+  replays. If the call cannot be captured (host syncs, side streams), it is timed flushed.
+* Kernel launches are counted during the timed calls (graph: during capture); the caller compares them with the
+  launches of an untimed call, and the outputs of late timed calls with the reference's on identical inputs.
+* Every timer adds up the device time it measured, for the caller's wall-clock cross-check.
 * A guard re-times the call with a device-wide synchronize: work that escapes the timed stream (side streams,
   threads) shows up there and the timing is rejected.
 """
 
 from __future__ import annotations
 
+import math
 import random
 import statistics
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
+from . import sandbox
+
 GRAPH_BELOW_MS = 0.05
 GRAPH_TARGET_MS = 2.0
+MAX_INPUT_SETS = 4
+FLUSH_BYTES = 256 << 20  # what do_bench zeroes before each call: far beyond any L2
+CHECK_STEP = 1 << 20  # value steps used to check outputs, beyond any step a timing reaches
+_SCALED = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+_GOLDEN = (math.sqrt(5) - 1) / 2
 
 
 class TimingFooled(RuntimeError):
     """The measured time cannot be right (work escaped the timed stream, or a thread outlived the call)."""
 
 
+# ----------------------------------------------------------------------------------------- input sets
+
+
+def factor(step: int, seed: int = 0) -> float:
+    """The value factor of refresh `step`: in [0.75, 1.25), distinct for distinct steps (low-discrepancy)."""
+    return 0.75 + 0.5 * (((step + seed * 7919) * _GOLDEN) % 1.0)
+
+
+class InputSets:
+    """`count` copies of a call's arguments at distinct addresses, built from `base` (args, kwargs).
+
+    ``refresh(k, step)`` writes set k's values: floating tensors get the base values times ``factor(step)``,
+    other tensors the base values (index tensors keep their structure). Two InputSets built from the same base
+    hold identical values after the same refreshes, so reference and candidate see the same inputs."""
+
+    def __init__(self, base: tuple[tuple, dict], count: int, seed: int = 0):
+        self.base = base
+        self.seed = seed
+        self.sets = [_clone(base) for _ in range(max(1, count))]
+        self.calls = 0  # refresh steps handed out so far
+
+    def __len__(self) -> int:
+        return len(self.sets)
+
+    def refresh(self, k: int, step: int) -> None:
+        f = factor(step, self.seed)
+        for dst, src in zip(tensors_of(self.sets[k]), tensors_of(self.base), strict=True):
+            if dst.dtype in _SCALED:
+                torch.mul(src, f, out=dst)
+            else:
+                dst.copy_(src)
+
+    def next_step(self) -> int:
+        self.calls += 1
+        return self.calls
+
+    def call(self, fn: Callable, k: int) -> Any:
+        args, kwargs = self.sets[k]
+        return fn(*args, **kwargs)
+
+
+def set_count(arg_bytes: int, budget_bytes: int) -> int:
+    """How many input sets fit a memory budget (at least 1, at most MAX_INPUT_SETS)."""
+    if arg_bytes <= 0:
+        return MAX_INPUT_SETS
+    return max(1, min(MAX_INPUT_SETS, budget_bytes // arg_bytes))
+
+
+def tensor_bytes(value: Any) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors_of(value))
+
+
+def _clone(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, (list, tuple)):
+        return type(value)(_clone(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _clone(v) for k, v in value.items()}
+    return value
+
+
+def tensors_of(value: Any) -> Iterator[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from tensors_of(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from tensors_of(v)
+
+
+# ----------------------------------------------------------------------------------------- timers
+
+
 @dataclass
 class Timer:
-    """Measures one call repeatedly with a fixed method; each `sample()` is a median over a short burst."""
+    """Times one call (`fn` on `sets`) with a fixed method; each `sample()` is a median over a short burst.
 
-    fn: Callable[[], object]
-    method: str  # "cuda-graph" | "do_bench"
-    rep_ms: float
+    Accumulates what the caller checks: `device_ms` (all device time measured), `timed_calls`, and `launches`
+    (kernel launches of the timed calls; for a graph, those captured times the replays)."""
+
+    fn: Callable
+    sets: InputSets
+    method: str  # "cuda-graph" | "flushed"
+    reps: int
+    per_graph: int = 1
+    device_ms: float = 0.0
+    timed_calls: int = 0
+    launches: Counter[str] = field(default_factory=Counter)
     _graph: torch.cuda.CUDAGraph | None = None
-    _per_graph: int = 1
+    _graph_outputs: dict[int, Any] = field(default_factory=dict)  # set -> return value of its last captured call
+    _captured: Counter[str] = field(default_factory=Counter)  # launches of one replay (all its calls)
 
     def sample(self) -> float:
-        if self._graph is None:
-            import triton.testing
+        return self._sample_graph() if self._graph is not None else self._sample_flushed()
 
-            return float(triton.testing.do_bench(self.fn, warmup=1, rep=self.rep_ms, return_mode="median"))
+    def _sample_flushed(self) -> float:
+        flush = _flush_buffer()
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
+        before = Counter(sandbox.LAUNCHES)
+        for i in range(self.reps):
+            step = self.sets.next_step()
+            k = step % len(self.sets)
+            self.sets.refresh(k, step)
+            flush.zero_()
+            starts[i].record()
+            self.sets.call(self.fn, k)
+            ends[i].record()
+        torch.cuda.synchronize()
+        self.launches.update(sandbox.LAUNCHES - before)
+        times = [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
+        self.device_ms += sum(times)
+        self.timed_calls += self.reps
+        return statistics.median(times)
+
+    def _sample_graph(self) -> float:
+        assert self._graph is not None
         times = []
-        for _ in range(max(3, int(self.rep_ms / GRAPH_TARGET_MS))):
+        for _ in range(self.reps):
+            self._refresh_all(self.sets.next_step())
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
             self._graph.replay()
             end.record()
             end.synchronize()
-            times.append(start.elapsed_time(end) / self._per_graph)
+            ms = start.elapsed_time(end)
+            times.append(ms / self.per_graph)
+            self.device_ms += ms
+        self.timed_calls += self.reps * self.per_graph
+        for name, count in self._captured.items():
+            self.launches[name] += count * self.reps
         return statistics.median(times)
+
+    def _refresh_all(self, step: int) -> None:
+        for k in range(len(self.sets)):
+            self.sets.refresh(k, step * len(self.sets) + k)
+
+    def launches_per_call(self) -> dict[str, float]:
+        calls = max(self.timed_calls, 1)
+        return {name: count / calls for name, count in self.launches.items()}
+
+    def check_outputs(self, sets: list[int], step: int) -> dict[int, Any]:
+        """Outputs of timed-like calls on fresh values (refresh `step`, the same for every variant), after all
+        the timed calls: for a graph, one more replay (its last call on each set); else one eager call per set.
+        Returns set -> (return value, args, kwargs) after the call."""
+        if self._graph is not None:
+            self._refresh_all(step)
+            self._graph.replay()
+            torch.cuda.synchronize()
+            return {k: (self._graph_outputs[k], *self.sets.sets[k]) for k in sets if k in self._graph_outputs}
+        out = {}
+        for k in sets:
+            self.sets.refresh(k, step * len(self.sets) + k)
+            ret = self.sets.call(self.fn, k)
+            torch.cuda.synchronize()
+            out[k] = (ret, *self.sets.sets[k])
+        return out
 
 
 def estimate_ms(fn: Callable[[], object]) -> float:
@@ -58,27 +211,57 @@ def estimate_ms(fn: Callable[[], object]) -> float:
     return float(triton.testing.do_bench(fn, warmup=5, rep=20, return_mode="median"))
 
 
-def make_timer(fn: Callable[[], object], estimate: float, rep_ms: float, prefer_graph: bool) -> Timer:
-    """A graph timer for short calls when the call can be captured, else do_bench."""
-    if prefer_graph:
-        try:
-            per_graph = max(1, min(1000, int(GRAPH_TARGET_MS / max(estimate, 1e-4))))
-            stream = torch.cuda.Stream()
-            stream.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(stream):
-                fn()
-            torch.cuda.current_stream().wait_stream(stream)
-            torch.cuda.synchronize()
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                for _ in range(per_graph):
-                    fn()
-            graph.replay()
-            torch.cuda.synchronize()
-            return Timer(fn, "cuda-graph", rep_ms, graph, per_graph)
-        except Exception:  # capture refused: host sync, allocation pattern, side stream...
-            torch.cuda.synchronize()
-    return Timer(fn, "do_bench", rep_ms)
+def graph_calls(estimate_ms_: float, sets: int) -> int:
+    """Calls per graph replay: about GRAPH_TARGET_MS of work, a multiple of the number of input sets."""
+    per = max(1, min(1000, int(GRAPH_TARGET_MS / max(estimate_ms_, 1e-4))))
+    return max(sets, per - per % sets)
+
+
+def make_timer(fn: Callable, sets: InputSets, estimate: float, rep_ms: float, per_graph: int | None) -> Timer:
+    """A graph timer of `per_graph` calls when given and the call can be captured, else a flushed timer."""
+    if per_graph:
+        timer = _graph_timer(fn, sets, rep_ms, per_graph)
+        if timer is not None:
+            return timer
+    reps = max(5, min(1000, int(rep_ms / max(estimate, 1e-3))))
+    return Timer(fn, sets, "flushed", reps)
+
+
+def _graph_timer(fn: Callable, sets: InputSets, rep_ms: float, per_graph: int) -> Timer | None:
+    timer = Timer(fn, sets, "cuda-graph", max(3, int(rep_ms / GRAPH_TARGET_MS)), per_graph)
+    try:
+        timer._refresh_all(0)
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for k in range(len(sets)):  # warm up: every set is seen once before the capture
+                sets.call(fn, k)
+        torch.cuda.current_stream().wait_stream(stream)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        before = Counter(sandbox.LAUNCHES)
+        with torch.cuda.graph(graph):
+            for j in range(per_graph):
+                k = j % len(sets)
+                timer._graph_outputs[k] = sets.call(fn, k)
+        captured = sandbox.LAUNCHES - before
+        graph.replay()
+        torch.cuda.synchronize()
+    except Exception:  # capture refused: host sync, allocation pattern, side stream...
+        torch.cuda.synchronize()
+        return None
+    timer._graph = graph
+    timer._captured = captured
+    return timer
+
+
+_FLUSH: list[torch.Tensor] = []
+
+
+def _flush_buffer() -> torch.Tensor:
+    if not _FLUSH:
+        _FLUSH.append(torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device="cuda"))
+    return _FLUSH[0]
 
 
 def guard(fn: Callable[[], object], median_ms: float, iters: int = 5) -> None:

@@ -26,12 +26,13 @@ import statistics
 import sys
 import time
 import traceback
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
 # Imported once in the zygote so that job processes inherit them instead of importing them per job.
-PRELOAD = ("triton.testing", "geak.evaluator.capture", "geak.evaluator.timing", "geak.evaluator.peaks")
+PRELOAD = ("triton.testing", "geak.evaluator.capture", "geak.evaluator.timing", "geak.evaluator.device_ceilings")
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
@@ -131,7 +132,7 @@ def _job_process(request: dict[str, Any], info: Any, send: Send, go_read: int, z
     if job.get("cwd"):
         os.chdir(job["cwd"])
     try:
-        handler = {"check": run_check, "bench": run_bench}[job["kind"]]
+        handler = {"check": run_check, "bench": run_bench, "peaks": run_peaks}[job["kind"]]
         result = handler(job, info, send)
     except BaseException as e:  # the worker's own failure, reported rather than lost
         result = {"worker_error": "".join(traceback.format_exception(type(e), e, e.__traceback__))}
@@ -275,17 +276,87 @@ def _run_test(module, name: str, path: str, recorder, gpu: bool) -> tuple[dict[s
 
 
 def run_bench(job: dict[str, Any], info: Any, send) -> dict[str, Any]:
+    """Time the captured calls of each variant (reference first, if any) interleaved, on shared input sets that
+    rotate and change values between timed calls; report samples, launches and device time per call, and save the
+    outputs of late timed-like calls for the caller to compare (``timing_rules``)."""
     import torch
 
     from . import sandbox, timing
-    from .capture import CallRecorder, bytes_moved, output_bytes
-    from .peaks import device_peaks
 
     if info.backend == "interpreter":
         return {"error": "timing needs a GPU: no CUDA or ROCm device is visible"}
+    save = torch.save  # bound before any user code is imported
     sandbox.set_poisoning(False)
+    variants = _bench_variants(job, send)
+    if "error" in variants:
+        return variants
+    labels = list(variants)
+    signatures = {label: [c.signature for c in v["calls"]] for label, v in variants.items()}
+    if len({tuple(s) for s in signatures.values()}) > 1:
+        return {"error": "the variants' captured calls differ: " + json.dumps(signatures)}
+
+    n_calls = len(variants[labels[0]]["calls"])
+    budget = int(torch.cuda.mem_get_info()[0] * 0.4) // (n_calls * len(labels))
+    timers: dict[str, list[Any]] = {label: [] for label in labels}
+    per_call: dict[str, list[dict[str, Any]]] = {label: [] for label in labels}
+    for i in range(n_calls):
+        base_call = variants[labels[0]]["calls"][i]  # every variant times the same input values
+        base = (base_call.args, base_call.kwargs)
+        count = timing.set_count(timing.tensor_bytes(base), budget)
+        prepared = {}
+        for label in labels:
+            v = variants[label]
+            send({"event": "progress", "bench": f"{label}:{base_call.signature}"})
+            fn = v["recorder"].originals[v["calls"][i].wrapper]
+            sets = timing.InputSets(base, count, seed=job.get("input_seed", 0))
+            entry, estimate = _prepare_call(fn, sets, v["module"], base_call)
+            prepared[label] = (fn, sets, estimate)
+            per_call[label].append(entry)
+        fastest = min(estimate for _, _, estimate in prepared.values())
+        per_graph = timing.graph_calls(fastest, count) if fastest < timing.GRAPH_BELOW_MS else None
+        for label, (fn, sets, estimate) in prepared.items():
+            timer = timing.make_timer(fn, sets, estimate, job.get("rep_ms", 25), per_graph)
+            try:
+                timing.guard(lambda fn=fn, sets=sets: sets.call(fn, 0), estimate)
+            except timing.TimingFooled as e:
+                return {"error": f"{label}: {e}", "fooled": True, "label": label}
+            timers[label].append(timer)
+            per_call[label][i].update(method=timer.method, input_sets=len(sets), per_graph=timer.per_graph)
+            if job.get("profile", True):
+                per_call[label][i]["kernel_ms"] = timing.kernel_times(
+                    lambda fn=fn, sets=sets: sets.call(fn, 0), variants[label]["kernels"]
+                )
+
+    send({"event": "progress", "bench": "timed rounds", "batch": "start"})
+    rounds = timing.interleaved(timers, job.get("rounds", 15), seed=job.get("seed", 0))
+    send({"event": "progress", "bench": "timed rounds", "batch": "end"})
+    for label in labels:
+        for i, entry in enumerate(per_call[label]):
+            timer = timers[label][i]
+            samples = [r[i] for r in rounds[label]]
+            entry.update(
+                samples=samples,
+                median_ms=statistics.median(samples),
+                timed_calls=timer.timed_calls,
+                timed_launches=timer.launches_per_call(),
+            )
+    if len(labels) > 1:
+        send({"event": "progress", "bench": "checking the outputs of the timed calls"})
+        _save_timed_outputs(timers, per_call, Path(job["outputs_dir"]), save)
+    device_ms = {label: sum(t.device_ms for t in timers[label]) for label in labels}
+    return {"calls": per_call, "rounds": rounds, "labels": labels, "device_ms": device_ms}
+
+
+def _bench_variants(job: dict[str, Any], send: Send) -> dict[str, Any]:
+    """Load each variant's module and run its bench functions once, capturing the wrapper calls (with cloned
+    arguments); {"error": ...} when one fails."""
+    import torch
+
+    from . import sandbox
+    from .capture import CallRecorder
+
     seed = job["seed"]
-    variants: dict[str, dict[str, Any]] = {}
+    variants: dict[str, Any] = {}
     for spec in job["modules"]:
         label = spec["label"]
         try:
@@ -315,70 +386,76 @@ def run_bench(job: dict[str, Any], info: Any, send) -> dict[str, Any]:
         calls = recorder.unique_calls(job.get("max_calls", 16))
         if not calls:
             return {"error": f"{label}: {', '.join(job['functions'])} called no wrapper function of the kernel section"}
-        variants[label] = {
-            "module": module,
-            "recorder": recorder,
-            "calls": calls,
-            "kernels": set(spec["kernels"]),
-        }
-
-    labels = list(variants)
-    signatures = {label: [c.signature for c in v["calls"]] for label, v in variants.items()}
-    if len({tuple(s) for s in signatures.values()}) > 1:
-        return {"error": "the variants' captured calls differ: " + json.dumps(signatures)}
-
-    peaks = device_peaks(measure=job.get("measure_peaks", True))
-    timers: dict[str, list[Any]] = {label: [] for label in labels}
-    per_call: dict[str, list[dict[str, Any]]] = {label: [] for label in labels}
-    n_calls = len(variants[labels[0]]["calls"])
-    for i in range(n_calls):
-        fns, estimates = {}, {}
-        for label in labels:
-            v = variants[label]
-            call = v["calls"][i]
-            fn = _bound(v["recorder"].originals[call.wrapper], call.args, call.kwargs)
-            send({"event": "progress", "bench": f"{label}:{call.signature}"})
-            ret = fn()  # compile / autotune outside the timed region
-            torch.cuda.synchronize()
-            flops = _counted(v["module"], f"flops_{call.wrapper}", call)
-            declared = _counted(v["module"], f"bytes_{call.wrapper}", call)
-            moved = declared or bytes_moved(call.args, call.kwargs, ret)
-            certain = declared or output_bytes(call.args, call.kwargs, ret)
-            del ret
-            fns[label], estimates[label] = fn, timing.estimate_ms(fn)
-            per_call[label].append(
-                {
-                    "wrapper": call.wrapper,
-                    "signature": call.signature,
-                    "bytes": moved,
-                    "flops": flops,
-                    "certain_bytes": certain,
-                    "bytes_declared": bool(declared),
-                }
-            )
-        prefer_graph = min(estimates.values()) < timing.GRAPH_BELOW_MS
-        for label in labels:
-            timer = timing.make_timer(fns[label], estimates[label], job.get("rep_ms", 25), prefer_graph)
-            try:
-                timing.guard(fns[label], estimates[label])
-            except timing.TimingFooled as e:
-                return {"error": f"{label}: {e}", "fooled": True, "label": label}
-            timers[label].append(timer)
-            per_call[label][i]["method"] = timer.method
-            if job.get("profile", True):
-                per_call[label][i]["kernel_ms"] = timing.kernel_times(fns[label], variants[label]["kernels"])
-
-    rounds = timing.interleaved(timers, job.get("rounds", 15), seed=job.get("seed", 0))
-    for label in labels:
-        for i, entry in enumerate(per_call[label]):
-            samples = [r[i] for r in rounds[label]]
-            entry["samples"] = samples
-            entry["median_ms"] = statistics.median(samples)
-    return {"calls": per_call, "rounds": rounds, "peaks": peaks.__dict__, "labels": labels}
+        variants[label] = {"module": module, "recorder": recorder, "calls": calls, "kernels": set(spec["kernels"])}
+    return variants
 
 
-def _bound(fn, args: tuple, kwargs: dict):
-    return lambda: fn(*args, **kwargs)
+def _prepare_call(fn, sets, module, base_call) -> tuple[dict[str, Any], float]:
+    """Compile (and autotune) outside the timed region, count what the call moves and launches untimed, and
+    estimate its time."""
+    import torch
+
+    from . import sandbox, timing
+    from .capture import bytes_moved, output_bytes
+
+    ret = sets.call(fn, 0)
+    torch.cuda.synchronize()
+    args, kwargs = sets.sets[0]
+    flops = _counted(module, f"flops_{base_call.wrapper}", base_call)
+    declared = _counted(module, f"bytes_{base_call.wrapper}", base_call)
+    entry = {
+        "wrapper": base_call.wrapper,
+        "signature": base_call.signature,
+        "bytes": declared or bytes_moved(args, kwargs, ret),
+        "flops": flops,
+        "certain_bytes": declared or output_bytes(args, kwargs, ret),
+        "bytes_declared": bool(declared),
+        "low_precision": any(
+            "float8" in str(t.dtype) or t.dtype in (torch.int8, torch.uint8) for t in timing.tensors_of(sets.base)
+        ),
+    }
+    del ret
+    before = Counter(sandbox.LAUNCHES)
+    sets.call(fn, 0)  # the untimed call whose launches every timed call must match
+    torch.cuda.synchronize()
+    entry["checked_launches"] = dict(sandbox.LAUNCHES - before)
+    return entry, timing.estimate_ms(lambda: sets.call(fn, 0))
+
+
+def _save_timed_outputs(timers, per_call, out_dir: Path, save) -> None:
+    """After all the timed calls: each variant's outputs on the same fresh values at its timed addresses (the
+    reference's twice, to tell nondeterminism from cheating), saved for the caller to compare. New allocations
+    are poisoned meanwhile, so an output left unwritten cannot hold a right answer by chance."""
+    from . import sandbox, timing
+    from .capture import call_outputs
+
+    sandbox.set_poisoning(True)
+    try:
+        for label, label_timers in timers.items():
+            for i, timer in enumerate(label_timers):
+                check_sets = sorted({0, len(timer.sets) - 1})
+                saved: dict[str, dict[int, str]] = {"files": {}, "repeat": {}}
+                passes = ("files", "repeat") if label == "reference" else ("files",)
+                for kind in passes:
+                    for k, (ret, args, kwargs) in timer.check_outputs(check_sets, timing.CHECK_STEP).items():
+                        name = f"timed_{label}_{i}_{k}_{kind}.pt"
+                        save(call_outputs(ret, args, kwargs), out_dir / name)
+                        saved[kind][k] = name
+                per_call[label][i]["timed_outputs"] = saved
+    finally:
+        sandbox.set_poisoning(False)
+
+
+def run_peaks(job: dict[str, Any], info: Any, send) -> dict[str, Any]:
+    """Measure the device's ceilings and A/A noise margin (no user code runs in this job)."""
+    from dataclasses import asdict
+
+    from .device_ceilings import measure
+
+    if info.backend == "interpreter":
+        return {"error": "no GPU: nothing to measure"}
+    send({"event": "progress", "bench": "measuring the device's peaks and noise floor"})
+    return {"peaks": asdict(measure(job.get("measure", True)))}
 
 
 def _counted(module, name: str, call) -> int | None:

@@ -23,6 +23,8 @@ from geak.agent.loop import GeakAgent
 from geak.agent.memory import Evaluation
 from geak.agent.retrieval import KernelCorpus
 from geak.evaluator.api import EvalOptions, Evaluator
+from geak.evaluator.results import DEFAULT_NOISE_MARGIN
+from geak.evaluator.speedup import judge
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ORIGINAL = FIXTURES / "add_native.py"
@@ -65,6 +67,7 @@ class MarkedTiming(CandidateEvaluator):
             ev.timed, ev.latency_ms, ev.stage = True, latency, "perf"
             ev.speedup = 1.0 / latency
             ev.speedup_low, ev.speedup_high = ev.speedup * 0.98, ev.speedup * 1.02
+            ev.speedup_verdict = judge(ev.speedup_low, ev.speedup_high, DEFAULT_NOISE_MARGIN)
         return ev
 
 

@@ -33,6 +33,7 @@ class Measured:
     ok: bool
     latency_ms: float | None
     message: str = ""
+    faster: bool | None = None
 
 
 def launch_values(source):

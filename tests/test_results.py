@@ -2,8 +2,8 @@
 
 import json
 
-from geak.evaluator.bench import speedup_interval
 from geak.evaluator.results import CheckResult, Comparison, Diagnostic, KernelInfo, Mismatch, TestOutcome
+from geak.evaluator.speedup import speedup_interval
 
 
 def test_check_result_round_trip():

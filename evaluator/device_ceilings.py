@@ -1,0 +1,134 @@
+"""Worker-side measurement of the device's ceilings and noise floor, in a job process that runs no user code
+(the caller caches the result, ``peaks.py``).
+
+* copy bandwidth (bytes read + written) of a 1 GiB device-to-device copy, L2 flushed by its size;
+* copy bandwidth of data resident in L2 (graph replay of copies of a buffer a quarter of the L2's size): the
+  ceiling of hot-cache timings;
+* dense matmul rates through torch (16-bit: the better of fp16 and bf16; fp32 without TF32);
+* the A/A equivalence margin: two identical, separately compiled Triton kernels timed against each other through
+  the evaluator's own timing path at a small (graph) and a large (flushed) size; the margin is a multiple of the
+  largest departure from 1 of their speedup intervals, within the bounds ``peaks.py`` accepts.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from . import timing
+from .peaks import MAX_NOISE_MARGIN, MIN_NOISE_MARGIN, datasheet_peaks
+from .results import Peaks
+from .speedup import speedup_interval
+
+AA_FACTOR = 3.0  # margin = this times the largest A/A departure from 1
+AA_ROUNDS = 15
+AA_SIZES = (1 << 16, 1 << 26)
+
+
+def measure(measure: bool = True) -> Peaks:
+    """The current device's ceilings: measured, or the datasheet's when `measure` is False."""
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    l2 = int(getattr(props, "L2_cache_size", 0) or 0)
+    if not measure:
+        return datasheet_peaks(props.name, l2)
+    return Peaks(
+        props.name,
+        copy_gbps(),
+        max(matmul_tflops(torch.bfloat16), matmul_tflops(torch.float16)),
+        matmul_tflops(torch.float32),
+        "measured",
+        l2,
+        l2_copy_gbps(l2),
+        aa_margin(),
+    )
+
+
+def copy_gbps() -> float:
+    import triton.testing
+
+    n = 256 * 1024 * 1024  # 1 GiB of fp32: far beyond any L2
+    src = torch.randn(n, device="cuda")
+    dst = torch.empty_like(src)
+    ms = triton.testing.do_bench(lambda: dst.copy_(src), warmup=25, rep=200, return_mode="median")
+    return 2 * n * 4 / (ms * 1e-3) / 1e9
+
+
+def l2_copy_gbps(l2_bytes: int) -> float:
+    """Copy bandwidth of a buffer that stays in L2 (0 when the L2 size is unknown)."""
+    import triton.testing
+
+    if l2_bytes <= 0:
+        return 0.0
+    n = max(1 << 16, l2_bytes // 4 // 2 // 4)  # src + dst = a quarter of the L2, fp32
+    src = torch.randn(n, device="cuda")
+    dst = torch.empty_like(src)
+    repeat = 100
+
+    def copies() -> None:
+        for _ in range(repeat):
+            dst.copy_(src)
+
+    ms = triton.testing.do_bench_cudagraph(copies, rep=100, return_mode="median") / repeat
+    return 2 * n * 4 / (ms * 1e-3) / 1e9
+
+
+def matmul_tflops(dtype: torch.dtype) -> float:
+    """Dense matmul rate through torch (cuBLAS / hipBLASLt): graph replay, so no launch gaps, allocation or
+    cache flush get in the way of a ceiling."""
+    import triton.testing
+
+    n = 8192 if dtype != torch.float32 else 4096
+    a = torch.randn(n, n, device="cuda", dtype=dtype)  # random data: zeros run faster than real inputs
+    b = torch.randn(n, n, device="cuda", dtype=dtype)
+    c = torch.empty(n, n, device="cuda", dtype=dtype)
+    tf32 = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        for _ in range(20):  # let the clocks ramp up
+            torch.matmul(a, b, out=c)
+        ms = triton.testing.do_bench_cudagraph(lambda: torch.matmul(a, b, out=c), rep=300, return_mode="median")
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+    return 2 * n**3 / (ms * 1e-3) / 1e12
+
+
+@triton.jit
+def _aa_scale_a(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 1.5 + 1.0, mask=mask)
+
+
+@triton.jit
+def _aa_scale_b(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 1.5 + 1.0, mask=mask)
+
+
+def aa_margin(rep_ms: float = 25.0) -> float:
+    """The equivalence margin of a speedup on this device, from A/A timings of two identical kernels."""
+    departures = []
+    for n in AA_SIZES:
+        x = torch.randn(n, device="cuda")
+        base = ((x, torch.empty_like(x)), {})
+        prepared = {}
+        for name, kernel in (("a", _aa_scale_a), ("b", _aa_scale_b)):
+
+            def fn(x, out, kernel=kernel):
+                kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)
+
+            sets = timing.InputSets(base, 2)
+            sets.call(fn, 0)  # compile
+            prepared[name] = (fn, sets, timing.estimate_ms(lambda fn=fn, sets=sets: sets.call(fn, 0)))
+        fastest = min(estimate for _, _, estimate in prepared.values())
+        per_graph = timing.graph_calls(fastest, 2) if fastest < timing.GRAPH_BELOW_MS else None
+        timers = {
+            name: [timing.make_timer(fn, sets, estimate, rep_ms, per_graph)]
+            for name, (fn, sets, estimate) in prepared.items()
+        }
+        rounds = timing.interleaved(timers, AA_ROUNDS)
+        s = speedup_interval(rounds["a"], rounds["b"], margin=0.0)
+        departures.append(max(abs(s.low - 1.0), abs(s.high - 1.0), abs(s.ratio - 1.0)))
+    return min(max(AA_FACTOR * max(departures), MIN_NOISE_MARGIN), MAX_NOISE_MARGIN)

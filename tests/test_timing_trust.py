@@ -1,0 +1,431 @@
+"""Timing that cannot be gamed, and honest speedups: the caller's rules on synthetic per-call data (no GPU)."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from dataclasses import asdict, replace
+
+import pytest
+import torch
+
+from geak.evaluator import peaks as peaks_cache
+from geak.evaluator import timing_rules as rules
+from geak.evaluator.bench import bench_result
+from geak.evaluator.pool import JobOutcome
+from geak.evaluator.results import DEFAULT_NOISE_MARGIN, Peaks
+from geak.evaluator.speedup import judge, speedup_interval
+from geak.evaluator.timing import InputSets, factor, set_count
+
+H200 = Peaks("NVIDIA H200", 4240.0, 675.0, 51.0, "measured", 60 << 20, 9800.0, 0.008)
+RUNTIME = {"backend": "cuda", "device": "NVIDIA H200", "torch_version": "2.11", "triton_version": "3.6"}
+
+
+def rounds_with(offset: float, n: int = 15, jitter: float = 0.002, seed: int = 0) -> tuple[list, list]:
+    """Reference and candidate rounds whose per-round ratio is 1 + offset, with multiplicative jitter."""
+    rng = random.Random(seed)
+    ref = [[1.0 * (1 + offset) * (1 + rng.uniform(-jitter, jitter))] for _ in range(n)]
+    cand = [[1.0 * (1 + rng.uniform(-jitter, jitter))] for _ in range(n)]
+    return ref, cand
+
+
+# ----------------------------------------------------------------------------------------- noise floor
+
+
+@pytest.mark.parametrize("offset", [0.0005, 0.001, 0.002, 0.005, -0.0005, -0.005])
+def test_aa_with_systematic_offsets_is_within_noise(offset):
+    s = speedup_interval(*rounds_with(offset, jitter=0.0005))
+    assert (s.low > 1.0 or s.high < 1.0) or offset == 0  # the interval excludes 1: the old rule claimed a change
+    assert not s.significant and s.verdict == "within noise (±1%)" and s.margin == DEFAULT_NOISE_MARGIN
+
+
+def test_real_speedups_and_slowdowns_are_claimed():
+    faster = speedup_interval(*rounds_with(0.2))
+    assert faster.significant and faster.verdict == "faster" and faster.low > 1.15
+    slower = speedup_interval(*rounds_with(-0.2))
+    assert slower.significant and slower.verdict == "slower" and slower.high < 0.85
+
+
+def test_verdict_needs_the_whole_interval_beyond_the_margin():
+    assert judge(1.011, 1.05, 0.01) == "faster"
+    assert judge(1.009, 1.05, 0.01).startswith("within noise")  # straddles 1 + margin
+    assert judge(0.95, 0.989, 0.01) == "slower"
+    assert judge(0.95, 1.001, 0.005) == "within noise (±0.5%)"
+    # the device's measured margin decides: 0.6% is a speedup on a quiet device, noise on a loud one
+    ref, cand = rounds_with(0.006, jitter=0.0002)
+    assert speedup_interval(ref, cand, margin=0.005).verdict == "faster"
+    assert speedup_interval(ref, cand, margin=0.01).verdict == "within noise (±1%)"
+
+
+# ----------------------------------------------------------------------------------------- peaks cache
+
+
+def test_measured_peaks_round_trip_through_the_cache(tmp_path):
+    path = tmp_path / "peaks.json"
+    peaks_cache.store(RUNTIME, H200, path)
+    assert peaks_cache.read_cached(RUNTIME, path) == H200
+    assert peaks_cache.read_cached({**RUNTIME, "triton_version": "3.7"}, path) is None  # another stack: measure
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"bandwidth_gbps": 9e12},  # switches the impossible-speed check off
+        {"bandwidth_gbps": 100.0},  # far below an H200's datasheet
+        {"tflops_16bit": 1e9},
+        {"tflops_fp32": float("nan")},
+        {"l2_gbps": 1e9},
+        {"noise_margin": 0.0},  # would claim every A/A offset as a speedup
+        {"noise_margin": 0.9},  # would hide every real speedup
+        {"noise_margin": True},
+        {"device": "NVIDIA H100"},
+        {"source": "datasheet (H200)"},
+        {"bandwidth_gbps": "4240"},
+        {"extra": 1},
+    ],
+)
+def test_absurd_cache_entries_are_discarded(tmp_path, change):
+    path = tmp_path / "peaks.json"
+    entry = {**asdict(H200), **change}
+    text = json.dumps({peaks_cache.cache_key(RUNTIME): entry})
+    path.write_text(text)
+    assert peaks_cache.read_cached(RUNTIME, path) is None
+    peaks_cache.store(RUNTIME, replace(H200, noise_margin=0.9), path)  # never written either
+    assert path.read_text() == text
+
+
+def test_missing_fields_or_a_broken_file_mean_measure_again(tmp_path):
+    path = tmp_path / "peaks.json"
+    entry = asdict(H200)
+    del entry["noise_margin"]
+    path.write_text(json.dumps({peaks_cache.cache_key(RUNTIME): entry}))
+    assert peaks_cache.read_cached(RUNTIME, path) is None
+    path.write_text("[1, 2")
+    assert peaks_cache.read_cached(RUNTIME, path) is None
+    path.write_text("[1, 2]")
+    assert peaks_cache.read_cached(RUNTIME, path) is None
+
+
+def test_datasheet_peaks_carry_the_default_margin():
+    p = peaks_cache.datasheet_peaks("NVIDIA H200", 1)
+    assert p.bandwidth_gbps == 4800.0 and p.noise_margin == DEFAULT_NOISE_MARGIN and p.source == "datasheet (H200)"
+
+
+# ----------------------------------------------------------------------------------------- physics floors
+
+
+def entry(method: str = "cuda-graph", **extra) -> dict:
+    base = {
+        "wrapper": "add",
+        "signature": "add(f32[16777216], f32[16777216])",
+        "bytes": 3 * 4 * (1 << 24),
+        "certain_bytes": 4 * (1 << 24),
+        "flops": None,
+        "method": method,
+        "input_sets": 4,
+        "checked_launches": {"add_kernel": 1},
+        "timed_launches": {"add_kernel": 1.0},
+        "timed_calls": 4000,
+    }
+    return {**base, **extra}
+
+
+def test_graph_replay_is_not_exempt_from_the_impossible_speed_check():
+    # the memoizing candidate seen on the H200: 210,205% of the copy peak, with a graph timing
+    ms = 4 * (1 << 24) / (2102.05 * 4240e9) * 1e3
+    problem = rules.impossible_speed("candidate", entry("cuda-graph"), ms, H200)
+    assert problem and "physically impossible" in problem and "cuda-graph" in problem and "L2" in problem
+    assert rules.impossible_speed("candidate", entry("flushed"), ms, H200)
+
+
+def test_hot_graph_data_may_beat_dram_but_not_l2():
+    hot = {"certain_bytes": 4 << 16, "bytes": 12 << 16}
+    at_2x_dram = (4 << 16) / (2 * 4240e9) * 1e3
+    assert rules.impossible_speed("candidate", entry("cuda-graph", **hot), at_2x_dram, H200) is None
+    assert rules.impossible_speed("candidate", entry("flushed", **hot), at_2x_dram, H200)
+    unknown_l2 = replace(H200, l2_gbps=0.0)  # taken as 4x DRAM, as is a measured L2 rate below that
+    assert rules.impossible_speed("candidate", entry("cuda-graph", **hot), at_2x_dram, unknown_l2) is None
+    assert rules.impossible_speed("candidate", entry("cuda-graph", **hot), at_2x_dram / 4, unknown_l2)
+    assert rules.impossible_speed("candidate", entry("cuda-graph", **hot), at_2x_dram / 4, H200)
+    big_l2 = replace(H200, l2_gbps=40000.0)
+    assert rules.impossible_speed("candidate", entry("cuda-graph", **hot), at_2x_dram / 4, big_l2) is None
+
+
+def test_a_real_flushed_timing_passes():
+    ms = 3 * 4 * (1 << 24) / (3800e9) * 1e3  # 90% of the copy peak
+    assert rules.impossible_speed("candidate", entry("flushed"), ms, H200) is None
+    assert "timed at 0" in rules.impossible_speed("candidate", entry("flushed"), 0.0, H200)
+
+
+def test_declared_flops_above_the_matmul_peak_are_impossible():
+    flops = 2 * 4096**3
+    matmul = entry("flushed", certain_bytes=2 * 4096 * 4096, bytes=6 * 4096 * 4096, flops=flops)
+    ms_real = flops / 600e12 * 1e3
+    assert rules.impossible_speed("candidate", matmul, ms_real, H200) is None
+    problem = rules.impossible_speed("candidate", matmul, ms_real / 10, H200)
+    assert problem and "TFLOP/s" in problem
+    fp8 = {**matmul, "low_precision": True}  # 8-bit inputs: twice the 16-bit ceiling
+    assert rules.impossible_speed("candidate", fp8, flops / 1300e12 * 1e3, H200) is None
+
+
+# ----------------------------------------------------------------------------------------- launches
+
+
+def test_timed_calls_that_launch_nothing_fail():
+    cand = entry(timed_launches={}, checked_launches={"add_kernel": 1})
+    problem = rules.launch_problem("candidate", cand, entry())
+    assert problem and "launched no Triton kernel in its timed calls" in problem
+    # a torch fallback everywhere: nothing launched untimed either, but the reference launches
+    fallback = entry(timed_launches={}, checked_launches={})
+    assert "no Triton kernel" in rules.launch_problem("candidate", fallback, entry())
+    # without a reference, a file that never launches a kernel is timed as it is
+    assert rules.launch_problem("candidate", fallback, None) is None
+
+
+def test_timed_calls_that_skip_launches_fail():
+    after_40 = entry(timed_launches={"add_kernel": 40 / 4000}, checked_launches={"add_kernel": 1})
+    problem = rules.launch_problem("candidate", after_40, entry())
+    assert problem and "fewer kernels" in problem and "add_kernel 0.01 per timed call vs 1 untimed" in problem
+    renamed = entry(timed_launches={"fused": 1.0}, checked_launches={"fused": 1})  # its own kernels: fine
+    assert rules.launch_problem("candidate", renamed, entry()) is None
+    assert rules.launch_problem("candidate", entry(), entry()) is None
+
+
+# ----------------------------------------------------------------------------------------- timed outputs
+
+
+def save_outputs(directory, name, tensor):
+    torch.save({"return": tensor, "args": [None, None], "kwargs": {}}, directory / name)
+    return name
+
+
+def test_outputs_of_timed_calls_must_match_the_reference(tmp_path):
+    right = torch.arange(8, dtype=torch.float32)
+    ref = rules.TimedOutputs(
+        {0: save_outputs(tmp_path, "r0", right), 3: save_outputs(tmp_path, "r3", right * 2)},
+        {0: save_outputs(tmp_path, "rr0", right), 3: save_outputs(tmp_path, "rr3", right * 2)},
+    )
+    good = rules.TimedOutputs({0: save_outputs(tmp_path, "c0", right), 3: save_outputs(tmp_path, "c3", right * 2)}, {})
+    assert rules.output_problems("add(f32[8])", ref, good, tmp_path, 4000) == ([], [])
+    stale = rules.TimedOutputs({0: "c0", 3: save_outputs(tmp_path, "s3", right)}, {})  # cached by address
+    problems, _ = rules.output_problems("add(f32[8])", ref, stale, tmp_path, 4000)
+    assert len(problems) == 1 and "input set 4, after 4000 timed calls" in problems[0]
+    assert "differ from the reference's on the same inputs" in problems[0]
+    nan = rules.TimedOutputs({0: save_outputs(tmp_path, "n0", torch.full((8,), math.nan)), 3: "c3"}, {})
+    assert "NaN" in rules.output_problems("add(f32[8])", ref, nan, tmp_path, 41)[0][0]
+
+
+def test_missing_or_hostile_output_files_fail(tmp_path):
+    right = torch.ones(4)
+    ref = rules.TimedOutputs({0: save_outputs(tmp_path, "r0", right)}, {})
+    assert "no outputs were saved" in rules.output_problems("f", ref, rules.TimedOutputs({}, {}), tmp_path, 1)[0][0]
+    (tmp_path / "evil").write_bytes(b"PK\x03\x04 not a torch file")
+    evil = rules.TimedOutputs({0: "evil"}, {})
+    assert "could not be read back" in rules.output_problems("f", ref, evil, tmp_path, 1)[0][0]
+
+
+def test_a_nondeterministic_reference_is_not_held_against_the_candidate(tmp_path):
+    ref = rules.TimedOutputs(
+        {0: save_outputs(tmp_path, "r0", torch.zeros(4))}, {0: save_outputs(tmp_path, "rr0", torch.ones(4))}
+    )
+    cand = rules.TimedOutputs({0: save_outputs(tmp_path, "c0", torch.full((4,), 7.0))}, {})
+    problems, notes = rules.output_problems("f", ref, cand, tmp_path, 1)
+    assert problems == [] and "reference gives different outputs" in notes[0]
+
+
+# ----------------------------------------------------------------------------------------- wall clock
+
+
+def test_claimed_device_time_must_fit_the_callers_clock():
+    assert rules.wall_clock_problem({"reference": 300.0, "candidate": 400.0}, 1.0) is None
+    problem = rules.wall_clock_problem({"reference": 3000.0, "candidate": 400.0}, 1.0)
+    assert problem and "3400 ms of device time" in problem and "1000 ms" in problem
+    assert "cannot be verified" in rules.wall_clock_problem({"candidate": 1.0}, None)
+
+
+def test_forged_batch_events_only_shrink_the_window():
+    now = iter(range(100))
+    clock = rules.BatchClock(lambda: next(now))
+    clock.on_event({"batch": "start"})  # forged at import: 0
+    clock.on_event({"batch": "start"})  # the real one: 1
+    clock.on_event({"bench": "x"})
+    clock.on_event({"batch": "end"})  # 2
+    clock.on_event({"batch": "end"})  # forged late: ignored
+    assert clock.window_s == 1
+    clock.on_event({"batch": "start"})  # forged after the end: the window is open again, so rejected
+    assert clock.window_s is None
+
+
+# ----------------------------------------------------------------------------------------- the verdict
+
+
+def job_result(cand_entry: dict, device_ms: float = 500.0, ratio: float = 1.0) -> dict:
+    ref_entry = entry()
+    cand_entry = {**entry(), **cand_entry}
+    n = 15
+    return {
+        "calls": {
+            "reference": [{**ref_entry, "samples": [1.0] * n}],
+            "candidate": [{**cand_entry, "samples": [1.0 / ratio] * n}],
+        },
+        "rounds": {
+            "reference": [[1.0 + 0.001 * (i % 3)] for i in range(n)],
+            "candidate": [[1.0 / ratio] for _ in range(n)],
+        },
+        "labels": ["reference", "candidate"],
+        "device_ms": {"reference": device_ms / 2, "candidate": device_ms / 2},
+    }
+
+
+def verdict(result: dict, tmp_path, window_s: float | None = 2.0):
+    outcome = JobOutcome("ok", result)
+    return bench_result(outcome, "cand.py", None, None, RUNTIME, H200, tmp_path, window_s)
+
+
+def test_an_honest_timing_gets_a_speedup_with_its_noise_floor(tmp_path):
+    r = verdict(job_result({}, ratio=1.0), tmp_path)
+    assert r.ok and r.speedup and r.speedup.verdict == "within noise (±0.8%)" and not r.speedup.significant
+    assert r.peaks == H200 and "within noise" in r.message
+    r = verdict(job_result({}, ratio=1.25), tmp_path)
+    assert r.ok and r.speedup.verdict == "faster"
+
+
+def test_rejections_carry_clear_reasons(tmp_path):
+    r = verdict(job_result({"timed_launches": {}}), tmp_path)
+    assert not r.ok and r.message.startswith("timing rejected: candidate:") and "no Triton kernel" in r.message
+    assert r.diagnostics and r.diagnostics[0].severity == "error"
+    r = verdict(job_result({}, device_ms=5000.0), tmp_path, window_s=2.0)
+    assert not r.ok and "tampered" in r.message
+    r = verdict(job_result({}), tmp_path, window_s=None)
+    assert not r.ok and "cannot be verified" in r.message
+    fast = job_result({"timed_launches": {}}, ratio=20000.0)
+    r = verdict(fast, tmp_path)
+    assert not r.ok and "(and 1 more)" in r.message and "physically impossible" in r.diagnostics[1].message
+
+
+def test_a_malformed_report_fails_cleanly(tmp_path):
+    result = job_result({})
+    del result["device_ms"]
+    r = verdict(result, tmp_path)
+    assert not r.ok and "malformed" in r.message
+    result = job_result({})
+    result["calls"]["candidate"][0]["samples"] = "fast"
+    assert not verdict(result, tmp_path).ok
+
+
+# ----------------------------------------------------------------------------------------- input sets
+
+
+def test_input_sets_rotate_addresses_and_refresh_values_identically_for_every_variant():
+    x = torch.randn(64)
+    idx = torch.randperm(64)
+    base = ((x, idx), {"scale": 2.0, "out": torch.zeros(64)})
+    ref, cand = InputSets(base, 3), InputSets(base, 3)
+    pointers = {s[0][0].data_ptr() for s in ref.sets} | {s[0][0].data_ptr() for s in cand.sets}
+    assert len(pointers) == 6 and x.data_ptr() not in pointers
+    for sets in (ref, cand):
+        sets.sets[1][0][1].zero_()  # a call that mutated its index argument
+        sets.refresh(1, 7)
+    assert torch.equal(ref.sets[1][0][0], cand.sets[1][0][0])
+    assert torch.allclose(ref.sets[1][0][0], x * factor(7))
+    assert not torch.equal(ref.sets[1][0][0], x)
+    assert torch.equal(ref.sets[1][0][1], idx)  # index tensors keep their values (and structure)
+    assert ref.sets[1][1]["scale"] == 2.0
+    assert len({factor(step) for step in range(1000)}) == 1000
+    assert all(0.75 <= factor(step, seed) < 1.25 for step in range(100) for seed in (0, 1))
+    assert InputSets(base, 1, seed=1).call(lambda a, b, scale, out: a * scale, 0).shape == (64,)
+
+
+def test_set_count_fits_the_memory_budget():
+    assert set_count(1 << 30, 8 << 30) == 4
+    assert set_count(3 << 30, 8 << 30) == 2
+    assert set_count(9 << 30, 8 << 30) == 1
+    assert set_count(0, 0) == 4
+
+
+# ----------------------------------------------------------------------------------------- the worker's timer (CPU)
+
+
+class FakeEvent:
+    """`torch.cuda.Event` on the host clock: the timer's bookkeeping runs without a GPU."""
+
+    def __init__(self, enable_timing: bool = False):
+        self.at = 0.0
+
+    def record(self) -> None:
+        import time
+
+        self.at = time.perf_counter()
+
+    def synchronize(self) -> None:
+        pass
+
+    def elapsed_time(self, end: FakeEvent) -> float:
+        return (end.at - self.at) * 1e3
+
+
+@pytest.fixture
+def host_timer(monkeypatch):
+    from geak.evaluator import timing
+
+    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(timing, "_flush_buffer", lambda: torch.empty(16))
+    return timing
+
+
+def honest_add(x, y):
+    from geak.evaluator import sandbox
+
+    sandbox.LAUNCHES["add_kernel"] += 1
+    return x + y
+
+
+def memoizing_add():
+    from geak.evaluator import sandbox
+
+    cache = {}
+
+    def add(x, y):
+        key = (x.data_ptr(), y.data_ptr())
+        if key not in cache:
+            sandbox.LAUNCHES["add_kernel"] += 1
+            cache[key] = x + y
+        return cache[key]
+
+    return add
+
+
+def timed(timing, fn, tmp_path, label: str, passes=("files",)) -> tuple[dict, rules.TimedOutputs]:
+    from geak.evaluator.capture import call_outputs
+
+    gen = torch.Generator().manual_seed(0)  # every variant times the same values
+    base = ((torch.randn(256, generator=gen), torch.randn(256, generator=gen)), {})
+    sets = InputSets(base, 2)
+    sets.call(fn, 0)
+    timer = timing.make_timer(fn, sets, estimate=1.0, rep_ms=10.0, per_graph=None)
+    for _ in range(3):
+        timer.sample()
+    saved: dict[str, dict[int, str]] = {"files": {}, "repeat": {}}
+    for kind in passes:
+        for k, (ret, args, kwargs) in timer.check_outputs([0, 1], timing.CHECK_STEP).items():
+            name = f"{label}_{k}_{kind}.pt"
+            torch.save(call_outputs(ret, args, kwargs), tmp_path / name)
+            saved[kind][k] = name
+    data = entry("flushed", timed_launches=timer.launches_per_call(), timed_calls=timer.timed_calls)
+    assert timer.method == "flushed" and timer.timed_calls == 30 and timer.device_ms > 0
+    return data, rules.TimedOutputs(saved["files"], saved["repeat"])
+
+
+def test_the_timer_catches_an_output_memoized_by_address(host_timer, tmp_path):
+    ref_entry, ref_out = timed(host_timer, honest_add, tmp_path, "ref", ("files", "repeat"))
+    assert ref_entry["timed_launches"] == {"add_kernel": 1.0}
+    good_entry, good_out = timed(host_timer, honest_add, tmp_path, "good")
+    assert rules.launch_problem("candidate", good_entry, ref_entry) is None
+    assert rules.output_problems("add", ref_out, good_out, tmp_path, 30) == ([], [])
+
+    cheat_entry, cheat_out = timed(host_timer, memoizing_add(), tmp_path, "cheat")
+    assert "fewer kernels" in rules.launch_problem("candidate", cheat_entry, ref_entry)
+    problems, _ = rules.output_problems("add", ref_out, cheat_out, tmp_path, 30)
+    assert len(problems) == 2 and "differ from the reference's on the same inputs" in problems[0]
