@@ -125,14 +125,9 @@ def timing_problems(
         if problem:
             problems.append(problem)
     if references:
-        for ref, cand in zip(references, entries["candidate"], strict=True):
+        for i, cand in enumerate(entries["candidate"]):
             found, skipped = rules.output_problems(
-                cand["signature"],
-                _outputs(ref),
-                _outputs(cand),
-                outputs_dir,
-                cand.get("timed_calls", 0),
-                tolerances,
+                cand["signature"], i, cand.get("input_sets", 1), outputs_dir, cand.get("timed_calls", 0), tolerances
             )
             problems += found
             notes += skipped
@@ -145,14 +140,6 @@ def timing_problems(
     if problem:
         problems.append(problem)
     return problems, notes
-
-
-def _outputs(entry: dict[str, Any]) -> rules.TimedOutputs:
-    saved = entry.get("timed_outputs") or {}
-    return rules.TimedOutputs(
-        {int(k): str(v) for k, v in (saved.get("files") or {}).items()},
-        {int(k): str(v) for k, v in (saved.get("repeat") or {}).items()},
-    )
 
 
 def _call_timing(entry: dict[str, Any], peaks: Peaks) -> CallTiming:

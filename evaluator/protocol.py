@@ -28,3 +28,17 @@ def probe_input_file(index: int) -> str:
 def probe_output_file(index: int, run: str = "") -> str:
     """`run`: "" (the real run), "again" (the reference's second run) or "ghost" (kernels as no-ops)."""
     return f"fresh_{index}{'_' + run if run else ''}.pt"
+
+
+def timed_output_sets(input_sets: int) -> list[int]:
+    """The input sets whose outputs are checked after the timed calls: the first and the last (of at most 4)."""
+    count = max(1, min(int(input_sets), 4))
+    return sorted({0, count - 1})
+
+
+def timed_output_file(label: str, call: int, input_set: int, run: str = "") -> str:
+    """Outputs of a variant's ("reference"/"candidate") timed call on an input set after the timed batch; `run`
+    "again" for the reference's second run on the same inputs."""
+    if label not in ("reference", "candidate"):
+        raise ValueError(f"unknown variant {label!r}")
+    return f"timed_{label}_{int(call)}_{int(input_set)}{'_' + run if run else ''}.pt"

@@ -13,11 +13,11 @@ A timing is rejected when its calls
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .compare import Tolerance, compare, load_output
+from .compare import Tolerance, UnreadableOutput, compare, load_output
+from .protocol import timed_output_file, timed_output_sets
 from .results import Peaks
 
 IMPOSSIBLE_MARGIN = 1.15  # achieved DRAM bandwidth this far above the measured copy peak cannot be real
@@ -83,38 +83,31 @@ def launch_problem(who: str, entry: Mapping[str, Any], reference: Mapping[str, A
     return None
 
 
-@dataclass(frozen=True)
-class TimedOutputs:
-    """Where the bench job saved the outputs of one variant's late timed-like calls: set -> file name."""
-
-    files: dict[int, str]
-    repeat: dict[int, str]  # the reference only: the same inputs again, to tell nondeterminism from cheating
-
-
 def output_problems(
     signature: str,
-    reference: TimedOutputs,
-    candidate: TimedOutputs,
+    call: int,
+    input_sets: int,
     directory: Path,
     after_calls: int,
     tolerances: dict[str, Tolerance] | None = None,
 ) -> tuple[list[str], list[str]]:
-    """(problems, notes): the candidate's outputs against the reference's on identical inputs, per input set."""
+    """(problems, notes): the candidate's outputs of late timed calls against the reference's on identical inputs,
+    per checked input set, read from the files the trusted side names itself (``protocol``)."""
     problems, notes = [], []
-    for k, ref_file in sorted(reference.files.items()):
-        cand_file = candidate.files.get(k)
+    for k in timed_output_sets(input_sets):
         where = f"timed call {signature} (input set {k + 1}, after {after_calls} timed calls)"
-        if cand_file is None:
-            problems.append(f"candidate: {where}: no outputs were saved")
+        try:
+            ref = load_output(directory / timed_output_file("reference", call, k))
+            again = load_output(directory / timed_output_file("reference", call, k, "again"))
+        except UnreadableOutput as e:
+            problems.append(f"reference: {where}: its outputs could not be read back ({e})")
             continue
         try:
-            ref = load_output(directory / ref_file)
-            cand = load_output(directory / cand_file)
-            again = load_output(directory / reference.repeat[k]) if k in reference.repeat else None
-        except Exception as e:  # a missing or hostile file: the timing is not believed
-            problems.append(f"candidate: {where}: its outputs could not be read back ({type(e).__name__})")
+            cand = load_output(directory / timed_output_file("candidate", call, k))
+        except UnreadableOutput as e:  # missing, a link, or hostile content: the timing is not believed
+            problems.append(f"candidate: {where}: its outputs could not be read back ({e})")
             continue
-        if again is not None and compare(ref, again, where, tolerances):
+        if compare(ref, again, where, tolerances):
             notes.append(f"{where}: not compared, the reference gives different outputs on the same inputs")
             continue
         mismatches = compare(ref, cand, where, tolerances)

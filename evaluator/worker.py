@@ -328,7 +328,10 @@ def run_bench(job: dict[str, Any], info: Any, send) -> dict[str, Any]:
                 )
 
     send({"event": "progress", "bench": "timed rounds", "batch": "start"})
-    rounds = timing.interleaved(timers, job.get("rounds", 15), seed=job.get("seed", 0))
+    try:
+        rounds = timing.interleaved(timers, job.get("rounds", 15), seed=job.get("seed", 0))
+    except Exception as e:  # user code that fails only when timed
+        return {"error": "a call failed while it was timed", "error_detail": sandbox.describe_error(e, "", None)}
     send({"event": "progress", "bench": "timed rounds", "batch": "end"})
     for label in labels:
         for i, entry in enumerate(per_call[label]):
@@ -342,7 +345,11 @@ def run_bench(job: dict[str, Any], info: Any, send) -> dict[str, Any]:
             )
     if len(labels) > 1:
         send({"event": "progress", "bench": "checking the outputs of the timed calls"})
-        _save_timed_outputs(timers, per_call, Path(job["outputs_dir"]), save)
+        try:
+            _save_timed_outputs(timers, Path(job["outputs_dir"]), save)
+        except Exception as e:
+            detail = sandbox.describe_error(e, "", None)
+            return {"error": "a call failed when the outputs of the timed calls were checked", "error_detail": detail}
     device_ms = {label: sum(t.device_ms for t in timers[label]) for label in labels}
     return {"calls": per_call, "rounds": rounds, "labels": labels, "device_ms": device_ms}
 
@@ -422,26 +429,23 @@ def _prepare_call(fn, sets, module, base_call) -> tuple[dict[str, Any], float]:
     return entry, timing.estimate_ms(lambda: sets.call(fn, 0))
 
 
-def _save_timed_outputs(timers, per_call, out_dir: Path, save) -> None:
+def _save_timed_outputs(timers, out_dir: Path, save) -> None:
     """After all the timed calls: each variant's outputs on the same fresh values at its timed addresses (the
-    reference's twice, to tell nondeterminism from cheating), saved for the caller to compare. New allocations
-    are poisoned meanwhile, so an output left unwritten cannot hold a right answer by chance."""
+    reference's twice, to tell nondeterminism from cheating), saved under the names the caller expects
+    (``protocol``). New allocations are poisoned meanwhile, so an output left unwritten cannot hold a right answer
+    by chance."""
     from . import sandbox, timing
     from .capture import call_outputs
+    from .protocol import timed_output_file, timed_output_sets
 
     sandbox.set_poisoning(True)
     try:
         for label, label_timers in timers.items():
             for i, timer in enumerate(label_timers):
-                check_sets = sorted({0, len(timer.sets) - 1})
-                saved: dict[str, dict[int, str]] = {"files": {}, "repeat": {}}
-                passes = ("files", "repeat") if label == "reference" else ("files",)
-                for kind in passes:
-                    for k, (ret, args, kwargs) in timer.check_outputs(check_sets, timing.CHECK_STEP).items():
-                        name = f"timed_{label}_{i}_{k}_{kind}.pt"
-                        save(call_outputs(ret, args, kwargs), out_dir / name)
-                        saved[kind][k] = name
-                per_call[label][i]["timed_outputs"] = saved
+                for run in ("", "again") if label == "reference" else ("",):
+                    outputs = timer.check_outputs(timed_output_sets(len(timer.sets)), timing.CHECK_STEP)
+                    for k, (ret, args, kwargs) in outputs.items():
+                        save(call_outputs(ret, args, kwargs), out_dir / timed_output_file(label, i, k, run))
     finally:
         sandbox.set_poisoning(False)
 

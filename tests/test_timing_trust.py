@@ -14,6 +14,7 @@ from geak.evaluator import peaks as peaks_cache
 from geak.evaluator import timing_rules as rules
 from geak.evaluator.bench import bench_result
 from geak.evaluator.pool import JobOutcome
+from geak.evaluator.protocol import timed_output_file, timed_output_sets
 from geak.evaluator.results import DEFAULT_NOISE_MARGIN, Peaks
 from geak.evaluator.speedup import judge, speedup_interval
 from geak.evaluator.timing import InputSets, factor, set_count
@@ -195,42 +196,45 @@ def test_timed_calls_that_skip_launches_fail():
 # ----------------------------------------------------------------------------------------- timed outputs
 
 
-def save_outputs(directory, name, tensor):
-    torch.save({"return": tensor, "args": [None, None], "kwargs": {}}, directory / name)
-    return name
+def save_outputs(directory, label: str, k: int, tensor, run: str = "", call: int = 0) -> None:
+    torch.save(
+        {"return": tensor, "args": [None, None], "kwargs": {}}, directory / timed_output_file(label, call, k, run)
+    )
 
 
 def test_outputs_of_timed_calls_must_match_the_reference(tmp_path):
     right = torch.arange(8, dtype=torch.float32)
-    ref = rules.TimedOutputs(
-        {0: save_outputs(tmp_path, "r0", right), 3: save_outputs(tmp_path, "r3", right * 2)},
-        {0: save_outputs(tmp_path, "rr0", right), 3: save_outputs(tmp_path, "rr3", right * 2)},
-    )
-    good = rules.TimedOutputs({0: save_outputs(tmp_path, "c0", right), 3: save_outputs(tmp_path, "c3", right * 2)}, {})
-    assert rules.output_problems("add(f32[8])", ref, good, tmp_path, 4000) == ([], [])
-    stale = rules.TimedOutputs({0: "c0", 3: save_outputs(tmp_path, "s3", right)}, {})  # cached by address
-    problems, _ = rules.output_problems("add(f32[8])", ref, stale, tmp_path, 4000)
+    for k, value in ((0, right), (3, right * 2)):
+        save_outputs(tmp_path, "reference", k, value)
+        save_outputs(tmp_path, "reference", k, value, "again")
+        save_outputs(tmp_path, "candidate", k, value)
+    assert rules.output_problems("add(f32[8])", 0, 4, tmp_path, 4000) == ([], [])
+    save_outputs(tmp_path, "candidate", 3, right)  # cached by address: the values of an earlier call
+    problems, _ = rules.output_problems("add(f32[8])", 0, 4, tmp_path, 4000)
     assert len(problems) == 1 and "input set 4, after 4000 timed calls" in problems[0]
     assert "differ from the reference's on the same inputs" in problems[0]
-    nan = rules.TimedOutputs({0: save_outputs(tmp_path, "n0", torch.full((8,), math.nan)), 3: "c3"}, {})
-    assert "NaN" in rules.output_problems("add(f32[8])", ref, nan, tmp_path, 41)[0][0]
+    save_outputs(tmp_path, "candidate", 0, torch.full((8,), math.nan))  # left unwritten (poisoned)
+    assert "NaN" in rules.output_problems("add(f32[8])", 0, 4, tmp_path, 41)[0][0]
 
 
-def test_missing_or_hostile_output_files_fail(tmp_path):
-    right = torch.ones(4)
-    ref = rules.TimedOutputs({0: save_outputs(tmp_path, "r0", right)}, {})
-    assert "no outputs were saved" in rules.output_problems("f", ref, rules.TimedOutputs({}, {}), tmp_path, 1)[0][0]
-    (tmp_path / "evil").write_bytes(b"PK\x03\x04 not a torch file")
-    evil = rules.TimedOutputs({0: "evil"}, {})
-    assert "could not be read back" in rules.output_problems("f", ref, evil, tmp_path, 1)[0][0]
+def test_missing_linked_or_hostile_output_files_fail(tmp_path):
+    save_outputs(tmp_path, "reference", 0, torch.ones(4))
+    save_outputs(tmp_path, "reference", 0, torch.ones(4), "again")
+    assert "could not be read back" in rules.output_problems("f", 0, 1, tmp_path, 1)[0][0]
+    (tmp_path / timed_output_file("candidate", 0, 0)).symlink_to(tmp_path / timed_output_file("reference", 0, 0))
+    assert "could not be read back" in rules.output_problems("f", 0, 1, tmp_path, 1)[0][0]
+    (tmp_path / timed_output_file("candidate", 0, 0)).unlink()
+    (tmp_path / timed_output_file("candidate", 0, 0)).write_bytes(b"PK\x03\x04 not a torch file")
+    assert "could not be read back" in rules.output_problems("f", 0, 1, tmp_path, 1)[0][0]
+    with pytest.raises(ValueError):
+        timed_output_file("../reference", 0, 0)
 
 
 def test_a_nondeterministic_reference_is_not_held_against_the_candidate(tmp_path):
-    ref = rules.TimedOutputs(
-        {0: save_outputs(tmp_path, "r0", torch.zeros(4))}, {0: save_outputs(tmp_path, "rr0", torch.ones(4))}
-    )
-    cand = rules.TimedOutputs({0: save_outputs(tmp_path, "c0", torch.full((4,), 7.0))}, {})
-    problems, notes = rules.output_problems("f", ref, cand, tmp_path, 1)
+    save_outputs(tmp_path, "reference", 0, torch.zeros(4))
+    save_outputs(tmp_path, "reference", 0, torch.ones(4), "again")
+    save_outputs(tmp_path, "candidate", 0, torch.full((4,), 7.0))
+    problems, notes = rules.output_problems("f", 0, 1, tmp_path, 1)
     assert problems == [] and "reference gives different outputs" in notes[0]
 
 
@@ -279,6 +283,9 @@ def job_result(cand_entry: dict, device_ms: float = 500.0, ratio: float = 1.0) -
 
 
 def verdict(result: dict, tmp_path, window_s: float | None = 2.0):
+    for k in timed_output_sets(4):  # what an honest job saves after its timed batch
+        for label, run in (("reference", ""), ("reference", "again"), ("candidate", "")):
+            save_outputs(tmp_path, label, k, torch.ones(4), run)
     outcome = JobOutcome("ok", result)
     return bench_result(outcome, "cand.py", None, None, RUNTIME, H200, tmp_path, window_s)
 
@@ -299,6 +306,11 @@ def test_rejections_carry_clear_reasons(tmp_path):
     assert not r.ok and "tampered" in r.message
     r = verdict(job_result({}), tmp_path, window_s=None)
     assert not r.ok and "cannot be verified" in r.message
+    stale = job_result({})
+    verdict(stale, tmp_path)
+    save_outputs(tmp_path, "candidate", 3, torch.zeros(4))
+    r = bench_result(JobOutcome("ok", stale), "cand.py", None, None, RUNTIME, H200, tmp_path, 2.0)
+    assert not r.ok and "differ from the reference's on the same inputs" in r.message
     fast = job_result({"timed_launches": {}}, ratio=20000.0)
     r = verdict(fast, tmp_path)
     assert not r.ok and "(and 1 more)" in r.message and "physically impossible" in r.diagnostics[1].message
@@ -397,7 +409,8 @@ def memoizing_add():
     return add
 
 
-def timed(timing, fn, tmp_path, label: str, passes=("files",)) -> tuple[dict, rules.TimedOutputs]:
+def timed(timing, fn, tmp_path, label: str) -> dict:
+    """Time `fn` as the worker does (flushed timer), then save its late outputs as the worker does."""
     from geak.evaluator.capture import call_outputs
 
     gen = torch.Generator().manual_seed(0)  # every variant times the same values
@@ -407,25 +420,21 @@ def timed(timing, fn, tmp_path, label: str, passes=("files",)) -> tuple[dict, ru
     timer = timing.make_timer(fn, sets, estimate=1.0, rep_ms=10.0, per_graph=None)
     for _ in range(3):
         timer.sample()
-    saved: dict[str, dict[int, str]] = {"files": {}, "repeat": {}}
-    for kind in passes:
-        for k, (ret, args, kwargs) in timer.check_outputs([0, 1], timing.CHECK_STEP).items():
-            name = f"{label}_{k}_{kind}.pt"
-            torch.save(call_outputs(ret, args, kwargs), tmp_path / name)
-            saved[kind][k] = name
-    data = entry("flushed", timed_launches=timer.launches_per_call(), timed_calls=timer.timed_calls)
+    for run in ("", "again") if label == "reference" else ("",):
+        for k, (ret, args, kwargs) in timer.check_outputs(timed_output_sets(2), timing.CHECK_STEP).items():
+            torch.save(call_outputs(ret, args, kwargs), tmp_path / timed_output_file(label, 0, k, run))
     assert timer.method == "flushed" and timer.timed_calls == 30 and timer.device_ms > 0
-    return data, rules.TimedOutputs(saved["files"], saved["repeat"])
+    return entry("flushed", timed_launches=timer.launches_per_call(), timed_calls=timer.timed_calls, input_sets=2)
 
 
 def test_the_timer_catches_an_output_memoized_by_address(host_timer, tmp_path):
-    ref_entry, ref_out = timed(host_timer, honest_add, tmp_path, "ref", ("files", "repeat"))
+    ref_entry = timed(host_timer, honest_add, tmp_path, "reference")
     assert ref_entry["timed_launches"] == {"add_kernel": 1.0}
-    good_entry, good_out = timed(host_timer, honest_add, tmp_path, "good")
+    good_entry = timed(host_timer, honest_add, tmp_path, "candidate")
     assert rules.launch_problem("candidate", good_entry, ref_entry) is None
-    assert rules.output_problems("add", ref_out, good_out, tmp_path, 30) == ([], [])
+    assert rules.output_problems("add", 0, 2, tmp_path, 30) == ([], [])
 
-    cheat_entry, cheat_out = timed(host_timer, memoizing_add(), tmp_path, "cheat")
+    cheat_entry = timed(host_timer, memoizing_add(), tmp_path, "candidate")
     assert "fewer kernels" in rules.launch_problem("candidate", cheat_entry, ref_entry)
-    problems, _ = rules.output_problems("add", ref_out, cheat_out, tmp_path, 30)
+    problems, _ = rules.output_problems("add", 0, 2, tmp_path, 30)
     assert len(problems) == 2 and "differ from the reference's on the same inputs" in problems[0]
