@@ -1,0 +1,84 @@
+/**
+ * GEAK for VS Code: glue between VS Code and the GEAK language server (`python -m geak.server`), where every
+ * feature lives (diagnostics, inlay hints, hover, code actions, optimization).
+ */
+import * as vscode from "vscode";
+import { checkFile, OPTIMIZE_KERNEL, optimizeKernel, showCandidates } from "./commands";
+import { GeakServer } from "./server";
+import { configurationChange } from "./settings";
+import { statusView } from "./status";
+import { containsTritonKernel } from "./tritonFile";
+
+let server: GeakServer | undefined;
+
+function statusBar(geak: GeakServer): vscode.StatusBarItem {
+  const item = vscode.window.createStatusBarItem("geak.status", vscode.StatusBarAlignment.Left, 0);
+  item.name = "GEAK";
+  item.command = "geak.showLog";
+  const render = (): void => {
+    const view = statusView(geak.current);
+    item.text = view.text;
+    item.tooltip = view.tooltip;
+    item.backgroundColor =
+      view.alert === undefined ? undefined : new vscode.ThemeColor(`statusBarItem.${view.alert}Background`);
+    if (geak.current.kind === "idle") {
+      item.hide();
+    } else {
+      item.show();
+    }
+  };
+  geak.onDidChangeState(render);
+  render();
+  return item;
+}
+
+function isTritonDocument(document: vscode.TextDocument): boolean {
+  return document.languageId === "python" && document.uri.scheme === "file" && containsTritonKernel(document.getText());
+}
+
+export function activate(context: vscode.ExtensionContext): void {
+  const log = vscode.window.createOutputChannel("GEAK", { log: true });
+  const geak = new GeakServer(context, log);
+  server = geak;
+  const startFor = (document: vscode.TextDocument): void => {
+    if (isTritonDocument(document)) {
+      geak.autoStart();
+    }
+  };
+  context.subscriptions.push(
+    log,
+    geak,
+    statusBar(geak),
+    vscode.commands.registerCommand(OPTIMIZE_KERNEL, (...args: unknown[]) => optimizeKernel(geak, ...args)),
+    vscode.commands.registerCommand("geak.checkFile", () => checkFile(geak)),
+    vscode.commands.registerCommand("geak.showCandidates", (uri?: unknown) => showCandidates(geak, uri)),
+    vscode.commands.registerCommand("geak.restartServer", () => geak.restart(true)),
+    vscode.commands.registerCommand("geak.showLog", () => {
+      log.show();
+    }),
+    vscode.workspace.onDidOpenTextDocument(startFor),
+    vscode.workspace.onDidSaveTextDocument(startFor),
+    vscode.workspace.onDidGrantWorkspaceTrust(() => {
+      log.info("Workspace trusted: restarting the server with trust");
+      void geak.restart(false);
+    }),
+    vscode.workspace.onDidChangeConfiguration((event) => {
+      switch (configurationChange((setting) => event.affectsConfiguration(setting))) {
+        case "restart":
+          log.info("geak.pythonPath changed: restarting the server");
+          void geak.restart(false);
+          break;
+        case "notify":
+          void geak.notifySettingsChanged();
+          break;
+        case "none":
+          break;
+      }
+    }),
+  );
+  vscode.workspace.textDocuments.forEach(startFor);
+}
+
+export function deactivate(): Promise<void> | undefined {
+  return server?.shutdown();
+}

@@ -1,0 +1,54 @@
+/**
+ * The GEAK server's custom messages (LSP_PROTOCOL.md), as TypeScript types. Types and method names only: no VS Code.
+ */
+import type { WorkspaceEdit } from "vscode-languageclient";
+
+export const OPTIMIZE = "geak/optimize";
+export const CANDIDATES = "geak/candidates";
+export const CHECK = "geak/check";
+export const STATUS = "geak/status";
+
+export interface TextDocumentRef {
+  textDocument: { uri: string };
+}
+
+export interface OptimizeParams extends TextDocumentRef {
+  version: number | null;
+  kernel: string | null;
+  workDoneToken?: string;
+}
+
+export interface Candidate {
+  id: string;
+  origin: string;
+  passed: boolean;
+  stage: string | null;
+  latencyMs: number | null;
+  speedup: number | null;
+  speedupLow: number | null;
+  speedupHigh: number | null;
+  note: string;
+}
+
+export interface OptimizeResult {
+  edit: WorkspaceEdit | null;
+  summary: string;
+  speedup: number | null;
+  candidates: Candidate[];
+}
+
+export interface CheckResult {
+  ok: boolean;
+  stage: string;
+  message: string;
+  backend: string | null;
+}
+
+export type Backend = "cuda" | "rocm" | "interpreter";
+
+export interface ServerStatus {
+  backend: Backend | null;
+  device: string | null;
+  busy: boolean;
+  activity: string | null;
+}
