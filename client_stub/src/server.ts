@@ -7,18 +7,46 @@ import * as os from "node:os";
 import { PythonExtension, PVSC_EXTENSION_ID } from "@vscode/python-extension";
 import * as vscode from "vscode";
 import {
+  CloseAction,
+  type CloseHandlerResult,
   DidChangeConfigurationNotification,
+  ErrorAction,
+  type ErrorHandler,
+  type ErrorHandlerResult,
   type Executable,
   LanguageClient,
   type LanguageClientOptions,
+  type Message,
   ResponseError,
   RevealOutputChannelOn,
-  State,
 } from "vscode-languageclient/node";
 import { type Interpreter, probeFailureMessage, probeInterpreter, resolveInterpreter, SERVER_MODULE } from "./interpreter";
 import { STATUS, type ServerStatus } from "./protocol";
 import { initializationOptions, SECTION, serverSettings } from "./settings";
 import type { ServerState } from "./status";
+
+/** The language client's own restart policy for a crashing server, telling when it gives up. */
+class RestartPolicy implements ErrorHandler {
+  private policy: ErrorHandler | undefined;
+
+  constructor(private readonly gaveUp: () => void) {}
+
+  attach(client: LanguageClient): void {
+    this.policy = client.createDefaultErrorHandler();
+  }
+
+  async error(error: Error, message: Message | undefined, count: number | undefined): Promise<ErrorHandlerResult> {
+    return (await this.policy?.error(error, message, count)) ?? { action: ErrorAction.Shutdown };
+  }
+
+  async closed(): Promise<CloseHandlerResult> {
+    const result = (await this.policy?.closed()) ?? { action: CloseAction.DoNotRestart };
+    if (result.action === CloseAction.DoNotRestart) {
+      this.gaveUp();
+    }
+    return result;
+  }
+}
 
 export class GeakServer implements vscode.Disposable {
   private client: LanguageClient | undefined;
@@ -124,14 +152,6 @@ export class GeakServer implements vscode.Disposable {
     this.client = client;
     this.failed = false;
     this.setState({ kind: "running", interpreter: interpreter.command, status: this.lastStatus });
-    client.onDidChangeState((event) => {
-      // The client gave up restarting a crashing server: forget it so the next command starts a fresh one.
-      if (event.newState === State.Stopped && this.client === client) {
-        this.client = undefined;
-        void client.dispose().catch(() => undefined);
-        this.fail("GEAK: the server stopped; see its log.", false);
-      }
-    });
     return client;
   }
 
@@ -181,10 +201,19 @@ export class GeakServer implements vscode.Disposable {
       args: ["-m", SERVER_MODULE],
       options: { cwd: this.context.extensionPath, env: process.env },
     };
+    const restarts = new RestartPolicy(() => {
+      // The client gave up on a crashing server: forget it, so that the next command starts a fresh one.
+      if (this.client === client) {
+        this.client = undefined;
+        setTimeout(() => void client.dispose().catch(() => undefined), 0); // once the client has seen the close
+        this.fail("GEAK: the server stopped; see its log.", false);
+      }
+    });
     const read = (scope?: vscode.Uri) => (key: string) => vscode.workspace.getConfiguration(SECTION, scope).get(key);
     const options: LanguageClientOptions = {
       documentSelector: [{ scheme: "file", language: "python" }],
       outputChannel: this.log,
+      errorHandler: restarts,
       revealOutputChannelOn: RevealOutputChannelOn.Never,
       initializationOptions: initializationOptions(serverSettings(read()), vscode.workspace.isTrusted),
       middleware: {
@@ -205,6 +234,7 @@ export class GeakServer implements vscode.Disposable {
       },
     };
     const client = new LanguageClient("geak", "GEAK", server, options);
+    restarts.attach(client);
     this.lastStatus = null;
     client.onNotification(STATUS, (status: ServerStatus) => {
       this.lastStatus = status;
