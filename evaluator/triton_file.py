@@ -109,6 +109,19 @@ def read_triton_file(path: str | Path) -> TritonFile:
     return parse_triton_file(text, str(p))
 
 
+def looks_like_triton(path: str | Path) -> bool:
+    """Is this a Triton file (a Python file with a `@triton.jit` kernel)? A file that does not parse counts when it
+    mentions `triton.jit`, so that its syntax error is reported rather than the file ignored."""
+    try:
+        text = Path(path).read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError):
+        return False
+    try:
+        return any(True for _ in _find_kernels(ast.parse(text)))
+    except (SyntaxError, ValueError):
+        return "triton.jit" in text
+
+
 def parse_triton_file(text: str, path: str = "<string>", *, require_tests: bool = True) -> TritonFile:
     """Parse and split a Triton file. Raises TritonFileError naming what is missing or malformed.
 

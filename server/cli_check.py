@@ -1,28 +1,105 @@
-"""`geak check FILE [--against REF] [--json]`: the parse → call → exec cascade."""
+"""`geak check PATH... [--against REF | --against-self] [--json]`: the parse → call → exec cascade, for one file or
+for many (folders: every Triton file in them) with one warm evaluator."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from pathlib import Path
 
-from .eval_options import add_eval_arguments, run_evaluation
-from .render import print_check
+from geak.evaluator.api import BadInput
+from geak.evaluator.pool import WorkerStartError
+
+from .check_many import FileVerdict, check_many, summary, triton_files
+from .eval_options import add_eval_arguments, eval_options, run_evaluation
+from .render import file_progress, print_check, print_check_summary
 
 
 def register(commands) -> None:
     parser = commands.add_parser(
         "check",
-        help="check a Triton file against its embedded unit test",
-        description="Exit 0 when it passes, 1 when the kernel fails, 2 for bad input.",
+        help="check Triton files against their embedded unit tests",
+        description="Exit 0 when every file passes, 1 when a kernel fails, 2 for bad input. Several files or "
+        "folders are checked with one warm evaluator, with a progress bar and a summary table.",
     )
-    parser.add_argument("file")
-    parser.add_argument("--against", metavar="REF", help="reference file: run its test and compare outputs")
+    parser.add_argument("paths", nargs="+", metavar="PATH", help="Triton files, or folders of them")
+    reference = parser.add_mutually_exclusive_group()
+    reference.add_argument("--against", metavar="REF", help="reference file: run its test and compare outputs")
+    reference.add_argument(
+        "--against-self",
+        action="store_true",
+        help="compare each file with itself (a golden file must match its own outputs and fresh-input probes)",
+    )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="files checked at once (default: 1 for one file, else min(4, CPU cores))",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     add_eval_arguments(parser)
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    result = run_evaluation(args, "check", "check", print_check)
-    if isinstance(result, int):
-        return result
-    return 0 if result.ok else 1
+    if args.jobs is not None and args.jobs < 1:
+        print("geak check: --jobs must be at least 1", file=sys.stderr)
+        return 2
+    single = len(args.paths) == 1 and not Path(args.paths[0]).is_dir() and not args.against_self
+    if single:
+        args.file = args.paths[0]
+        result = run_evaluation(args, "check", "check", print_check)
+        if isinstance(result, int):
+            return result
+        return 0 if result.ok else 1
+    return _run_many(args)
+
+
+def _run_many(args: argparse.Namespace) -> int:
+    files = triton_files(args.paths)
+    if not files:
+        print(f"geak check: no Triton file in {' '.join(args.paths)}", file=sys.stderr)
+        return 2
+    try:
+        options = eval_options(args)
+    except ValueError as e:
+        print(f"geak check: {e}", file=sys.stderr)
+        return 2
+    options.max_concurrent = args.jobs or min(4, os.cpu_count() or 1)
+    against = Path(args.against) if args.against else None
+    started = time.perf_counter()
+    with file_progress(len(files), enabled=not args.json) as progress:
+        try:
+            verdicts = asyncio.run(
+                check_many(
+                    files,
+                    options,
+                    against=against,
+                    against_self=args.against_self,
+                    on_done=progress.done,
+                    on_progress=progress.update,
+                )
+            )
+        except (BadInput, WorkerStartError) as e:  # the evaluator cannot start (e.g. --backend gpu, no GPU)
+            print(f"geak check: {e}", file=sys.stderr)
+            return 2
+    totals = summary(verdicts)
+    wall_s = time.perf_counter() - started
+    if args.json:
+        print(json.dumps({"summary": totals, "wall_s": wall_s, "files": [v.to_dict() for v in verdicts]}))
+    else:
+        print_check_summary(verdicts, totals, wall_s)
+    return _exit_code(verdicts)
+
+
+def _exit_code(verdicts: list[FileVerdict]) -> int:
+    if all(v.verdict == "pass" for v in verdicts):
+        return 0
+    if all(v.verdict == "bad input" for v in verdicts):
+        return 2
+    return 1

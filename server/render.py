@@ -5,12 +5,18 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from geak.evaluator.results import BenchResult, CallTiming, CheckResult
+
+if TYPE_CHECKING:
+    from .check_many import FileVerdict
 
 
 @cache
@@ -56,6 +62,49 @@ def print_check(result: CheckResult) -> None:
     if not result.ok and result.output_tail.strip():
         out.print("  [dim]output (tail):[/dim]")
         out.print(escape(result.output_tail.strip()[-1500:]), style="dim")
+
+
+class FileProgress:
+    """A progress bar over files on stderr (nothing when stderr is not a terminal)."""
+
+    def __init__(self, progress: Progress | None, total: int):
+        self._progress = progress
+        self._task = progress.add_task("checking", total=total) if progress else None
+
+    def update(self, file: Path, message: str) -> None:
+        if self._progress is not None:
+            self._progress.update(self._task, description=escape(f"{file.name}: {message}"[:70]))
+
+    def done(self, verdict: FileVerdict) -> None:
+        if self._progress is not None:
+            self._progress.advance(self._task)
+
+
+@contextlib.contextmanager
+def file_progress(total: int, enabled: bool = True) -> Iterator[FileProgress]:
+    if not enabled or not err_console().is_terminal:
+        yield FileProgress(None, total)
+        return
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=err_console(), transient=True) as progress:
+        yield FileProgress(progress, total)
+
+
+def print_check_summary(verdicts: list[FileVerdict], totals: dict[str, int], wall_s: float) -> None:
+    """A row per file that did not pass (with the reason), then the counts."""
+    out = console()
+    problems = [v for v in verdicts if v.verdict != "pass"]
+    if problems:
+        table = Table(show_edge=False, pad_edge=False)
+        table.add_column("file", no_wrap=True)
+        table.add_column("verdict", no_wrap=True)
+        table.add_column("why", overflow="fold")
+        for v in problems:
+            stage = f" ({v.result.stage})" if v.result else ""
+            table.add_row(escape(Path(v.file).name), f"{v.verdict}{stage}", escape(_first_lines(v.message, 2)))
+        out.print(table)
+    counts = ", ".join(f"{n} {k}" for k, n in totals.items() if k != "files" and n)
+    out.print(f"[bold]{totals['files']} files[/bold]: {counts} ({wall_s:.0f} s)")
 
 
 def print_bench(result: BenchResult) -> None:

@@ -1,0 +1,136 @@
+"""Suite report: each file of a benchmark suite run natively, then `geak check` alone and against itself.
+
+    python scripts/suite_report.py ../shared/suites/tritonbench_revised/TritonBench_G_v1 --out report/tb
+    python scripts/suite_report.py ../shared/suites/rocm/ROCm_v1 --out report/rocm
+
+Native: `python FILE` (pytest modules: `python -m pytest FILE`, their `test_performance*` cases deselected), in
+parallel, each with a time limit. GEAK: one warm evaluator for the whole suite (`geak check --against-self`'s
+engine), so the wall time printed is what a user waits for. Writes `results.json` (every file, with reasons) and
+`table.md` under --out, and prints the table and every file where the three columns disagree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from geak.evaluator.api import EvalOptions
+from geak.server.check_many import FileVerdict, check_many, triton_files
+
+
+async def run_native(file: Path, timeout_s: float, limit: asyncio.Semaphore, shim: Path | None) -> dict:
+    pytest_style = "import pytest" in file.read_text(encoding="utf-8", errors="replace")
+    command = [sys.executable, str(file)]
+    if pytest_style:
+        command = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", str(file)]
+        command += ["-k", "not performance"]
+    env = dict(os.environ)
+    if shim is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(shim), env.get("PYTHONPATH"))))
+    async with limit:
+        started = time.perf_counter()
+        proc = await asyncio.create_subprocess_exec(
+            *command,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            cwd=file.parent,
+            env=env,
+            start_new_session=True,
+        )
+        try:
+            out, _ = await asyncio.wait_for(proc.communicate(), timeout_s)
+            code = proc.returncode
+        except (TimeoutError, asyncio.TimeoutError):
+            os.killpg(proc.pid, 9)
+            out, code = (await proc.communicate())[0], "timeout"
+    tail = out.decode("utf-8", "replace").strip().splitlines()[-3:]
+    return {"ok": code == 0, "code": code, "seconds": round(time.perf_counter() - started, 1), "tail": tail}
+
+
+def row(file: Path, native: dict, verdict: FileVerdict) -> dict:
+    alone = verdict.alone or verdict.result
+    return {
+        "file": file.name,
+        "native": native,
+        "check": {"ok": bool(alone and alone.ok), "stage": alone.stage if alone else None},
+        "self": {"ok": verdict.verdict == "pass", "verdict": verdict.verdict},
+        "why": verdict.message.strip().splitlines()[0][:300] if verdict.verdict != "pass" else "",
+    }
+
+
+async def main_async(args: argparse.Namespace) -> int:
+    files = triton_files([args.suite])
+    if args.limit:
+        files = files[: args.limit]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    shim = Path(args.shim).resolve() if args.shim else None
+    started = time.perf_counter()
+    limit = asyncio.Semaphore(args.native_jobs)
+    natives = await asyncio.gather(*(run_native(f, args.native_timeout, limit, shim) for f in files))
+    native_s = time.perf_counter() - started
+    print(f"native: {sum(n['ok'] for n in natives)}/{len(files)} pass in {native_s:.0f} s", flush=True)
+
+    options = EvalOptions(timeout_s=args.timeout, backend=args.backend, max_concurrent=args.jobs)
+    done = [0]
+
+    def on_done(v: FileVerdict) -> None:
+        done[0] += 1
+        print(f"[{done[0]}/{len(files)}] {Path(v.file).name}: {v.verdict}", flush=True)
+
+    started = time.perf_counter()
+    verdicts = await check_many(files, options, against_self=True, on_done=on_done)
+    geak_s = time.perf_counter() - started
+    rows = [row(f, n, v) for f, n, v in zip(files, natives, verdicts, strict=True)]
+    totals = {
+        "files": len(rows),
+        "native_pass": sum(r["native"]["ok"] for r in rows),
+        "check_pass": sum(r["check"]["ok"] for r in rows),
+        "self_pass": sum(r["self"]["ok"] for r in rows),
+        "false_fails": sum(r["native"]["ok"] and not (r["check"]["ok"] and r["self"]["ok"]) for r in rows),
+        "native_wall_s": round(native_s),
+        "geak_wall_s": round(geak_s),
+    }
+    (out / "results.json").write_text(json.dumps({"totals": totals, "files": rows}, indent=1, default=str))
+    lines = [
+        "| files | native pass | `geak check` pass | `--against-self` pass | false fails | GEAK wall time |",
+        "|---|---|---|---|---|---|",
+        f"| {totals['files']} | {totals['native_pass']} | {totals['check_pass']} | {totals['self_pass']} | "
+        f"{totals['false_fails']} | {totals['geak_wall_s']} s |",
+        "",
+        "| file | native | check | self | why |",
+        "|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if len({r["native"]["ok"], r["check"]["ok"], r["self"]["ok"]}) > 1 or not r["native"]["ok"]:
+            tail = " ".join(r["native"]["tail"])[-160:]
+            native = "pass" if r["native"]["ok"] else f"fail ({r['native']['code']}: {tail})".replace("|", "/")
+            why = r["why"].replace("|", "/")
+            lines.append(f"| {r['file']} | {native} | {r['check']['ok']} | {r['self']['ok']} | {why} |")
+    (out / "table.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("suite", help="folder of suite files")
+    parser.add_argument("--out", default="suite_report")
+    parser.add_argument("--backend", default="auto", choices=("auto", "gpu", "interpreter"))
+    parser.add_argument("--jobs", type=int, default=4, help="GEAK checks at once")
+    parser.add_argument("--native-jobs", type=int, default=8, help="native runs at once")
+    parser.add_argument("--timeout", type=float, default=180, help="per GEAK job, seconds")
+    parser.add_argument("--native-timeout", type=float, default=300)
+    parser.add_argument("--limit", type=int, default=0, help="only the first N files")
+    parser.add_argument("--shim", help="folder to put on PYTHONPATH for native runs (the geak_eval shim)")
+    args = parser.parse_args()
+    return asyncio.run(main_async(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

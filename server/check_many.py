@@ -1,0 +1,84 @@
+"""Checking many Triton files with one warm evaluator: a suite, a folder, or files named on the command line."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from geak.evaluator.api import BadInput, EvalOptions, Evaluator
+from geak.evaluator.results import CheckResult
+from geak.evaluator.triton_file import looks_like_triton
+
+
+@dataclass(frozen=True)
+class FileVerdict:
+    """One file's outcome: `verdict` is pass, fail or bad input (the file, or its reference, cannot be checked).
+    With --against-self, `alone` is the file's own check, which runs first (`result` compares it with itself)."""
+
+    file: str
+    verdict: str
+    message: str
+    result: CheckResult | None = None
+    alone: CheckResult | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["result"] = self.result.to_dict() if self.result else None
+        data["alone"] = self.alone.to_dict() if self.alone else None
+        return data
+
+
+def triton_files(paths: Iterable[str | Path]) -> list[Path]:
+    """Files named directly, and the Triton files (with a `@triton.jit` kernel) under named folders, in order."""
+    found: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found += [p for p in sorted(path.rglob("*.py")) if p.is_file() and looks_like_triton(p)]
+        else:
+            found.append(path)
+    return list(dict.fromkeys(found))
+
+
+async def check_many(
+    files: list[Path],
+    options: EvalOptions,
+    *,
+    against: Path | None = None,
+    against_self: bool = False,
+    on_done: Callable[[FileVerdict], None] | None = None,
+    on_progress: Callable[[Path, str], None] | None = None,
+) -> list[FileVerdict]:
+    """Check every file with one evaluator (`options.max_concurrent` files at once), in the order given."""
+    limit = asyncio.Semaphore(max(1, options.max_concurrent))
+
+    async with Evaluator(options) as evaluator:
+
+        async def one(file: Path) -> FileVerdict:
+            async with limit:
+                report = (lambda message: on_progress(file, message)) if on_progress else None
+                try:
+                    alone = await evaluator.check(file, progress=report) if against_self else None
+                    if alone is not None and not alone.ok:
+                        verdict = FileVerdict(str(file), "fail", alone.message, alone, alone)
+                    else:
+                        reference = file if against_self else against
+                        result = await evaluator.check(file, against=reference, progress=report)
+                        ok = "pass" if result.ok else "fail"
+                        verdict = FileVerdict(str(file), ok, result.message, result, alone)
+                except BadInput as e:
+                    verdict = FileVerdict(str(file), "bad input", str(e))
+            if on_done is not None:
+                on_done(verdict)
+            return verdict
+
+        return list(await asyncio.gather(*(one(f) for f in files)))
+
+
+def summary(verdicts: list[FileVerdict]) -> dict[str, int]:
+    counts = Counter(v.verdict for v in verdicts)
+    return {"files": len(verdicts), **{k: counts.get(k, 0) for k in ("pass", "fail", "bad input")}}
