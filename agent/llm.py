@@ -17,6 +17,8 @@ from urllib.parse import urlsplit
 
 import openai
 
+from geak.evaluator.redaction import register_secret
+
 from .config import AgentConfig
 
 log = logging.getLogger(__name__)
@@ -121,6 +123,9 @@ def resolve_endpoint(cfg: AgentConfig) -> Endpoint:
                 "or name another variable with `api_key_env` (a server that needs no key accepts any value)",
                 "config",
             )
+    register_secret(api_key)  # scrubbed from everything that comes back from evaluation jobs
+    if base_url:
+        register_secret(urlsplit(base_url).password)
     return Endpoint(model=cfg.model_id, base_url=base_url, api_key=api_key)
 
 

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .redaction import known_secrets, redact, redact_data
+
 log = logging.getLogger(__name__)
 
 PROTOCOL_LIMIT = 1 << 28  # result lines can be large (captured call specs)
@@ -217,7 +219,15 @@ class WorkerPool:
         last_progress: dict[str, Any] | None = None
 
         def outcome(status: str, message: str = "", result: dict[str, Any] | None = None) -> JobOutcome:
-            return JobOutcome(status, result, message, last_progress, _tail(log_path), loop.time() - start)
+            secrets = known_secrets()  # nothing a job says leaves here with a secret in it
+            return JobOutcome(
+                status,
+                redact_data(result, secrets),
+                redact(message, secrets),
+                redact_data(last_progress, secrets),
+                redact(_tail(log_path), secrets),
+                loop.time() - start,
+            )
 
         try:
             await zygote.send({"job": job, "log": str(log_path)})
@@ -230,7 +240,7 @@ class WorkerPool:
                     if event == "progress":
                         last_progress = message
                     if on_event is not None:
-                        on_event(message)
+                        on_event(redact_data(message))
                 elif event == "result":
                     await self._await_exit(zygote)
                     return outcome("ok", result=message)

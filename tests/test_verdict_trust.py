@@ -5,6 +5,7 @@ and a trusted side that expects every output the reference produced."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from geak.evaluator.api import EvalOptions, Evaluator
 from geak.evaluator.capture import CallRecorder, draw_probe, probe_tensors, rebuild_probe
 from geak.evaluator.compare import UnreadableOutput, load_output
 from geak.evaluator.protocol import output_file_of_test
+from geak.evaluator.redaction import redact, redact_data, register_secret
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -118,3 +120,21 @@ def test_output_names_come_from_test_names_and_are_safe():
     odd = output_file_of_test("tests/x.py::test_a[../../ref1-2]")
     assert "/" not in odd and "[" not in odd and odd.endswith(".pt")
     assert output_file_of_test("test_a[1]") != output_file_of_test("test_a_1_")
+
+
+def test_secrets_are_scrubbed_from_everything_a_job_sends_back(monkeypatch):
+    secret = "sk-geak-test-0123456789abcdef"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    r = check("leaks_secret.py", "add_native.py")
+    assert not r.ok
+    text = json.dumps(r.to_dict())
+    assert secret not in text and "***" in r.message and "***" in r.output_tail
+
+
+def test_registered_secrets_and_secret_like_variables_are_masked(monkeypatch):
+    monkeypatch.setenv("MY_SERVICE_TOKEN", "tok-0123456789")
+    monkeypatch.setenv("PATH_HINT", "tok-0123456789-not-secret-name")
+    register_secret("p4ssw0rd-xyz")
+    data = {"msg": "a tok-0123456789 b p4ssw0rd-xyz", "list": ["tok-0123456789"]}
+    assert redact_data(data) == {"msg": "a *** b ***", "list": ["***"]}
+    assert redact("nothing here") == "nothing here"
