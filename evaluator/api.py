@@ -222,7 +222,7 @@ class Evaluator:
         candidate_text = source if source is not None else self._text_of(file)
         candidate = parse_triton_file(candidate_text, label, require_tests=reference is None)
         owner = reference or candidate
-        peaks = await self._device_peaks(progress)
+        peaks = await self.device_peaks(progress)
         texts = {"candidate": owner.compose(candidate.kernel_section).text}
         if reference is not None:
             texts = {"reference": reference.compose().text, **texts}
@@ -282,7 +282,7 @@ class Evaluator:
         finally:
             shutil.rmtree(job_dir, ignore_errors=True)
 
-    async def _device_peaks(self, progress: Progress | None) -> Peaks:
+    async def device_peaks(self, progress: Progress | None = None) -> Peaks:
         """The device's ceilings and noise margin: validated cache, else measured once in a job that runs no user
         code (and cached by this process only), else the datasheet's."""
         if self._peaks is not None:

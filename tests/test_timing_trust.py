@@ -438,3 +438,29 @@ def test_the_timer_catches_an_output_memoized_by_address(host_timer, tmp_path):
     assert "fewer kernels" in rules.launch_problem("candidate", cheat_entry, ref_entry)
     problems, _ = rules.output_problems("add", 0, 2, tmp_path, 30)
     assert len(problems) == 2 and "differ from the reference's on the same inputs" in problems[0]
+
+
+def test_the_evaluator_uses_only_believable_cached_peaks(tmp_path, monkeypatch):
+    """The caller reads the cache, validates it, and (absurd or absent) asks a job that runs no user code."""
+    import asyncio
+
+    from geak.evaluator.api import EvalOptions, Evaluator
+
+    monkeypatch.setenv("GEAK_CACHE_DIR", str(tmp_path))
+
+    async def peaks_seen(entry: dict | None) -> Peaks:
+        async with Evaluator(EvalOptions(backend="interpreter", spares=0)) as ev:
+            info = await ev.runtime()
+            if entry is not None:
+                key = peaks_cache.cache_key(info)
+                path = tmp_path / "peaks.json"
+                path.write_text(json.dumps({key: {**entry, "device": info["device"]}}))
+            first = await ev.device_peaks()
+            assert await ev.device_peaks() is first  # asked once per evaluator
+            return first
+
+    cached = asdict(replace(H200, device="?"))
+    assert asyncio.run(peaks_seen(cached)).bandwidth_gbps == 4240.0
+    absurd = {**cached, "bandwidth_gbps": 1e9}
+    fallback = asyncio.run(peaks_seen(absurd))  # measured again: no GPU here, so no figures at all
+    assert fallback.source == "unknown device" and fallback.noise_margin == DEFAULT_NOISE_MARGIN
