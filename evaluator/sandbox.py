@@ -192,7 +192,9 @@ def _install_interpreter_shims() -> None:
 # ----------------------------------------------------------------------------------------- launch counting
 
 LAUNCHES: Counter[str] = Counter()
+LAUNCH_STREAMS: Counter[int] = Counter()  # launches per GPU stream handle, within `streams_tracked`
 _GHOST = threading.Event()  # set: kernel launches are counted but do nothing (see `ghost_kernels`)
+_TRACK_STREAMS = threading.Event()
 
 FATAL_GPU_ERRORS = (
     "illegal memory access",
@@ -208,6 +210,17 @@ FATAL_GPU_ERRORS = (
 def context_lost(gpu: bool, message: str) -> bool:
     """A GPU fault after which the process's context is unusable: nothing more can run in this job."""
     return gpu and any(s in message for s in FATAL_GPU_ERRORS)
+
+
+@contextlib.contextmanager
+def streams_tracked():
+    """Within it, each Triton launch also counts the GPU stream it went to (timing: work escaping to a side
+    stream)."""
+    _TRACK_STREAMS.set()
+    try:
+        yield
+    finally:
+        _TRACK_STREAMS.clear()
 
 
 @contextlib.contextmanager
@@ -236,6 +249,8 @@ def _install_launch_counter() -> None:
         def run(self, *args, __original=original, **kwargs):
             if not kwargs.get("warmup", False):
                 LAUNCHES[_kernel_name(self)] += 1
+                if _TRACK_STREAMS.is_set():
+                    LAUNCH_STREAMS[torch.cuda.current_stream().cuda_stream] += 1
                 if _GHOST.is_set():
                     return None
             return __original(self, *args, **kwargs)

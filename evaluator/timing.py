@@ -10,8 +10,9 @@
 * Kernel launches are counted during the timed calls (graph: during capture); the caller compares them with the
   launches of an untimed call, and the outputs of late timed calls with the reference's on identical inputs.
 * Every timer adds up the device time it measured, for the caller's wall-clock cross-check.
-* A guard re-times the call with a device-wide synchronize: work that escapes the timed stream (side streams,
-  threads) shows up there and the timing is rejected.
+* Work that escapes the timed stream is rejected: a flushed timing records, for a Triton launch on another stream,
+  an event there after the call, which must not end after the timer stops; and a guard re-times the call with a
+  device-wide synchronize (side streams, threads). A graph cannot capture unjoined side-stream work at all.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ GRAPH_BELOW_MS = 0.05
 GRAPH_TARGET_MS = 2.0
 MAX_INPUT_SETS = 4
 FLUSH_BYTES = 256 << 20  # what do_bench zeroes before each call: far beyond any L2
+ESCAPE_TOLERANCE_MS = 0.002  # side-stream work may end this long after the timed stream's end event
 CHECK_STEP = 1 << 20  # value steps used to check outputs, beyond any step a timing reaches
 _SCALED = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _GOLDEN = (math.sqrt(5) - 1) / 2
@@ -145,17 +147,31 @@ class Timer:
         flush = _flush_buffer()
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
+        side: list[tuple[int, torch.cuda.Event]] = []  # (call, an event after its work on another stream)
         before = Counter(sandbox.LAUNCHES)
-        for i in range(self.reps):
-            step = self.sets.next_step()
-            k = step % len(self.sets)
-            self.sets.refresh(k, step)
-            flush.zero_()
-            starts[i].record()
-            self.sets.call(self.fn, k)
-            ends[i].record()
+        timed_stream = torch.cuda.current_stream().cuda_stream
+        with sandbox.streams_tracked():
+            for i in range(self.reps):
+                step = self.sets.next_step()
+                k = step % len(self.sets)
+                self.sets.refresh(k, step)
+                flush.zero_()
+                sandbox.LAUNCH_STREAMS.clear()
+                starts[i].record()
+                self.sets.call(self.fn, k)
+                ends[i].record()
+                for handle in set(sandbox.LAUNCH_STREAMS) - {timed_stream}:
+                    done = torch.cuda.Event(enable_timing=True)
+                    done.record(torch.cuda.ExternalStream(handle))
+                    side.append((i, done))
         torch.cuda.synchronize()
         self.launches.update(sandbox.LAUNCHES - before)
+        escaped = [i for i, done in side if ends[i].elapsed_time(done) > ESCAPE_TOLERANCE_MS]
+        if escaped:
+            raise TimingFooled(
+                f"{len(escaped)} timed call(s) launched kernels on a side stream that the timed stream does not "
+                "wait for (their work ends after the timer stops): timing rejected"
+            )
         times = [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
         self.device_ms += sum(times)
         self.timed_calls += self.reps

@@ -330,6 +330,8 @@ def run_bench(job: dict[str, Any], info: Any, send) -> dict[str, Any]:
     send({"event": "progress", "bench": "timed rounds", "batch": "start"})
     try:
         rounds = timing.interleaved(timers, job.get("rounds", 15), seed=job.get("seed", 0))
+    except timing.TimingFooled as e:
+        return {"error": str(e), "fooled": True}
     except Exception as e:  # user code that fails only when timed
         return {"error": "a call failed while it was timed", "error_detail": sandbox.describe_error(e, "", None)}
     send({"event": "progress", "bench": "timed rounds", "batch": "end"})

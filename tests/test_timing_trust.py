@@ -6,6 +6,7 @@ import json
 import math
 import random
 from dataclasses import asdict, replace
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -365,10 +366,10 @@ class FakeEvent:
     def __init__(self, enable_timing: bool = False):
         self.at = 0.0
 
-    def record(self) -> None:
+    def record(self, stream=None) -> None:
         import time
 
-        self.at = time.perf_counter()
+        self.at = time.perf_counter() + (1e-3 if stream is not None else 0.0)  # side-stream work ends later
 
     def synchronize(self) -> None:
         pass
@@ -383,6 +384,8 @@ def host_timer(monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda: SimpleNamespace(cuda_stream=1))
+    monkeypatch.setattr(torch.cuda, "ExternalStream", lambda handle: handle)
     monkeypatch.setattr(timing, "_flush_buffer", lambda: torch.empty(16))
     return timing
 
@@ -464,3 +467,19 @@ def test_the_evaluator_uses_only_believable_cached_peaks(tmp_path, monkeypatch):
     absurd = {**cached, "bandwidth_gbps": 1e9}
     fallback = asyncio.run(peaks_seen(absurd))  # measured again: no GPU here, so no figures at all
     assert fallback.source == "unknown device" and fallback.noise_margin == DEFAULT_NOISE_MARGIN
+
+
+def test_the_timer_rejects_work_on_a_side_stream(host_timer):
+    from geak.evaluator import sandbox
+
+    def side_stream_add(x, y):
+        sandbox.LAUNCHES["add_kernel"] += 1
+        sandbox.LAUNCH_STREAMS[7] += 1  # what the launch counter records for a launch on stream 7
+        return x + y
+
+    sets = InputSets(((torch.randn(64), torch.randn(64)), {}), 2)
+    timer = host_timer.make_timer(side_stream_add, sets, estimate=1.0, rep_ms=5.0, per_graph=None)
+    with pytest.raises(host_timer.TimingFooled, match="side stream that the timed stream does not wait for"):
+        timer.sample()
+    honest = host_timer.make_timer(honest_add, sets, estimate=1.0, rep_ms=5.0, per_graph=None)
+    assert honest.sample() >= 0
