@@ -49,8 +49,10 @@ class TimingFooled(RuntimeError):
 
 
 def factor(step: int, seed: int = 0) -> float:
-    """The value factor of refresh `step`: in [0.75, 1.25), distinct for distinct steps (low-discrepancy)."""
-    return 0.75 + 0.5 * (((step + seed * 7919) * _GOLDEN) % 1.0)
+    """The value factor of refresh `step`: in [0.5, 1), distinct for distinct steps (low-discrepancy). Below 1, so
+    no value leaves the captured range (a kernel that turns values in [0, 1) into indices stays in bounds, fp16
+    cannot overflow)."""
+    return 0.5 + 0.5 * (((step + seed * 7919) * _GOLDEN) % 1.0)
 
 
 class InputSets:
