@@ -311,7 +311,7 @@ class Evaluator:
             "label": label,
             "path": str(path),
             "module_name": self._module_name(label),
-            "wrappers": list(owner.wrappers),
+            "wrappers": list(owner.entry_points),
             "kernels": [k.name for k in owner.kernels],
         }
 

@@ -38,11 +38,13 @@ class CallRecorder:
         self.calls: list[RecordedCall] = []
         self.recording = False
         self.originals: dict[str, Callable] = {}
-        for name in wrappers:
-            fn = getattr(module, name, None)
-            if callable(fn) and not isinstance(fn, type):
+        for name in wrappers:  # "fn", or "Class.apply" (an autograd.Function's entry point)
+            owner_name, _, attr = name.rpartition(".")
+            owner = getattr(module, owner_name, None) if owner_name else module
+            fn = getattr(owner, attr, None)
+            if owner is not None and callable(fn) and not isinstance(fn, type):
                 self.originals[name] = fn
-                setattr(module, name, self._proxy(name, fn))
+                setattr(owner, attr, self._proxy(name, fn))
 
     def _proxy(self, name: str, fn: Callable) -> Callable:
         @functools.wraps(fn)
@@ -290,7 +292,10 @@ def rebuild_probe(spec: dict[str, Any], tensors: list[torch.Tensor], device: str
 # ----------------------------------------------------------------------------------------- outputs
 
 
-def to_portable(obj: Any) -> Any:
+MAX_OBJECT_DEPTH = 3
+
+
+def to_portable(obj: Any, depth: int = 0) -> Any:
     """Outputs as CPU tensors and plain containers, loadable with `torch.load(weights_only=True)`."""
     if isinstance(obj, torch.Tensor):
         t = obj.detach()
@@ -300,11 +305,11 @@ def to_portable(obj: Any) -> Any:
     if isinstance(obj, torch.Size):
         return list(obj)
     if isinstance(obj, list):
-        return [to_portable(v) for v in obj]
+        return [to_portable(v, depth) for v in obj]
     if isinstance(obj, tuple):
-        return tuple(to_portable(v) for v in obj)
+        return tuple(to_portable(v, depth) for v in obj)
     if isinstance(obj, dict):
-        return {str(k): to_portable(v) for k, v in obj.items()}
+        return {str(k): to_portable(v, depth) for k, v in obj.items()}
     if isinstance(obj, (bool, int, float, str)) or obj is None:
         return obj
     if isinstance(obj, torch.dtype):
@@ -318,7 +323,41 @@ def to_portable(obj: Any) -> Any:
             return obj.item()
     except ImportError:  # pragma: no cover - numpy ships with torch
         pass
-    return {"__opaque__": type(obj).__name__}
+    return _object_fields(obj, depth)
+
+
+def _object_fields(obj: Any, depth: int) -> dict[str, Any]:
+    """Another object: its class name and the tensors it holds (directly, in containers, or in nested objects up
+    to a few levels), so that an object a wrapper returns is compared by its tensors. Other fields (handles,
+    addresses, counters) say nothing about correctness and may differ from run to run."""
+    fields: dict[str, Any] = {"__class__": type(obj).__name__}
+    if depth >= MAX_OBJECT_DEPTH or type(obj).__module__.split(".")[0] == "triton":
+        return fields
+    for key, value in _attributes(obj).items():
+        if _holds_tensor(value, depth + 1):
+            fields[str(key)] = to_portable(value, depth + 1)
+    return fields
+
+
+def _attributes(obj: Any) -> dict[str, Any]:
+    attrs = getattr(obj, "__dict__", None)
+    if isinstance(attrs, dict):
+        return attrs
+    return {k: getattr(obj, k) for k in getattr(type(obj), "__slots__", ()) if hasattr(obj, k)}
+
+
+def _holds_tensor(value: Any, depth: int) -> bool:
+    if isinstance(value, torch.Tensor):
+        return True
+    if depth >= MAX_OBJECT_DEPTH:
+        return False
+    if isinstance(value, (list, tuple)):
+        return any(_holds_tensor(v, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return any(_holds_tensor(v, depth + 1) for v in value.values())
+    if isinstance(value, (bool, int, float, str, bytes)) or value is None or callable(value):
+        return False
+    return any(_holds_tensor(v, depth + 1) for v in _attributes(value).values())
 
 
 def call_outputs(result: Any, args: tuple, kwargs: dict) -> dict[str, Any]:

@@ -37,7 +37,7 @@ def check_job(
         "path": str(path),
         "module_name": module_name,
         "tests": list(owner.tests),
-        "wrappers": list(owner.wrappers),
+        "wrappers": list(owner.entry_points),
         "outputs_dir": str(job_dir / "outputs"),
         "max_calls": options.max_fresh_calls,
         "seed": options.seed,

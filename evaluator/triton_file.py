@@ -62,7 +62,13 @@ class TritonFile:
     kernel_lines: tuple[str, ...]
     test_blocks: tuple[tuple[int, tuple[str, ...]], ...] = field(repr=False)
     asserting_tests: tuple[str, ...] = ()
+    autograd_functions: tuple[str, ...] = ()  # classes of the kernel section deriving from autograd.Function
     def_lines: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def entry_points(self) -> tuple[str, ...]:
+        """What the evaluator records calls of: the wrappers, and `Class.apply` of autograd functions."""
+        return self.wrappers + tuple(f"{name}.apply" for name in self.autograd_functions)
 
     @property
     def kernel_section(self) -> str:
@@ -165,9 +171,10 @@ def parse_triton_file(text: str, path: str = "<string>", *, require_tests: bool 
         raise TritonFileError(f"{path}: no test found: define test_* functions {where}")
     kernel_names = {k.name for k in kernels}
     wrappers = tuple(
-        s.name
+        name
         for s in kernel_stmts
-        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name not in kernel_names
+        for name in _entry_point_names(s)
+        if name not in kernel_names
     )
     return TritonFile(
         path=path,
@@ -179,9 +186,25 @@ def parse_triton_file(text: str, path: str = "<string>", *, require_tests: bool 
         benches=tuple(f.name for f in test_funcs if f.name.startswith("bench_")),
         counters=tuple(f.name for f in test_funcs if f.name.startswith(("flops_", "bytes_"))),
         kernel_lines=kernel_lines,
+        autograd_functions=tuple(s.name for s in kernel_stmts if _is_autograd_function(s)),
         test_blocks=test_blocks,
         asserting_tests=tuple(f.name for f in test_funcs if f.name in tests and _asserts(f)),
         def_lines={s.name: s.lineno for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))},
+    )
+
+
+def _entry_point_names(stmt: ast.stmt) -> list[str]:
+    """Names a top-level statement binds to something the tests can call: a function, or `name = X.apply`."""
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return [stmt.name]
+    if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Attribute) and stmt.value.attr == "apply":
+        return [t.id for t in stmt.targets if isinstance(t, ast.Name)]
+    return []
+
+
+def _is_autograd_function(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, ast.ClassDef) and any(
+        ast.unparse(base).split(".")[-1] == "Function" for base in stmt.bases
     )
 
 
@@ -235,7 +258,7 @@ def _split_native(
         for stmt in rest:
             names = _defines(stmt)
             if (
-                isinstance(stmt, (ast.FunctionDef, ast.ClassDef))
+                isinstance(stmt, (ast.FunctionDef, ast.ClassDef, ast.Assign))
                 and not names <= launching
                 and _loads(stmt) & launching
             ):

@@ -138,3 +138,15 @@ def test_registered_secrets_and_secret_like_variables_are_masked(monkeypatch):
     data = {"msg": "a tok-0123456789 b p4ssw0rd-xyz", "list": ["tok-0123456789"]}
     assert redact_data(data) == {"msg": "a *** b ***", "list": ["***"]}
     assert redact("nothing here") == "nothing here"
+
+
+def test_autograd_function_entry_points_are_captured_and_objects_compared_by_their_tensors():
+    r = check("autograd_entry.py", "autograd_entry.py")
+    assert r.ok, r.message
+    assert r.comparison.fresh_calls >= 2  # `scale` and `_Scale.apply` (inside `scaled`)
+
+
+def test_an_autograd_candidate_that_replays_a_cached_output_is_caught_by_probes():
+    r = check("autograd_cached.py", "autograd_entry.py")
+    assert not r.ok and r.stage == "exec"
+    assert any(m.where.startswith("fresh inputs") for m in r.comparison.mismatches)
