@@ -104,7 +104,8 @@ def optimizer(ctx: Context, ancestors: list[Candidate], baseline_ms: float | Non
         ev = c.evaluation
         figures = [f"{ev.latency_ms:.4f} ms" if ev and ev.latency_ms else "time unknown"]
         if ev and ev.speedup:
-            figures.append(f"speedup {ev.speedup:.2f}x over the original")
+            verdict = f" ({ev.speedup_verdict})" if ev.speedup_verdict else ""
+            figures.append(f"speedup {ev.speedup:.2f}x over the original{verdict}")
         if ev and ev.pct_peak_bw:
             figures.append(f"{ev.pct_peak_bw:.0f}% of peak bandwidth")
         if ev and ev.pct_peak_flops:

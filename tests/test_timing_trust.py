@@ -483,3 +483,29 @@ def test_the_timer_rejects_work_on_a_side_stream(host_timer):
         timer.sample()
     honest = host_timer.make_timer(honest_add, sets, estimate=1.0, rep_ms=5.0, per_graph=None)
     assert honest.sample() >= 0
+
+
+# ----------------------------------------------------------------------------------------- the agent follows
+
+
+def test_the_agent_follows_the_verdict_not_the_interval():
+    from geak.agent.launch_search import Trial, _faster
+    from geak.agent.memory import Candidate, Evaluation, ProblemMemory
+
+    def timed_eval(low: float, high: float) -> Evaluation:
+        ratio = (low + high) / 2
+        return Evaluation(
+            True, "perf", "", timed=True, latency_ms=1 / ratio, speedup=ratio, speedup_low=low, speedup_high=high,
+            speedup_verdict=judge(low, high, 0.01),
+        )  # fmt: skip
+
+    noise = timed_eval(1.003, 1.007)  # excludes 1, but within the noise floor
+    memory = ProblemMemory("f.py", "code", [Candidate("c1.1", 1, 1, "generate", "x", evaluation=noise)])
+    assert not noise.faster and memory.best() is None
+    memory.candidates.append(Candidate("c1.2", 1, 2, "reflect", "y", evaluation=timed_eval(1.2, 1.3)))
+    assert memory.best().id == "c1.2"
+
+    baseline = Trial({}, "a", True, 1.0, "", None)
+    assert not _faster(Trial({}, "b", True, 0.9, "", False), baseline)  # 10% lower latency, but noise by the verdict
+    assert _faster(Trial({}, "b", True, 0.9, "", True), baseline)
+    assert _faster(Trial({}, "b", True, 0.9, "", None), baseline)  # no verdict: the latency margin decides
