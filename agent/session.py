@@ -101,4 +101,3 @@ class OptimizeSession:
                 await model.aclose()
             if own:
                 await evaluator.aclose()
-

@@ -165,7 +165,11 @@ class Evaluator:
         make = {"make": {"seed": secrets.randbits(31)}} if self.options.fresh_inputs else None
         job = check_stage.check_job(path, self._module_name("ref"), reference, job_dir, self.options, make)
         _say(progress, f"running the reference {Path(reference.path).name}")
-        outcome = await self.pool.run(job, timeout_s=self.options.timeout_s, on_event=_relay(progress))
+        try:
+            outcome = await self.pool.run(job, timeout_s=self.options.timeout_s, on_event=_relay(progress))
+        except BaseException:  # cancelled: nothing is cached, so nothing is kept
+            shutil.rmtree(job_dir, ignore_errors=True)
+            raise
         problem = check_stage.reference_problem(outcome)
         if problem:
             shutil.rmtree(job_dir, ignore_errors=True)

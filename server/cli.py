@@ -1,4 +1,4 @@
-"""The `geak` command line: check, bench and optimize Triton files (the language server comes next)."""
+"""The `geak` command line: check, bench and optimize Triton files, and serve the language server."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 import logging
 import sys
 
-from . import cli_bench, cli_check, cli_optimize
+from . import cli_bench, cli_check, cli_optimize, cli_serve
 
 EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -18,7 +18,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log what happens to stderr")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (cli_check, cli_bench, cli_optimize):
+    for module in (cli_check, cli_bench, cli_optimize, cli_serve):
         module.register(commands)
     return parser
 

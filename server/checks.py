@@ -1,0 +1,267 @@
+"""CheckManager: owns the warm `Evaluator` and schedules the checks and timings of open documents.
+
+Per document: a check is debounced; a newer save or edit cancels the running check (its job process is killed);
+results are cached by content (a bounded LRU), so an unchanged file is never re-run and changed code loses its
+stale results. Checks come before timings: a check that starts preempts any timing in flight, which resumes once
+no check is running. Results go to the server through `CheckHooks`, which publishes only for the content that was
+checked (never for a newer version).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from geak.evaluator.api import BadInput, EvalOptions, Evaluator
+from geak.evaluator.results import BenchResult, CheckResult
+
+from .analysis import content_key
+from .engine import Engine
+
+log = logging.getLogger(__name__)
+DEBOUNCE_S = 0.15
+
+
+@dataclass
+class FileReport:
+    """What running one content of a file said: the check, then (on a GPU) its timing."""
+
+    key: str
+    checked_at: float  # time.time() of the check
+    check: CheckResult | None = None
+    error: str = ""  # why there is no check result (bad input, the evaluator failed)
+    bench: BenchResult | None = None
+    timing_note: str = ""  # why there is no timing
+
+
+@dataclass
+class CheckHooks:
+    """How the manager talks back to the server (all called on the server's loop)."""
+
+    trusted: Callable[[], Awaitable[bool]]
+    checked: Callable[[str, FileReport], None]  # uri, report: publish diagnostics if the content is current
+    timed: Callable[[str, FileReport], None]  # uri, report: refresh inlay hints
+    activity: Callable[[str | None], None]  # what runs now (None: idle)
+
+
+class ReportCache:
+    """Bounded LRU of reports by content key."""
+
+    def __init__(self, size: int = 128):
+        self.size = size
+        self._items: OrderedDict[str, FileReport] = OrderedDict()
+
+    def get(self, key: str) -> FileReport | None:
+        report = self._items.get(key)
+        if report is not None:
+            self._items.move_to_end(key)
+        return report
+
+    def put(self, report: FileReport) -> None:
+        self._items[report.key] = report
+        self._items.move_to_end(report.key)
+        while len(self._items) > self.size:
+            self._items.popitem(last=False)
+
+    def clear(self) -> None:
+        self._items.clear()
+
+
+class CheckManager:
+    def __init__(self, engine: Engine, hooks: CheckHooks, options: EvalOptions, debounce_s: float = DEBOUNCE_S):
+        self.engine = engine
+        self.hooks = hooks
+        self.options = options
+        self.debounce_s = debounce_s
+        self.cache = ReportCache()
+        self._evaluator: Evaluator | None = None
+        self._evaluator_lock = asyncio.Lock()
+        self._runtime: dict[str, Any] = {}
+        self._pipelines: dict[str, asyncio.Task[FileReport | None]] = {}
+        self._timings: set[asyncio.Future[BenchResult]] = set()
+        self._checks_running = 0
+        self._checks_idle = asyncio.Event()
+        self._checks_idle.set()
+        self.checks_run = 0
+
+    # ------------------------------------------------------------------------------------------ evaluator
+
+    async def evaluator(self) -> Evaluator:
+        """The warm evaluator (created on the engine loop at first use)."""
+        async with self._evaluator_lock:
+            if self._evaluator is None:
+                options = self.options
+
+                async def make() -> Evaluator:
+                    return Evaluator(options)
+
+                self._evaluator = await self.engine.run(make())
+            return self._evaluator
+
+    async def runtime(self) -> dict[str, Any]:
+        """{"backend", "device", ...} of the evaluator's workers (starts a warm worker the first time)."""
+        if not self._runtime:
+            evaluator = await self.evaluator()
+            self._runtime = await self.engine.run(evaluator.runtime())
+        return self._runtime
+
+    @property
+    def known_runtime(self) -> dict[str, Any]:
+        return self._runtime
+
+    async def reconfigure(self, options: EvalOptions) -> None:
+        """New evaluator settings (device, GPU): stop everything, close the old evaluator, forget results."""
+        if options == self.options:
+            return
+        self.options = options
+        self.cancel_all()
+        async with self._evaluator_lock:
+            old, self._evaluator, self._runtime = self._evaluator, None, {}
+            if old is not None:
+                await self.engine.run(old.aclose())
+        self.cache.clear()
+
+    async def aclose(self) -> None:
+        self.cancel_all()
+        if self._evaluator is not None:
+            await self.engine.run(self._evaluator.aclose())
+            self._evaluator = None
+
+    # ------------------------------------------------------------------------------------------ scheduling
+
+    def request(
+        self,
+        uri: str,
+        path: str,
+        text: str,
+        *,
+        timing: bool,
+        debounce: bool = True,
+        checked: asyncio.Future[FileReport | None] | None = None,
+    ) -> asyncio.Task:
+        """Check (then time) this content of a document; replaces any check of the same document in flight.
+        `checked` receives the report as soon as the check (before the timing) is done."""
+        self.cancel(uri)
+        delay = self.debounce_s if debounce else 0.0
+        task = asyncio.ensure_future(self._pipeline(uri, path, text, timing, delay, checked))
+        self._pipelines[uri] = task
+        task.add_done_callback(lambda t: self._forget(uri, t))
+        return task
+
+    def cancel(self, uri: str) -> None:
+        """Stop the check or timing of a document (it was edited, closed, or is checked again)."""
+        task = self._pipelines.pop(uri, None)
+        if task is not None and not task.done():
+            task.cancel()
+
+    def cancel_all(self) -> None:
+        for uri in list(self._pipelines):
+            self.cancel(uri)
+
+    def busy(self) -> bool:
+        return any(not t.done() for t in self._pipelines.values())
+
+    def _forget(self, uri: str, task: asyncio.Task) -> None:
+        if self._pipelines.get(uri) is task:
+            del self._pipelines[uri]
+        if not task.cancelled() and task.exception() is not None:
+            log.error("check of %s failed", uri, exc_info=task.exception())
+
+    async def _pipeline(
+        self,
+        uri: str,
+        path: str,
+        text: str,
+        timing: bool,
+        debounce_s: float,
+        checked: asyncio.Future[FileReport | None] | None,
+    ) -> FileReport | None:
+        try:
+            if debounce_s:
+                await asyncio.sleep(debounce_s)
+            report = None
+            if await self.hooks.trusted():
+                key = content_key(text)
+                report = self.cache.get(key) or await self._check(path, text, key)
+        except BaseException:
+            if checked is not None and not checked.done():
+                checked.cancel()
+            raise
+        if checked is not None and not checked.done():
+            checked.set_result(report)
+        if report is None:
+            return None
+        self.hooks.checked(uri, report)
+        if timing and report.check is not None and report.check.ok and report.bench is None and not report.timing_note:
+            await self._time(uri, path, text, report)
+        return report
+
+    async def _check(self, path: str, text: str, key: str) -> FileReport:
+        self._checks_running += 1
+        self._checks_idle.clear()
+        for timing in list(self._timings):  # checks first: a timing in flight is preempted and resumes later
+            timing.cancel()
+        self.hooks.activity(f"checking {Path(path).name}")
+        try:
+            evaluator = await self.evaluator()
+            check = await self.engine.run(evaluator.check(path, source=text))
+            report = FileReport(key, time.time(), check=check)
+            self.cache.put(report)
+            self.checks_run += 1
+        except BadInput as e:
+            report = FileReport(key, time.time(), error=str(e))
+            self.cache.put(report)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # the evaluator itself failed (a worker could not start...): say so, don't cache
+            log.exception("the check of %s could not run", path)
+            report = FileReport(key, time.time(), error=f"GEAK could not run the check: {e}")
+        finally:
+            self._checks_running -= 1
+            if self._checks_running == 0:
+                self._checks_idle.set()
+            self.hooks.activity(None)
+        return report
+
+    async def _time(self, uri: str, path: str, text: str, report: FileReport) -> None:
+        runtime = await self.runtime()
+        if runtime.get("backend") == "interpreter":
+            report.timing_note = "timing needs a GPU (kernels ran in Triton's CPU interpreter)"
+            return
+        evaluator = await self.evaluator()
+        while True:
+            await self._checks_idle.wait()
+            self.hooks.activity(f"timing {Path(path).name}")
+            inner = asyncio.ensure_future(self.engine.run(evaluator.bench(path, source=text, check_first=False)))
+            self._timings.add(inner)
+            try:
+                await asyncio.wait({inner})
+            except asyncio.CancelledError:
+                inner.cancel()
+                with contextlib.suppress(BaseException):
+                    await asyncio.wait({inner})
+                raise
+            finally:
+                self._timings.discard(inner)
+                self.hooks.activity(None)
+            if inner.cancelled():
+                continue  # preempted by a check: time again once checks are idle
+            try:
+                bench = inner.result()
+            except Exception as e:
+                log.exception("timing %s failed", path)
+                report.timing_note = f"timing failed: {e}"
+                return
+            if bench.ok:
+                report.bench = bench
+            else:
+                report.timing_note = bench.message
+            self.hooks.timed(uri, report)
+            return

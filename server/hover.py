@@ -1,0 +1,103 @@
+"""Hover on a kernel's name: per captured call its shape, time, GB/s, TFLOP/s and % of peak; the last check's
+verdict and when; the best candidates of the last optimize with their speedups and intervals."""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import TYPE_CHECKING
+
+from lsprotocol import types
+
+from .analysis import DocumentModel
+from .checks import FileReport
+from .inlay_hints import format_ms, kernel_calls
+from .positions import Positions
+
+if TYPE_CHECKING:
+    from .lsp_server import GeakServer
+
+WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def word_at(line: str, character: int) -> tuple[str, int, int] | None:
+    for m in WORD.finditer(line):
+        if m.start() <= character <= m.end():
+            return m.group(), m.start(), m.end()
+    return None
+
+
+def ago(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.0f} s ago"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min ago"
+    return time.strftime("%H:%M", time.localtime(time.time() - seconds))
+
+
+def kernel_markdown(server: GeakServer, uri: str, model: DocumentModel, kernel: str) -> str:
+    info = model.kernel(kernel)
+    lines = [f"**GEAK · `{kernel}`**" + (" (autotuned)" if info and info.autotuned else "")]
+    report: FileReport | None = server.report_for(model)
+    if report is None:
+        lines.append("\nNot checked yet: save the file to run its test." if model.has_tests else "")
+    elif report.check is None:
+        lines.append(f"\nNot checked: {report.error}")
+    else:
+        check = report.check
+        verdict = "✅ passes" if check.ok else f"❌ fails at the {check.stage} stage"
+        backend = f" on {check.device or check.backend}" if check.backend else ""
+        summary = check.message.strip().splitlines()[0] if check.message.strip() else ""
+        lines.append(f"\n{verdict}{backend} ({ago(time.time() - report.checked_at)}): {summary}")
+    if report is not None and report.bench is not None:
+        bench = report.bench
+        calls = kernel_calls(bench, kernel)
+        if calls:
+            lines += ["", "| call | time | GB/s | TFLOP/s | % of peak |", "|---|---|---|---|---|"]
+            for c in calls:
+                kernel_time = c.kernel_ms.get(kernel)
+                own = f" (kernel {format_ms(kernel_time)})" if kernel_time and len(c.kernel_ms) > 1 else ""
+                peak = max(c.pct_peak_bw or 0, c.pct_peak_flops or 0)
+                lines.append(
+                    f"| `{c.signature}` | {format_ms(c.median_ms)}{own} | {_num(c.gbps)} | {_num(c.tflops)} | "
+                    f"{f'{peak:.0f}%' if peak else '-'} |"
+                )
+        if bench.peaks is not None:
+            p = bench.peaks
+            lines.append(f"\nPeaks of {p.device}: {p.bandwidth_gbps:.0f} GB/s, {p.tflops_16bit:.0f} TFLOP/s (16-bit)")
+    elif report is not None and report.timing_note:
+        lines.append(f"\nNot timed: {report.timing_note}")
+    record = server.optimizer.last_record(uri)
+    if record is not None and record.kernel in (None, kernel):
+        stale = "" if record.key == model.key else " (for an earlier version of this file)"
+        lines.append(f"\n**Last optimize**{stale}: {record.summary}")
+        lines.append(record.candidates_markdown(limit=5))
+    return "\n".join(lines).strip()
+
+
+def _num(value: float | None) -> str:
+    return f"{value:.3g}" if value else "-"
+
+
+def register(server: GeakServer) -> None:
+    @server.feature(types.TEXT_DOCUMENT_HOVER)
+    async def hover(params: types.HoverParams) -> types.Hover | None:
+        uri = params.text_document.uri
+        doc = server.open_document(uri)
+        if doc is None:
+            return None
+        text = doc.source
+        model = server.cached_model(text) or await server.model_of(text, server.path_of(uri))
+        if not model.triton or not model.kernels:
+            return None
+        positions = Positions(text, server.workspace.position_codec)
+        line = positions.to_line(params.position)
+        server_pos = positions.codec.position_from_client_units(positions.lines, params.position)
+        found = word_at(positions.lines[line - 1], server_pos.character)
+        if found is None or model.kernel(found[0]) is None:
+            return None
+        name, start, end = found
+        return types.Hover(
+            contents=types.MarkupContent(types.MarkupKind.Markdown, kernel_markdown(server, uri, model, name)),
+            range=positions.span(line, start, line, end),
+        )
