@@ -66,7 +66,9 @@ def install_scripted_gpu() -> None:
         speedup = None
         if against is not None:
             ratio = latency_of(Path(against).read_text()) / ms
-            speedup = Speedup(ratio, ratio * 0.98, ratio * 1.02, rounds or 15, abs(ratio - 1) > 0.02, "scripted")
+            low, high = ratio * 0.98, ratio * 1.02
+            verdict = "faster" if low > 1.02 else "slower" if high < 0.98 else "within noise (±2%)"
+            speedup = Speedup(ratio, low, high, rounds or 15, verdict != "within noise (±2%)", verdict, 0.02)
         return BenchResult(
             ok=True,
             stage="perf",
