@@ -149,6 +149,7 @@ async def check_now(server: GeakServer, uri: str) -> dict:
         return check_summary(False, "parse", syntax[0] if syntax else f"{name} is not a Triton file")
     if not snap.model.has_tests:
         return check_summary(False, "parse", f"{name}: {TEST_HINT}")
+    await server.ready.wait()
     if not await server.trust.ensure():
         return check_summary(False, "untrusted", "the workspace is not trusted: GEAK runs no code from it")
     if snap.version is None:
@@ -193,7 +194,10 @@ def register(server: GeakServer) -> None:
         if snap is None:
             return
         await publish(server, uri)
-        server.request_check(snap)
+        await server.ready.wait()  # the client's settings decide whether to check
+        snap = await server.snapshot(uri)
+        if snap is not None:
+            server.request_check(snap)
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     async def did_open(params: types.DidOpenTextDocumentParams) -> None:

@@ -65,6 +65,7 @@ class GeakServer(LanguageServer):
         self.optimizer = optimize_feature.OptimizeManager(self)
         self.watcher = watching.Watcher(self)
         self.activity: str | None = None
+        self.ready = asyncio.Event()  # set once the client's settings have been read (after `initialized`)
         self.published: dict[str, bool] = {}  # uris with GEAK diagnostics on the client
         self._pending_problem: str | None = None  # an invalid initializationOptions.settings, said once initialized
         self._models: OrderedDict[str, DocumentModel] = OrderedDict()
@@ -236,7 +237,8 @@ class GeakServer(LanguageServer):
         options.spares = 1
         if options != self.checks.options:
             await self.checks.reconfigure(options)
-            self.spawn(self.warm_up())
+            if self.ready.is_set():  # a later change of device: start the new evaluator now
+                self.spawn(self.warm_up())
         log.info("settings: %s", self.settings.model_dump(by_alias=True))
 
     async def pull_settings(self) -> None:
@@ -337,7 +339,10 @@ def build_server(*, debounce_s: float | None = None) -> GeakServer:
                         ]
                     )
                 )
-        await server.pull_settings()
+        try:
+            await server.pull_settings()
+        finally:
+            server.ready.set()
         server.watcher.start()
         server.spawn(server.warm_up())
 

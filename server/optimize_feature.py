@@ -176,6 +176,7 @@ class OptimizeManager:
         problem = self._refuse(snap, kernel, version)
         if problem:
             return refusal(problem), None
+        await server.ready.wait()
         if not await server.trust.ensure():
             return refusal("the workspace is not trusted: GEAK runs no code from it"), None
         if server.config is None:
