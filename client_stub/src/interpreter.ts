@@ -52,12 +52,13 @@ export async function resolveInterpreter(inputs: InterpreterInputs): Promise<Int
 
 export const SERVER_MODULE = "geak.server";
 
-/** Exit status of the probe when Python runs but `geak.server` cannot be found. */
+/** Exit status of the probe when Python runs but `python -m geak.server` has nothing to run. */
 const NOT_INSTALLED = 3;
+/** Looks up the module `-m` runs (an older GEAK has the package, without the language server). */
 const PROBE = [
   "import importlib.util, sys",
   "try:",
-  `    found = importlib.util.find_spec("${SERVER_MODULE}") is not None`,
+  `    found = importlib.util.find_spec("${SERVER_MODULE}.__main__") is not None`,
   "except ModuleNotFoundError:",
   "    found = False",
   `sys.exit(0 if found else ${NOT_INSTALLED})`,
@@ -73,7 +74,7 @@ export interface ProbeOptions {
   timeoutMs?: number;
 }
 
-/** Runs the interpreter once to see that it exists and can import `geak.server` (without importing it). */
+/** Runs the interpreter once to see that it exists and has GEAK's language server (without starting it). */
 export function probeInterpreter(command: string, options: ProbeOptions): Promise<ProbeResult> {
   return new Promise((resolve) => {
     execFile(
@@ -103,7 +104,7 @@ export function probeFailureMessage(interpreter: Interpreter, result: ProbeResul
     case "missing":
       return `GEAK: cannot run the Python interpreter ${where}. Set geak.pythonPath to a Python with GEAK installed.`;
     case "not-installed":
-      return `GEAK is not installed in ${where}: install it there (pip install -e <GEAK checkout>) or set geak.pythonPath to a Python that has it.`;
+      return `GEAK's language server (python -m ${SERVER_MODULE}) is not installed in ${where}: install GEAK there (pip install -e <GEAK checkout>) or set geak.pythonPath to a Python that has it.`;
     case "failed":
       return `GEAK: ${where} failed to look up ${SERVER_MODULE}: ${result.detail}`;
   }

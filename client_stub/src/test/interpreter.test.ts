@@ -86,12 +86,24 @@ describe("probeInterpreter", () => {
     assert.deepEqual(result, { ok: false, reason: "not-installed", detail: "" });
   });
 
-  it("finds geak.server without importing it", { skip: noPython }, async () => {
+  const fakeGeak = (withServer: boolean): string => {
     const site = mkdtempSync(path.join(tmp, "site-"));
     mkdirSync(path.join(site, "geak", "server"), { recursive: true });
-    writeFileSync(path.join(site, "geak", "server", "__init__.py"), "raise SystemExit('imported')\n");
-    const result = await probeInterpreter("python3", { cwd: tmp, env: env({ PYTHONPATH: site }) });
+    writeFileSync(path.join(site, "geak", "server", "__init__.py"), "");
+    if (withServer) {
+      writeFileSync(path.join(site, "geak", "server", "__main__.py"), "raise SystemExit('started')\n");
+    }
+    return site;
+  };
+
+  it("finds python -m geak.server without starting it", { skip: noPython }, async () => {
+    const result = await probeInterpreter("python3", { cwd: tmp, env: env({ PYTHONPATH: fakeGeak(true) }) });
     assert.deepEqual(result, { ok: true });
+  });
+
+  it("tells a GEAK without the language server", { skip: noPython }, async () => {
+    const result = await probeInterpreter("python3", { cwd: tmp, env: env({ PYTHONPATH: fakeGeak(false) }) });
+    assert.deepEqual(result, { ok: false, reason: "not-installed", detail: "" });
   });
 
   it("reports the last line of a failing interpreter's stderr", { skip: process.platform === "win32" }, async () => {
