@@ -14,7 +14,7 @@ from functools import cached_property
 
 from markdown_it import MarkdownIt
 
-from geak.evaluator.triton_file import TEST_PREFIXES, is_test_code
+from geak.evaluator.triton_file import TEST_PREFIXES, defined_names, is_test_code, separator_index, statement_span
 
 PYTHON_LANGS = frozenset({"", "python", "py", "python3", "py3", "triton"})
 MAX_STRATEGY_CHARS = 2000
@@ -24,7 +24,6 @@ KERNEL_MARK = re.compile(r"@\s*(?:triton\.)?jit\b|\btriton\.jit\b")
 KERNEL_DEF = re.compile(r"^@\s*(?:triton\.)?jit\b.*\n(?:@.*\n)*(?:async\s+)?def\s+(\w+)", re.MULTILINE)
 TOP_LEVEL_DEF = re.compile(r"^(?:async\s+def|def|class)\s+(\w+)", re.MULTILINE)
 TOP_LEVEL_ASSIGN = re.compile(r"^(\w+)\s*(?::[^=\n]*)?=(?!=)", re.MULTILINE)
-TEST_SEPARATOR = re.compile(r"^#{146,}[ \t]*$", re.MULTILINE)
 THINKING = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 
 _MARKDOWN = MarkdownIt("commonmark", {"html": False})
@@ -150,14 +149,15 @@ def strip_test_code(code: str) -> str:
     }
     drop = [s for s in tree.body if _is_test_statement(s, removed_defs)]
     for stmt in reversed(drop):
-        start = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", []))])
-        del lines[start - 1 : stmt.end_lineno or stmt.lineno]
+        start, end = statement_span(stmt)
+        del lines[start - 1 : end]
     return "\n".join(lines).rstrip() + "\n"
 
 
 def _cut_at_separator(code: str) -> str:
-    separator = TEST_SEPARATOR.search(code)
-    return code[: separator.start()] if separator else code
+    lines = code.split("\n")
+    index = separator_index(lines, lenient=True)
+    return code if index is None else "\n".join(lines[:index]) + ("\n" if index else "")
 
 
 def _is_test_statement(stmt: ast.stmt, test_functions: set[str]) -> bool:
@@ -216,16 +216,7 @@ def _prose(text: str, fences: list[_Fence]) -> str:
 
 
 def _top_level_names(tree: ast.Module) -> set[str]:
-    names: set[str] = set()
-    for stmt in tree.body:
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(stmt.name)
-        elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
-            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-            names.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
-        elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
-            names.update((a.asname or a.name).split(".")[0] for a in stmt.names)
-    return names
+    return set().union(*(defined_names(stmt) for stmt in tree.body))
 
 
 def _parses(code: str) -> bool:

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field, replace
 from itertools import pairwise
 from typing import Literal
 
+from geak.evaluator.triton_file import AUTOTUNE_DECORATORS, decorator_name, is_kernel_def
+
 ParamKind = Literal["constexpr", "num_warps", "num_stages"]
 
 NUM_WARPS_CHOICES = (1, 2, 4, 8, 16)
@@ -47,8 +49,6 @@ _NEW_SCOPES = (
     ast.DictComp,
     ast.GeneratorExp,
 )
-_JIT_DECORATORS = {"triton.jit", "jit"}
-_AUTOTUNE_DECORATORS = {"triton.autotune", "autotune"}
 
 
 @dataclass(frozen=True)
@@ -208,10 +208,6 @@ def _dotted(node: ast.expr) -> str:
     return ""
 
 
-def _decorator_name(node: ast.expr) -> str:
-    return _dotted(node.func if isinstance(node, ast.Call) else node)
-
-
 def _is_constexpr(annotation: ast.expr | None) -> bool:
     if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
         return annotation.value.split(".")[-1] == "constexpr"
@@ -221,18 +217,16 @@ def _is_constexpr(annotation: ast.expr | None) -> bool:
 def _kernels(tree: ast.Module) -> dict[str, _Kernel]:
     kernels: dict[str, _Kernel] = {}
     for node in ast.walk(tree):
-        if not isinstance(node, ast.FunctionDef) or node.name in kernels:
+        if not is_kernel_def(node) or node.name in kernels:
             continue
-        decorators = {_decorator_name(d) for d in node.decorator_list}
-        if not decorators & _JIT_DECORATORS:
-            continue
+        decorators = {decorator_name(d) for d in node.decorator_list}
         positional = [*node.args.posonlyargs, *node.args.args]
         constexprs = frozenset(a.arg for a in [*positional, *node.args.kwonlyargs] if _is_constexpr(a.annotation))
         kernels[node.name] = _Kernel(
             node.name,
             tuple(a.arg for a in positional),
             constexprs,
-            autotuned=bool(decorators & _AUTOTUNE_DECORATORS),
+            autotuned=bool(decorators & AUTOTUNE_DECORATORS),
         )
     return kernels
 

@@ -22,13 +22,12 @@ from pathlib import Path
 
 from rank_bm25 import BM25Okapi
 
-from geak.evaluator.triton_file import is_test_code
+from geak.evaluator.triton_file import is_kernel_def, is_test_code, separator_index, statement_span
 from geak.snippets import KERNELS_DIR
 
 logger = logging.getLogger(__name__)
 
 _HEADER = re.compile(r"#\s*geak-(family|gpu-only):\s*(.*?)\s*$")
-_SEPARATOR = re.compile(r"^#{100,}[ \t]*$", re.MULTILINE)  # TritonBench: 146 '#' before the test code
 _NAME_PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")  # BLOCK / Size / block / 16
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\s*\.\s*[A-Za-z_][A-Za-z0-9_]*)*")
 _COMMENT_OR_STRING = re.compile(r"#[^\n]*|'''.*?'''|\"\"\".*?\"\"\"|'[^'\n]*'|\"[^\"\n]*\"", re.DOTALL)
@@ -51,28 +50,22 @@ def kernel_section(source: str) -> str:
 
     Raises ``SyntaxError`` when the kept part does not parse.
     """
-    separator = _SEPARATOR.search(source)
-    head = source[: separator.start()] if separator else source
-    tree = ast.parse(head)
-    lines = head.splitlines(keepends=True)
+    lines = source.splitlines(keepends=True)
+    separator = separator_index(lines, lenient=True)
+    lines = lines if separator is None else lines[:separator]
+    tree = ast.parse("".join(lines))
     dropped: set[int] = set()  # 0-based line numbers
     for node in tree.body:
         if is_test_code(node):
-            first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
-            dropped.update(range(first - 1, node.end_lineno or node.lineno))
+            first, last = statement_span(node)
+            dropped.update(range(first - 1, last))
     kept = "".join(line for index, line in enumerate(lines) if index not in dropped)
     return re.sub(r"\n{3,}", "\n\n\n", kept).strip() + "\n"
 
 
 def _has_kernel(code: str) -> bool:
-    """Whether ``code`` (which parses) defines a ``@triton.jit`` (or ``@jit``) function."""
-    for node in ast.walk(ast.parse(code)):
-        if isinstance(node, ast.FunctionDef):
-            for decorator in node.decorator_list:
-                target = decorator.func if isinstance(decorator, ast.Call) else decorator
-                if ast.unparse(target) in ("triton.jit", "jit"):
-                    return True
-    return False
+    """Whether ``code`` (which parses) defines a ``@triton.jit`` kernel."""
+    return any(is_kernel_def(node) for node in ast.walk(ast.parse(code)))
 
 
 def load_entry(path: Path) -> CorpusEntry:

@@ -13,15 +13,15 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from . import bench as bench_stage
 from . import check as check_stage
 from . import peaks as peaks_cache
-from .compare import Tolerance
-from .pool import JobOutcome, WorkerPool
+from .options import EvalOptions
+from .pool import WorkerPool
 from .protocol import probe_input_file
 from .results import BenchResult, CheckResult, Diagnostic, Peaks
 from .timing_rules import REMEASURE_ABOVE, BatchClock
@@ -32,32 +32,6 @@ Progress = Callable[[str], None]
 
 class BadInput(ValueError):
     """The input cannot be evaluated (missing file, not a Triton file, no test, a reference that fails)."""
-
-
-@dataclass
-class EvalOptions:
-    timeout_s: float = 300.0  # per worker job (one check of one file)
-    fresh_inputs: bool = True  # re-run captured calls with fresh random inputs against the reference
-    max_fresh_calls: int = 8
-    seed: int = 42  # Python, NumPy and torch are seeded with it before the import, each test and each replay
-    tolerances: dict[str, Tolerance] = field(default_factory=dict)
-    bench_rounds: int = 15
-    rep_ms: float = 25.0
-    max_bench_calls: int = 16
-    measure_peaks: bool = True
-    profile_kernels: bool = True
-    backend: str = "auto"  # auto | gpu | interpreter
-    spares: int = 1
-    max_concurrent: int = 1
-    gpu_id: int | None = None
-
-
-@dataclass
-class _ReferenceRun:
-    tfile: TritonFile
-    outcome: JobOutcome
-    outputs: Path
-    probes: check_stage.ReferenceProbes
 
 
 class Evaluator:
@@ -72,7 +46,7 @@ class Evaluator:
             gpu_id=self.options.gpu_id,
         )
         self._scratch = Path(tempfile.mkdtemp(prefix="geak-eval-"))
-        self._references: dict[str, _ReferenceRun] = {}
+        self._references: dict[str, check_stage.ReferenceRun] = {}
         self._peaks: Peaks | None = None
         self._serial = 0
 
@@ -153,7 +127,7 @@ class Evaluator:
             shutil.rmtree(job_dir, ignore_errors=True)
         return _with_duration(result, time.perf_counter() - started)
 
-    async def _reference_run(self, reference: TritonFile, progress: Progress | None) -> _ReferenceRun:
+    async def _reference_run(self, reference: TritonFile, progress: Progress | None) -> check_stage.ReferenceRun:
         composed = reference.compose()
         key = hashlib.sha256(composed.text.encode()).hexdigest()
         cached = self._references.get(key)
@@ -177,7 +151,7 @@ class Evaluator:
         probes = await asyncio.to_thread(
             check_stage.judge_reference_probes, outcome.result or {}, job_dir / "outputs", self.options
         )
-        run = _ReferenceRun(reference, outcome, job_dir, probes)
+        run = check_stage.ReferenceRun(reference, outcome, job_dir, probes)
         self._references[key] = run
         return run
 

@@ -14,8 +14,8 @@ from .speedup import speedup_interval
 from .triton_file import TritonFile
 
 if TYPE_CHECKING:
-    from .api import EvalOptions
     from .compare import Tolerance
+    from .options import EvalOptions
 
 
 def bench_job(

@@ -4,17 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .compare import UnreadableOutput, compare, load_output
 from .diagnostics import definition_line, error_diagnostic
+from .options import EvalOptions
 from .pool import JobOutcome
 from .protocol import output_file_of_test, probe_output_file
 from .results import CheckResult, Comparison, Diagnostic, Mismatch, TestOutcome
 from .triton_file import Composed, TritonFile
-
-if TYPE_CHECKING:
-    from .api import EvalOptions, _ReferenceRun
 
 INTERPRETER_CAVEAT = (
     "checked with Triton's CPU interpreter: a pre-check, not a sign-off (bf16 arithmetic, TF32 rounding of "
@@ -55,6 +53,16 @@ class ReferenceProbes:
     usable: tuple[dict[str, Any], ...] = ()
     informative: frozenset[int] = frozenset()
     skipped: tuple[str, ...] = ()
+
+
+@dataclass
+class ReferenceRun:
+    """A reference's check job, kept for the candidates compared with it."""
+
+    tfile: TritonFile
+    outcome: JobOutcome
+    outputs: Path
+    probes: ReferenceProbes
 
 
 def judge_reference_probes(result: dict[str, Any], out_dir: Path, options: EvalOptions) -> ReferenceProbes:
@@ -104,7 +112,7 @@ def verdict(
     composed: Composed,
     candidate: TritonFile,
     reference: TritonFile | None,
-    ref_run: _ReferenceRun | None,
+    ref_run: ReferenceRun | None,
     job_dir: Path,
     options: EvalOptions,
     runtime: dict[str, Any],
@@ -242,7 +250,7 @@ def _mismatch_summary(comparison: Comparison) -> str:
 TEST_KINDS = ("pass", "assert", "error", "timeout", "crash")
 
 
-def _expected_tests(result: dict[str, Any], owner: TritonFile, ref_run: _ReferenceRun | None) -> list[dict[str, Any]]:
+def _expected_tests(result: dict[str, Any], owner: TritonFile, ref_run: ReferenceRun | None) -> list[dict[str, Any]]:
     """The tests the trusted side expects (the reference run's, else the file's), each with what the job reported
     for it; a test the job did not report, or reported in a malformed way, is an error."""
     if ref_run is not None:
@@ -268,7 +276,7 @@ def _expected_tests(result: dict[str, Any], owner: TritonFile, ref_run: _Referen
 def _compare_with_reference(
     reported: list[dict[str, Any]],
     result: dict[str, Any],
-    ref_run: _ReferenceRun,
+    ref_run: ReferenceRun,
     job_dir: Path,
     options: EvalOptions,
 ) -> Comparison:

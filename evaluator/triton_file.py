@@ -19,6 +19,8 @@ from typing import Literal
 from .results import KernelInfo
 
 SEPARATOR = "#" * 146
+JIT_DECORATORS = frozenset({"triton.jit", "jit", "tl.jit"})
+AUTOTUNE_DECORATORS = frozenset({"triton.autotune", "autotune"})
 TEST_PREFIXES = ("test_", "bench_", "flops_", "bytes_")
 
 Format = Literal["tritonbench", "native"]
@@ -115,6 +117,16 @@ def read_triton_file(path: str | Path) -> TritonFile:
     return parse_triton_file(text, str(p))
 
 
+def separator_index(lines: list[str], *, lenient: bool = False) -> int | None:
+    """The index of the test-section separator: a line of exactly 146 ``#`` (trailing white space allowed), or with
+    `lenient` (text a model wrote) of 146 or more."""
+    for i, line in enumerate(lines):
+        text = line.rstrip()
+        if text == SEPARATOR or (lenient and len(text) > len(SEPARATOR) and not text.strip("#")):
+            return i
+    return None
+
+
 def looks_like_triton(path: str | Path) -> bool:
     """Is this a Triton file (a Python file with a `@triton.jit` kernel)? A file that does not parse counts when it
     mentions `triton.jit`, so that its syntax error is reported rather than the file ignored."""
@@ -137,7 +149,7 @@ def parse_triton_file(text: str, path: str = "<string>", *, require_tests: bool 
     except SyntaxError as e:
         raise TritonFileError(f"syntax error: {e.msg}", e.lineno or 1, e.offset or 1, kind="syntax") from e
     lines = text.splitlines()
-    sep_index = next((i for i, line in enumerate(lines) if line.rstrip() == SEPARATOR), None)
+    sep_index = separator_index(lines)
     kernels = tuple(_find_kernels(tree))
     if not kernels:
         raise TritonFileError(f"{path}: no @triton.jit kernel found (is this a Triton file?)")
@@ -149,7 +161,7 @@ def parse_triton_file(text: str, path: str = "<string>", *, require_tests: bool 
         kernel_stmts = [s for s in tree.body if s.lineno <= sep_index + 1]
         test_lines = list(lines[sep_index + 1 :])
         for stmt in _test_invocations(test_stmts):  # `result_gold = test_x()`: the evaluator calls tests itself
-            start, end = _stmt_span(stmt)
+            start, end = statement_span(stmt)
             test_lines[start - sep_index - 2 : end - sep_index - 1] = [""] * (end - start + 1)
         test_blocks = ((sep_index + 2, tuple(test_lines)),)
     else:
@@ -158,7 +170,7 @@ def parse_triton_file(text: str, path: str = "<string>", *, require_tests: bool 
         kernel = list(lines)
         blocks = []
         for stmt in test_stmts:
-            start, end = _stmt_span(stmt)
+            start, end = statement_span(stmt)
             blocks.append((start, tuple(lines[start - 1 : end])))
             kernel[start - 1 : end] = [""] * (end - start + 1)
         kernel_lines = tuple(kernel)
@@ -170,12 +182,7 @@ def parse_triton_file(text: str, path: str = "<string>", *, require_tests: bool 
         where = "after the ##### separator" if fmt == "tritonbench" else "at the top level"
         raise TritonFileError(f"{path}: no test found: define test_* functions {where}")
     kernel_names = {k.name for k in kernels}
-    wrappers = tuple(
-        name
-        for s in kernel_stmts
-        for name in _entry_point_names(s)
-        if name not in kernel_names
-    )
+    wrappers = tuple(name for s in kernel_stmts for name in _entry_point_names(s) if name not in kernel_names)
     return TritonFile(
         path=path,
         text=text,
@@ -203,9 +210,7 @@ def _entry_point_names(stmt: ast.stmt) -> list[str]:
 
 
 def _is_autograd_function(stmt: ast.stmt) -> bool:
-    return isinstance(stmt, ast.ClassDef) and any(
-        ast.unparse(base).split(".")[-1] == "Function" for base in stmt.bases
-    )
+    return isinstance(stmt, ast.ClassDef) and any(ast.unparse(base).split(".")[-1] == "Function" for base in stmt.bases)
 
 
 def _test_invocations(stmts: list[ast.stmt]) -> list[ast.stmt]:
@@ -218,7 +223,7 @@ def _test_invocations(stmts: list[ast.stmt]) -> list[ast.stmt]:
     ]
 
 
-def _stmt_span(stmt: ast.stmt) -> tuple[int, int]:
+def statement_span(stmt: ast.stmt) -> tuple[int, int]:
     start = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", []))])
     return start, stmt.end_lineno or stmt.lineno
 
@@ -256,7 +261,7 @@ def _split_native(
     while grew:
         grew = False
         for stmt in rest:
-            names = _defines(stmt)
+            names = defined_names(stmt)
             if (
                 isinstance(stmt, (ast.FunctionDef, ast.ClassDef, ast.Assign))
                 and not names <= launching
@@ -269,7 +274,7 @@ def _split_native(
         changed = False
         test_uses = set().union(*(_loads(s) for s in test)) if test else set()
         for stmt in list(rest):
-            defined = _defines(stmt)
+            defined = defined_names(stmt)
             if not defined or not defined & test_uses or defined & launching or isinstance(stmt, ast.ClassDef):
                 continue
             others = [s for s in rest if s is not stmt]
@@ -282,7 +287,7 @@ def _split_native(
     return test, rest
 
 
-def _defines(stmt: ast.stmt) -> set[str]:
+def defined_names(stmt: ast.stmt) -> set[str]:
     if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return {stmt.name}
     if isinstance(stmt, (ast.Import, ast.ImportFrom)):
@@ -311,7 +316,7 @@ def _asserts(func: ast.AST) -> bool:
     return False
 
 
-def _decorator_name(dec: ast.expr) -> str:
+def decorator_name(dec: ast.expr) -> str:
     target = dec.func if isinstance(dec, ast.Call) else dec
     parts = []
     while isinstance(target, ast.Attribute):
@@ -322,13 +327,16 @@ def _decorator_name(dec: ast.expr) -> str:
     return ".".join(reversed(parts))
 
 
+def is_kernel_def(node: ast.AST) -> bool:
+    """A `@triton.jit` function (also under `@triton.autotune` / `@triton.heuristics`)."""
+    return isinstance(node, ast.FunctionDef) and any(decorator_name(d) in JIT_DECORATORS for d in node.decorator_list)
+
+
 def _find_kernels(tree: ast.Module):
     for node in ast.walk(tree):
-        if not isinstance(node, ast.FunctionDef):
+        if not is_kernel_def(node):
             continue
-        names = [_decorator_name(d) for d in node.decorator_list]
-        if not any(n in ("triton.jit", "jit", "tl.jit") for n in names):
-            continue
+        names = [decorator_name(d) for d in node.decorator_list]
         params = tuple(a.arg for a in node.args.args)
         constexprs = tuple(
             a.arg for a in node.args.args if a.annotation is not None and "constexpr" in ast.unparse(a.annotation)
@@ -337,7 +345,7 @@ def _find_kernels(tree: ast.Module):
             name=node.name,
             line=node.lineno,
             end_line=node.end_lineno or node.lineno,
-            autotuned=any(n.endswith("autotune") for n in names),
+            autotuned=any(n in AUTOTUNE_DECORATORS for n in names),
             params=params,
             constexprs=constexprs,
         )

@@ -1,0 +1,25 @@
+"""What an evaluation may be asked to do differently: the one place where its settings and their defaults live."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .compare import Tolerance
+
+
+@dataclass
+class EvalOptions:
+    timeout_s: float = 300.0  # per worker job (one check of one file)
+    fresh_inputs: bool = True  # re-run captured calls with fresh random inputs against the reference
+    max_fresh_calls: int = 8
+    seed: int = 42  # Python, NumPy and torch are seeded with it before the import, each test and each replay
+    tolerances: dict[str, Tolerance] = field(default_factory=dict)
+    bench_rounds: int = 15
+    rep_ms: float = 25.0
+    max_bench_calls: int = 16
+    measure_peaks: bool = True
+    profile_kernels: bool = True
+    backend: str = "auto"  # auto | gpu | interpreter
+    spares: int = 1
+    max_concurrent: int = 1
+    gpu_id: int | None = None
