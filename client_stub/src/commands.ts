@@ -41,11 +41,15 @@ function requestFailed(what: string, error: unknown): void {
   void vscode.window.showErrorMessage(`GEAK: ${what} failed: ${reason}`);
 }
 
-/** The Python document of the active editor, or a message saying why there is none. */
+/** The Python file of the active editor, or a message saying why there is none. */
 function activePythonDocument(): vscode.TextDocument | undefined {
   const document = vscode.window.activeTextEditor?.document;
   if (document?.languageId !== "python") {
     void vscode.window.showInformationMessage("GEAK: open a Triton file (a Python file with a @triton.jit kernel) first.");
+    return undefined;
+  }
+  if (document.uri.scheme !== "file") {
+    void vscode.window.showInformationMessage("GEAK: save the file to disk first (its test runs from there).");
     return undefined;
   }
   return document;
