@@ -4,7 +4,7 @@ DEMO_KERNEL ?= snippets/kernels/vector_add.py
 
 .PHONY: setup demo test lint
 setup:
-	bash scripts/setup.sh
+	@bash scripts/setup.sh
 
 demo: setup
 	.venv/bin/geak optimize $(DEMO_KERNEL)

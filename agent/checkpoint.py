@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,18 @@ class CheckpointPaths:
 
     def results(self, round_: int) -> Path:
         return self.root / f"{self.stem}_{round_}.jsonl"
+
+
+def check_writable(root: Path) -> None:
+    """Create `root` if needed and make sure files can be written in it; raises ValueError in one line if not."""
+    if root.exists() and not root.is_dir():
+        raise ValueError(f"the checkpoint folder {root} is a file, not a folder (choose another with --output)")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=root):
+            pass
+    except OSError as e:
+        raise ValueError(f"cannot write checkpoints in {root}: {e.strerror} (choose another with --output)") from None
 
 
 def _atomic_write(path: Path, text: str) -> None:

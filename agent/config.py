@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from geak.evaluator.api import EvalOptions
+from geak.evaluator.compare import parse_tolerance_overrides
 
 ENV_VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -83,6 +84,7 @@ class AgentConfig(BaseModel):
     bench_rounds: int = Field(15, ge=3)
     fresh_inputs: int = Field(2, ge=0)
     seed: int = Field(EvalOptions.seed, ge=0)  # seeds Python, NumPy and torch before each test
+    tolerance: list[str] = Field(default_factory=list)  # DTYPE=RTOL,ATOL overrides of the comparison
 
     # Retrieval and knowledge.
     corpus_path: list[Path] = Field(default_factory=list)
@@ -124,6 +126,17 @@ class AgentConfig(BaseModel):
                 "must be the NAME of the environment variable that holds the API key "
                 "(letters, digits and underscores, e.g. OPENAI_API_KEY), not the key itself"
             )
+        return value
+
+    @field_validator("tolerance", mode="before")
+    @classmethod
+    def _one_or_many_tolerances(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+    @field_validator("tolerance")
+    @classmethod
+    def _check_tolerances(cls, value: list[str]) -> list[str]:
+        parse_tolerance_overrides(value)  # the evaluator's parser is the authority; raises ValueError
         return value
 
     @field_validator("corpus_path", mode="before")

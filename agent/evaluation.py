@@ -66,7 +66,9 @@ class CandidateEvaluator:
 
 
 def _from_check(check: CheckResult) -> Evaluation:
-    called = check.stage != "parse" and not any(t.kind in ("error", "timeout", "crash") for t in check.tests)
+    # GEAK's call accuracy: the tests ran through without raising. No test outcome at all means the file never got
+    # that far (it failed, hung or crashed while importing).
+    called = bool(check.tests) and not any(t.kind in ("error", "timeout", "crash") for t in check.tests)
     return Evaluation(
         ok=check.ok,
         stage=check.stage,

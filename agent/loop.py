@@ -90,6 +90,10 @@ class GeakAgent:
         cfg = self.config
         original = self.candidates.original
         paths = checkpoint.CheckpointPaths(Path(cfg.output_path), Path(original.path).stem)
+        try:
+            checkpoint.check_writable(paths.root)
+        except ValueError as e:
+            raise BadInput(str(e)) from None
         baseline = await self.candidates.start()
         if not baseline.ok:
             raise BadInput(
@@ -108,6 +112,8 @@ class GeakAgent:
         base = f"baseline {self.candidates.baseline_ms:.4f} ms" if self.candidates.baseline_ms else "no timing"
         focus = f" (kernel {self.kernel})" if self.kernel else ""
         self._emit("start", f"optimizing {original.path}{focus} on {runtime.get('device')} ({base})")
+        if self.model is None:
+            self._emit("start", "no model configured (model_id, --model): tuning launch parameters by measurement")
         try:
             if self.model is not None and self.config.model_configured:
                 await asyncio.gather(*(self._chain(run, state) for state in memory.chains))

@@ -11,6 +11,7 @@ import asyncio
 from pathlib import Path
 
 from geak.evaluator.api import BadInput, EvalOptions, Evaluator
+from geak.evaluator.compare import parse_tolerance_overrides
 from geak.evaluator.triton_file import TritonFileError, read_triton_file
 
 from .config import AgentConfig
@@ -22,7 +23,7 @@ from .retrieval import KernelCorpus
 
 
 def eval_options(config: AgentConfig, backend: str = "auto") -> EvalOptions:
-    """The evaluator settings an agent run asks for (time limit, timing rounds, fresh inputs, GPU)."""
+    """The evaluator settings an agent run asks for (time limit, timing rounds, fresh inputs, tolerances, GPU)."""
     return EvalOptions(
         timeout_s=config.timeout_per_check_s,
         bench_rounds=config.bench_rounds,
@@ -30,6 +31,7 @@ def eval_options(config: AgentConfig, backend: str = "auto") -> EvalOptions:
         seed=config.seed,
         backend=backend,
         gpu_id=config.gpu_id,
+        tolerances=parse_tolerance_overrides(config.tolerance),
     )
 
 

@@ -25,7 +25,7 @@ from .pool import WorkerPool
 from .protocol import probe_input_file
 from .results import BenchResult, CheckResult, Diagnostic, Peaks
 from .timing_rules import REMEASURE_ABOVE, BatchClock
-from .triton_file import TritonFile, TritonFileError, parse_triton_file, read_triton_file
+from .triton_file import TritonFile, TritonFileError, parse_triton_file, read_source, read_triton_file
 
 Progress = Callable[[str], None]
 
@@ -307,11 +307,11 @@ class Evaluator:
         if file is None:
             raise BadInput("give a file or source text")
         try:
-            return Path(file).read_text(encoding="utf-8")
+            return read_source(file)
         except FileNotFoundError as e:
             raise BadInput(f"{file}: no such file") from e
-        except (IsADirectoryError, UnicodeDecodeError) as e:
-            raise BadInput(f"{file}: not a readable text file ({e})") from e
+        except TritonFileError as e:
+            raise BadInput(str(e)) from e
 
     def _new_dir(self, kind: str) -> Path:
         self._serial += 1

@@ -10,6 +10,7 @@ and strings must be equal.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,7 +48,8 @@ def tolerance_for(dtype: str, overrides: dict[str, Tolerance] | None = None) -> 
 
 
 def parse_tolerance_overrides(items: list[str]) -> dict[str, Tolerance]:
-    """`["float32=1e-4,1e-4", "bfloat16=3e-2,3e-2"]` → {dtype: Tolerance(rtol, atol)}."""
+    """`["float32=1e-4,1e-4", "bfloat16=3e-2,3e-2"]` → {dtype: Tolerance(rtol, atol)}. Raises ValueError for an
+    unknown dtype name or a negative, infinite or missing value."""
     out: dict[str, Tolerance] = {}
     for item in items:
         try:
@@ -55,8 +57,15 @@ def parse_tolerance_overrides(items: list[str]) -> dict[str, Tolerance]:
             rtol, atol = (float(v) for v in values.split(","))
         except ValueError:
             raise ValueError(f"bad tolerance {item!r}: expected DTYPE=RTOL,ATOL (e.g. float32=1e-4,1e-4)") from None
-        base = tolerance_for(dtype.strip())
-        out[dtype.strip()] = Tolerance(rtol, atol, base.floor)
+        dtype = dtype.strip()
+        if dtype not in DEFAULT_TOLERANCES and not re.fullmatch(r"float8_\w+|complex(32|64|128)", dtype):
+            raise ValueError(
+                f"bad tolerance {item!r}: {dtype!r} is not a floating-point dtype "
+                f"({', '.join(DEFAULT_TOLERANCES)}, float8_*, complex*; integers are compared exactly)"
+            )
+        if not all(math.isfinite(v) and v >= 0 for v in (rtol, atol)):
+            raise ValueError(f"bad tolerance {item!r}: RTOL and ATOL must be finite and not negative")
+        out[dtype] = Tolerance(rtol, atol, tolerance_for(dtype).floor)
     return out
 
 

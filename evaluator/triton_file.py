@@ -12,6 +12,8 @@ always re-attached to candidate code (``compose``), so a candidate can never bri
 from __future__ import annotations
 
 import ast
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -104,17 +106,40 @@ def _join(lines) -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def read_triton_file(path: str | Path) -> TritonFile:
+def read_source(path: str | Path) -> str:
+    """The text of a source file (UTF-8, a leading byte-order mark dropped). Never blocks: a named pipe, device or
+    directory is refused before it is read. Raises FileNotFoundError, or TritonFileError with a one-line reason."""
     p = Path(path)
-    if not p.exists():
-        raise FileNotFoundError(f"{p}: no such file")
-    if not p.is_file():
-        raise TritonFileError(f"{p}: not a file")
     try:
-        text = p.read_text(encoding="utf-8")
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{p}: no such file") from None
+    except OSError as e:  # permission denied, a symlink loop, a dangling directory entry...
+        raise TritonFileError(f"{p}: cannot be read ({e.strerror})") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = "a directory" if stat.S_ISDIR(mode) else "a named pipe" if stat.S_ISFIFO(mode) else "a device"
+        raise TritonFileError(f"{p}: not a regular file ({kind})")
+    with os.fdopen(fd, "rb") as f:
+        try:
+            data = f.read()
+        except OSError as e:
+            raise TritonFileError(f"{p}: cannot be read ({e.strerror})") from None
+    try:
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise TritonFileError(f"{p}: not UTF-8 text ({e.reason} at byte {e.start})") from e
-    return parse_triton_file(text, str(p))
+
+
+def read_triton_file(path: str | Path) -> TritonFile:
+    """Read and parse a Triton file; a syntax error's message starts with `path:line:column:`."""
+    try:
+        return parse_triton_file(read_source(path), str(path))
+    except TritonFileError as e:
+        if e.kind != "syntax":
+            raise
+        raise TritonFileError(f"{path}:{e.line}:{e.column}: {e}", e.line, e.column, kind="syntax") from e
 
 
 def separator_index(lines: list[str], *, lenient: bool = False) -> int | None:

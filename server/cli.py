@@ -1,21 +1,32 @@
-"""The `geak` command line: check, bench and optimize Triton files, and serve the language server."""
+"""The `geak` command line: check, bench and optimize Triton files and serve the language server.
+
+Only built-in modules are imported at the top: everything else (argparse, and torch, Triton, openai behind the
+commands) loads inside `main` while Ctrl-C means "exit 130 now", so an interrupt at any moment, even while they
+load, ends with one line and no traceback. Once loaded, Ctrl-C is a KeyboardInterrupt the commands handle.
+"""
 
 from __future__ import annotations
 
-import argparse
-import logging
+import signal
 import sys
+from typing import TYPE_CHECKING
 
-from . import cli_bench, cli_check, cli_optimize, cli_serve
+if TYPE_CHECKING:
+    import argparse
 
-EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import argparse
+
+    from . import cli_bench, cli_check, cli_optimize, cli_serve
+
     parser = argparse.ArgumentParser(
         prog="geak",
         description="Check, time and optimize Triton kernels against their own embedded unit tests.",
     )
+    parser.add_argument("--version", action="version", version=f"geak {_version()}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log what happens to stderr")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (cli_check, cli_bench, cli_optimize, cli_serve):
@@ -24,17 +35,38 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
-        stream=sys.stderr,
-        format="%(levelname)s %(name)s: %(message)s",
-    )
+    previous = signal.signal(signal.SIGINT, _exit_interrupted)
     try:
+        import logging
+
+        parser = build_parser()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    try:
+        args = parser.parse_args(argv)
+        logging.basicConfig(
+            level=logging.INFO if args.verbose else logging.WARNING,
+            stream=sys.stderr,
+            format="%(levelname)s %(name)s: %(message)s",
+        )
         return args.run(args)
     except KeyboardInterrupt:
         print("geak: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+
+
+def _exit_interrupted(signum: int, frame: object) -> None:
+    print("geak: interrupted", file=sys.stderr)
+    raise SystemExit(EXIT_INTERRUPTED)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("geak")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
 
 
 if __name__ == "__main__":

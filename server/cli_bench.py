@@ -28,4 +28,6 @@ def run(args: argparse.Namespace) -> int:
         return result
     if result.ok:
         return 0
+    if result.check is not None and result.check.stage == "parse" and args.against is None:
+        return 2  # FILE itself is not valid Python
     return 2 if result.backend == "interpreter" and (result.check is None or result.check.ok) else 1

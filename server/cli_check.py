@@ -23,7 +23,8 @@ def register(commands) -> None:
     parser = commands.add_parser(
         "check",
         help="check Triton files against their embedded unit tests",
-        description="Exit 0 when every file passes, 1 when a kernel fails, 2 for bad input. Several files or "
+        description="Exit 0 when every file passes, 1 when a kernel fails, 2 for bad input (a file that is not "
+        "valid Python included). Several files or "
         "folders are checked with one warm evaluator, with a progress bar and a summary table.",
     )
     parser.add_argument("paths", nargs="+", metavar="PATH", help="Triton files, or folders of them")
@@ -56,7 +57,9 @@ def run(args: argparse.Namespace) -> int:
         result = run_evaluation(args, "check", "check", print_check)
         if isinstance(result, int):
             return result
-        return 0 if result.ok else 1
+        if result.ok:
+            return 0
+        return 2 if result.stage == "parse" and args.against is None else 1  # FILE itself is not valid Python
     return _run_many(args)
 
 

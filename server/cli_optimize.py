@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 
+from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
@@ -17,8 +19,10 @@ from geak.agent.loop import ProgressEvent
 from geak.agent.outcome import OptimizeResult
 from geak.agent.session import OptimizeSession
 from geak.evaluator.api import BadInput
+from geak.evaluator.pool import WorkerStartError
 
-from .render import console, err_console
+from .eval_options import add_eval_arguments, whole_number
+from .render import console, err_console, one_line
 
 
 def register(commands) -> None:
@@ -34,9 +38,17 @@ def register(commands) -> None:
     parser.add_argument("--model", dest="model_id", help="model name at the OpenAI-compatible endpoint")
     parser.add_argument("--base-url", help="endpoint URL (default: $OPENAI_BASE_URL or OpenAI)")
     parser.add_argument("--api-key-env", help="environment variable holding the API key (default OPENAI_API_KEY)")
-    parser.add_argument("--iterations", dest="max_iteration", type=int, help="sequential rounds per chain")
-    parser.add_argument("--parallel", type=int, help="independent chains (pass@k)")
-    parser.add_argument("--budget", dest="search_budget", type=int, help="launch-parameter search evaluations")
+    parser.add_argument(
+        "--iterations", dest="max_iteration", type=whole_number(1, "a whole number of at least 1"),
+        help="sequential rounds per chain",
+    )  # fmt: skip
+    parser.add_argument(
+        "--parallel", type=whole_number(1, "a whole number of at least 1"), help="independent chains (pass@k)"
+    )
+    parser.add_argument(
+        "--budget", dest="search_budget", type=whole_number(1, "a whole number of at least 1"),
+        help="launch-parameter search evaluations",
+    )  # fmt: skip
     parser.add_argument(
         "--no-search",
         dest="search",
@@ -46,9 +58,9 @@ def register(commands) -> None:
     )
     parser.add_argument("--output", dest="output_path", type=Path, help="checkpoint folder (default geak_runs)")
     parser.add_argument("--resume", action="store_true", help="continue from the checkpoint in --output")
-    parser.add_argument("--backend", choices=("auto", "gpu", "interpreter"), default="auto")
     parser.add_argument("--write", action="store_true", help="write the best candidate into FILE")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_eval_arguments(parser)
     parser.set_defaults(run=run)
 
 
@@ -66,27 +78,32 @@ def run(args: argparse.Namespace) -> int:
             "output_path",
         )
     }
+    overrides |= {
+        "timeout_per_check_s": args.timeout,
+        "bench_rounds": args.rounds,
+        "gpu_id": args.gpu,
+        "seed": args.seed,
+        "tolerance": args.tolerance,
+        "fresh_inputs": 0 if args.no_fresh_inputs else None,
+    }
     try:
         cfg = load_config(args.config, overrides)
     except ConfigError as e:
         print(f"geak optimize: {e}", file=sys.stderr)
         return 2
-    if not Path(args.file).is_file():
-        print(f"geak optimize: {args.file}: no such file", file=sys.stderr)
+    if args.write and not os.access(args.file, os.W_OK):
+        print(f"geak optimize: --write: {args.file} is not writable", file=sys.stderr)
         return 2
-    checkpoint = Path(cfg.output_path) / f"{Path(args.file).stem}_mem.json"
     try:
         result = asyncio.run(_optimize(args, cfg))
-    except (BadInput, ValueError) as e:
-        print(f"geak optimize: {e}", file=sys.stderr)
+    except (BadInput, ValueError, WorkerStartError) as e:
+        print(f"geak optimize: {one_line(str(e))}", file=sys.stderr)
         return 2
     except LLMError as e:
-        print(f"geak optimize: the model cannot be used: {e}", file=sys.stderr)
+        print(f"geak optimize: the model cannot be used: {one_line(str(e))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(
-            f"geak optimize: stopped; the checkpoint is kept at {checkpoint} (continue with --resume)", file=sys.stderr
-        )
+        print(f"geak optimize: stopped; {_kept(cfg, args.file)}", file=sys.stderr)
         return 130
     if args.json:
         print(json.dumps(result.to_dict(), default=str))
@@ -94,61 +111,84 @@ def run(args: argparse.Namespace) -> int:
         print_result(result)
     if args.write and result.new_text:
         Path(args.file).write_text(result.new_text)
-        console().print(f"[green]wrote[/green] {args.file}")
+        console().print(f"[green]wrote[/green] {escape(args.file)}")
     return 0
 
 
+def _kept(cfg, file: str) -> str:
+    checkpoint = Path(cfg.output_path) / f"{Path(file).stem}_mem.json"
+    if checkpoint.exists():
+        return f"the checkpoint is kept at {checkpoint} (continue with --resume)"
+    return "no candidate was finished, so there is no checkpoint to resume from"
+
+
 async def _optimize(args: argparse.Namespace, cfg) -> OptimizeResult:
-    if not cfg.model_configured and not args.json:
-        err_console().print("[dim]no model configured (--model): tuning launch parameters by measurement[/dim]")
     session = OptimizeSession(args.file, cfg, backend=args.backend, progress=None if args.json else _print_progress)
     return await session.run(resume=args.resume)
 
 
 def _print_progress(event: ProgressEvent) -> None:
-    style = {"candidate": "", "round": "bold", "search": "cyan", "start": "bold", "final": "cyan", "done": "green"}
+    if event.kind == "done":
+        return  # the result's message says it once, on stdout
+    style = {"round": "bold", "search": "cyan", "start": "bold", "final": "cyan", "waiting": "dim"}.get(event.kind)
     best = f"  [dim](best so far {event.best_speedup:.3f}x)[/dim]" if event.best_speedup else ""
-    err_console().print(
-        f"[{style.get(event.kind, '')}]{event.message}[/]{best}"
-        if style.get(event.kind)
-        else f"  {event.message}{best}"
-    )
+    message = escape(event.message)
+    err_console().print(f"[{style}]{message}[/]{best}" if style else f"  {message}{best}")
 
 
 def print_result(result: OptimizeResult) -> None:
     out = console()
+    notes = [_shorten(c.note or "", NOTE_WIDTH) for c in result.candidates]
     table = Table(title="candidates", title_justify="left", show_edge=False)
     for column in ("id", "origin", "verdict", "ms", "speedup [95% CI]", "% BW"):
         table.add_column(column, no_wrap=True)
-    table.add_column("note", overflow="fold")
-    for c in result.candidates:
+    longest_word = max((len(w) for note in notes for w in note.split()), default=4)
+    table.add_column("note", min_width=min(longest_word, NOTE_WIDTH))  # wraps between words only
+    for c, note in zip(result.candidates, notes, strict=True):
         ev = c.evaluation
         verdict = "pass" if c.passed else f"fail ({ev.stage})" if ev else "-"
         speed = f"{ev.speedup:.3f} [{ev.speedup_low:.3f}, {ev.speedup_high:.3f}]" if ev and ev.speedup else "-"
         table.add_row(
-            c.id,
+            escape(c.id),
             c.origin,
-            verdict,
+            escape(verdict),
             f"{ev.latency_ms:.4f}" if ev and ev.latency_ms else "-",
             speed,
             f"{ev.pct_peak_bw:.0f}" if ev and ev.pct_peak_bw else "-",
-            (c.note or "")[:60],
+            escape(note),
         )
     if result.candidates:
         out.print(table)
     if result.baseline_ms:
-        out.print(f"original: {result.baseline_ms:.4f} ms on {result.runtime.get('device')}")
+        out.print(f"original: {result.baseline_ms:.4f} ms on {escape(str(result.runtime.get('device')))}")
     if result.diff:
         out.print(Syntax(result.diff, "diff", theme="ansi_dark", background_color="default"))
     if result.pass_at_k:
         ks = ", ".join(f"pass@{k} {v:.2f}" for k, v in result.pass_at_k.items())
         out.print(f"{ks}; call accuracy {result.call_accuracy:.2f}, execution accuracy {result.exec_accuracy:.2f}")
     if result.usage:
-        out.print(
-            f"tokens: {result.usage.get('prompt_tokens', 0)} prompt + "
-            f"{result.usage.get('completion_tokens', 0)} completion in {result.usage.get('requests', 0)} requests"
-        )
-    out.print(("[green]" if result.improved else "[yellow]") + result.message + "[/]")
-    out.print(f"[dim]checkpoint: {result.checkpoint}[/dim]")
+        out.print(_usage_line(result.usage))
+    out.print(("[green]" if result.improved else "[yellow]") + escape(result.message) + "[/]")
+    out.print(f"[dim]checkpoint: {escape(result.checkpoint)}[/dim]")
     if result.improved:
         out.print("[dim]apply it with --write[/dim]")
+
+
+NOTE_WIDTH = 60
+
+
+def _usage_line(usage: dict[str, int]) -> str:
+    requests = usage.get("requests", 0)
+    return (
+        f"tokens: {usage.get('prompt_tokens', 0)} prompt + {usage.get('completion_tokens', 0)} completion "
+        f"in {requests} request{'' if requests == 1 else 's'}"
+    )
+
+
+def _shorten(text: str, width: int) -> str:
+    """`text` on one line, cut at a word boundary to at most `width` characters (… marks a cut)."""
+    text = " ".join(text.split())
+    if len(text) <= width:
+        return text
+    cut = text[: width - 1]
+    return (cut.rsplit(" ", 1)[0] if " " in cut else cut) + "…"

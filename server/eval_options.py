@@ -1,20 +1,61 @@
-"""Command-line options and the run shared by the commands that evaluate files (`geak check`, `geak bench`)."""
+"""Command-line options shared by every command that evaluates files (`geak check`, `bench`, `optimize`), and the
+run of `check` and `bench`."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
+import math
 import sys
+from collections.abc import Callable
 
 from geak.evaluator.api import BadInput, EvalOptions, Evaluator
 from geak.evaluator.compare import parse_tolerance_overrides
+from geak.evaluator.pool import WorkerStartError
 from geak.evaluator.results import BenchResult, CheckResult
 
-from .render import status_reporter
+from .render import one_line, status_reporter
+
+
+def positive_seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return value
+
+
+def whole_number(low: int, what: str) -> Callable[[str], int]:
+    """An argparse type: an integer of at least `low`."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = low - 1
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
+        return value
+
+    return parse
+
+
+def tolerance(text: str) -> str:
+    """An argparse type: one DTYPE=RTOL,ATOL override, checked by the evaluator's own parser."""
+    try:
+        parse_tolerance_overrides([text])
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
 
 
 def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
+    """The evaluation options. Unset ones are None: `check`/`bench` then use `EvalOptions`' defaults, `optimize`
+    its configuration's."""
     group = parser.add_argument_group("evaluation")
     group.add_argument(
         "--backend",
@@ -24,17 +65,16 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--timeout",
-        type=float,
-        default=300.0,
+        type=positive_seconds,
         metavar="S",
         help="time limit of one run of the file's tests, in seconds (default 300)",
     )
     group.add_argument(
         "--tolerance",
+        type=tolerance,
         action="append",
-        default=[],
         metavar="DTYPE=RTOL,ATOL",
-        help="override the comparison tolerance of a dtype, e.g. float32=1e-4,1e-4",
+        help="override the comparison tolerance of a dtype, e.g. float32=1e-4,1e-4 (repeatable)",
     )
     group.add_argument(
         "--no-fresh-inputs",
@@ -43,38 +83,36 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--seed",
-        type=int,
-        default=EvalOptions.seed,
+        type=whole_number(0, "a whole number of at least 0"),
         help=f"seed of Python, NumPy and torch before the import and each test (default {EvalOptions.seed}, "
         "as GEAK-eval)",
     )
-    group.add_argument("--rounds", type=int, default=15, help="interleaved timing rounds (default 15)")
-    group.add_argument("--gpu", type=int, default=None, metavar="ID", help="GPU index to use")
+    group.add_argument(
+        "--rounds", type=whole_number(3, "a whole number of at least 3"), help="interleaved timing rounds (default 15)"
+    )
+    group.add_argument("--gpu", type=whole_number(0, "a GPU index (0, 1, ...)"), metavar="ID", help="GPU index to use")
 
 
 def eval_options(args: argparse.Namespace) -> EvalOptions:
-    if args.rounds < 3:
-        raise ValueError("--rounds must be at least 3")
+    given = {
+        "timeout_s": args.timeout,
+        "tolerances": parse_tolerance_overrides(args.tolerance) if args.tolerance else None,
+        "bench_rounds": args.rounds,
+        "gpu_id": args.gpu,
+        "seed": args.seed,
+    }
     return EvalOptions(
-        timeout_s=args.timeout,
         fresh_inputs=not args.no_fresh_inputs,
-        tolerances=parse_tolerance_overrides(args.tolerance),
-        bench_rounds=args.rounds,
         backend=args.backend,
-        gpu_id=args.gpu,
-        seed=args.seed,
         spares=0,
+        **{k: v for k, v in given.items() if v is not None},
     )
 
 
 def run_evaluation(args: argparse.Namespace, command: str, method: str, render) -> CheckResult | BenchResult | int:
     """Run `Evaluator.<method>(args.file, against=args.against)` for a CLI command and print the result (JSON with
     `--json`, else `render`). Returns the result, or exit code 2 for bad input (said on stderr, or in the JSON)."""
-    try:
-        options = eval_options(args)
-    except ValueError as e:
-        print(f"geak {command}: {e}", file=sys.stderr)
-        return 2
+    options = eval_options(args)
 
     async def evaluate():
         async with Evaluator(options) as evaluator:
@@ -83,11 +121,12 @@ def run_evaluation(args: argparse.Namespace, command: str, method: str, render) 
 
     try:
         result = asyncio.run(evaluate())
-    except BadInput as e:
+    except (BadInput, WorkerStartError) as e:
+        message = one_line(str(e))
         if args.json:
-            print(json.dumps({"ok": False, "error": str(e), "stage": None}))
+            print(json.dumps({"ok": False, "error": message, "stage": None}))
         else:
-            print(f"geak {command}: {e}", file=sys.stderr)
+            print(f"geak {command}: {message}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps(result.to_dict()))

@@ -112,7 +112,8 @@ def print_bench(result: BenchResult) -> None:
     if result.check is not None and not result.check.ok:
         print_check(result.check)
     verdict = "[green]TIMED[/green]" if result.ok else "[red]NOT TIMED[/red]"
-    out.print(f"{verdict} {escape(result.file)} ({escape(result.device or '')}) {escape(result.message)}")
+    device = f" ({escape(result.device)})" if result.device else ""
+    out.print(f"{verdict} {escape(result.file)}{device}: {escape(result.message)}")
     if result.calls:
         out.print(timing_table(result.calls, "candidate" if result.reference_calls else "file"))
     if result.reference_calls:
@@ -153,6 +154,11 @@ def timing_table(calls: tuple[CallTiming, ...], title: str) -> Table:
 
 def _num(value: float | None, digits: int) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
+
+
+def one_line(text: str) -> str:
+    """The first non-blank line of a message (for one-line errors)."""
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
 
 
 def _first_lines(text: str, n: int = 6) -> str:
