@@ -57,7 +57,8 @@ def test_unreadable_inputs(command, tmp_path):
     extra = ["--output", str(tmp_path / "runs")] if command == "optimize" else []
     assert_one_line_error(geak(command, str(loop), *extra, timeout=60), "loop.py", "symbolic links")
     assert_one_line_error(geak(command, str(pipe), *extra, timeout=60), "pipe.py", "named pipe")  # never blocks
-    assert_one_line_error(geak(command, str(tmp_path), *extra, timeout=60), "a directory")
+    if command == "optimize":  # `geak check` takes folders of Triton files
+        assert_one_line_error(geak(command, str(tmp_path), *extra, timeout=60), "a directory")
 
 
 def test_file_without_read_permission(tmp_path):
