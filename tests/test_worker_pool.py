@@ -274,7 +274,9 @@ def test_checks_per_minute_beat_a_fresh_interpreter_per_check():
 
 
 @pytest.mark.skipif(torch_sees_a_gpu(), reason="this machine has a GPU")
-def test_the_backend_is_probed_in_a_forked_process_and_a_missing_gpu_is_a_clear_start_error():
+def test_the_backend_is_probed_in_a_forked_process_and_a_missing_gpu_is_a_clear_start_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # other runs on this machine make worker dirs too
+
     def worker_dirs() -> set[str]:
         return {p.name for p in Path(tempfile.gettempdir()).glob("geak-worker-*")}
 
