@@ -71,10 +71,17 @@ async def main_async(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     shim = Path(args.shim).resolve() if args.shim else None
     started = time.perf_counter()
-    limit = asyncio.Semaphore(args.native_jobs)
-    natives = await asyncio.gather(*(run_native(f, args.native_timeout, limit, shim) for f in files))
+    if args.native_json:  # native results of an earlier run (--only native)
+        saved = json.loads(Path(args.native_json).read_text())
+        natives = [saved.get(f.name, {"ok": False, "code": "not run", "seconds": 0, "tail": []}) for f in files]
+    else:
+        limit = asyncio.Semaphore(args.native_jobs)
+        natives = await asyncio.gather(*(run_native(f, args.native_timeout, limit, shim) for f in files))
+        (out / "native.json").write_text(json.dumps({f.name: n for f, n in zip(files, natives, strict=True)}))
     native_s = time.perf_counter() - started
     print(f"native: {sum(n['ok'] for n in natives)}/{len(files)} pass in {native_s:.0f} s", flush=True)
+    if args.only == "native":
+        return 0
 
     options = EvalOptions(timeout_s=args.timeout, backend=args.backend, max_concurrent=args.jobs)
     done = [0]
@@ -128,6 +135,8 @@ def main() -> int:
     parser.add_argument("--native-timeout", type=float, default=300)
     parser.add_argument("--limit", type=int, default=0, help="only the first N files")
     parser.add_argument("--shim", help="folder to put on PYTHONPATH for native runs (the geak_eval shim)")
+    parser.add_argument("--only", choices=("native",), help="run the files natively only (writes native.json)")
+    parser.add_argument("--native-json", help="take the native results from this native.json instead of running")
     args = parser.parse_args()
     return asyncio.run(main_async(args))
 

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# One lease on the GPU machine, in parts (each part fits one 10-minute device call):
+#   bash scripts/gpu_session.sh PART...   with PART in: env native trust evaluator suites lsp batch
+# Python packages missing there travel as wheels in .whl/ (see the device notes); GEAK itself is put on the path
+# as a namespace package (no install). Every part writes its logs and JSON under $OUT.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/geak-out}
+mkdir -p "$OUT" /tmp/site/geak
+if [ -d .whl ] && [ ! -e /tmp/site/.installed ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && touch /tmp/site/.installed
+fi
+for d in evaluator agent server snippets; do ln -sfn "$PWD/$d" "/tmp/site/geak/$d"; done
+export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
+TB=shared/suites/tritonbench_revised/TritonBench_G_v1
+ROCM=shared/suites/rocm/ROCm_v1
+
+part_env() {
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
+  python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
+  python3 -m geak.server.cli --version 2>/dev/null || true
+}
+part_native() {
+  python3 scripts/suite_report.py "$TB" --only native --native-jobs 14 --native-timeout 240 --out "$OUT/tb" | tail -2
+  python3 scripts/suite_report.py "$ROCM" --only native --native-jobs 14 --native-timeout 240 \
+    --shim evaluator/shims --out "$OUT/rocm" | tail -2
+}
+part_trust() { timeout 330 python3 scripts/gpu_trust_report.py --out "$OUT" --budget-s 270 2>&1 | tail -60; }
+part_evaluator() { timeout 240 python3 scripts/gpu_evaluator_report.py --out "$OUT" 2>&1 | tail -40; }
+part_suites() {
+  python3 scripts/suite_report.py "$TB" --native-json "$OUT/tb/native.json" --jobs "${JOBS:-8}" --timeout 180 \
+    --out "$OUT/tb" 2>&1 | grep -v '^\[' | head -80
+  python3 scripts/suite_report.py "$ROCM" --native-json "$OUT/rocm/native.json" --jobs "${JOBS:-8}" --timeout 240 \
+    --out "$OUT/rocm" 2>&1 | grep -v '^\[' | head -60
+}
+for part in "$@"; do
+  echo "=== $part ($(date +%T))"
+  "part_$part"
+done
