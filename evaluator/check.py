@@ -217,6 +217,8 @@ def verdict(
     message = f"{len(tests)} test(s) passed; outputs match the reference"
     if comparison.fresh_calls:
         message += f" (also on {comparison.fresh_calls} call(s) with fresh random inputs)"
+    if comparison.probes_skipped:
+        message += f"; {comparison.probes_skipped} fresh-input probe(s) skipped (see the notes)"
     return CheckResult(ok=True, stage="exec", message=message, tests=tests, comparison=comparison, **base)
 
 
@@ -349,7 +351,9 @@ def _compare_with_reference(
     notes = probes.skipped
     if probes.usable and not probes.informative:
         notes = (*notes, "ghost replay not possible: no probe's outputs depend on the reference's kernels")
-    return Comparison(not mismatches, compared, fresh_done, tuple(mismatches), tuple(notes))
+    return Comparison(
+        not mismatches, compared, fresh_done, tuple(mismatches), tuple(notes), probes_skipped=len(probes.skipped)
+    )
 
 
 _MISSING = object()

@@ -70,6 +70,7 @@ class Comparison:
     fresh_calls: int
     mismatches: tuple[Mismatch, ...] = ()
     notes: tuple[str, ...] = ()
+    probes_skipped: int = 0  # fresh-input probes the reference could not judge (why: in `notes`)
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,8 @@ def print_check(result: CheckResult) -> None:
         )
     for caveat in result.caveats:
         out.print(f"  [yellow]note:[/yellow] {escape(caveat)}")
+    for note in result.comparison.notes if result.comparison else ():
+        out.print(f"  [yellow]note:[/yellow] {escape(note)}")
     if not result.ok and result.output_tail.strip():
         out.print("  [dim]output (tail):[/dim]")
         out.print(escape(result.output_tail.strip()[-1500:]), style="dim")

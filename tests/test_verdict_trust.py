@@ -50,8 +50,9 @@ def test_scatter_by_unique_indices_matches_itself_on_fresh_probes():
 def test_probe_where_the_reference_disagrees_with_itself_is_skipped_with_a_reason():
     r = check("nondeterministic_probe.py", "nondeterministic_probe.py")
     assert r.ok, r.message
-    assert r.comparison.fresh_calls == 0
+    assert r.comparison.fresh_calls == 0 and r.comparison.probes_skipped == 1
     assert any("different results on the same inputs" in n for n in r.comparison.notes)
+    assert "1 fresh-input probe(s) skipped" in r.message
 
 
 def test_ghost_replay_catches_a_fallback_that_launches_a_dummy_kernel():
