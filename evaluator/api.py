@@ -96,6 +96,17 @@ class Evaluator:
                 duration_s=time.perf_counter() - started,
             )
         ref_run = await self._reference_run(reference, progress) if reference is not None else None
+        if ref_run is not None and ref_run.not_checkable is not None:
+            ref_verdict = ref_run.not_checkable
+            return replace(
+                ref_verdict,
+                file=label,
+                kernels=candidate.kernels,
+                reference=reference.path,
+                message=f"{ref_verdict.message} (in the reference {Path(reference.path).name})",
+                tests=(),
+                duration_s=time.perf_counter() - started,
+            )
         composed = (reference or candidate).compose(candidate.kernel_section)
         job_dir = self._new_dir("cand")
         path = job_dir / "candidate.py"
@@ -144,7 +155,15 @@ class Evaluator:
         except BaseException:  # cancelled: nothing is cached, so nothing is kept
             shutil.rmtree(job_dir, ignore_errors=True)
             raise
+        own = check_stage.verdict(
+            outcome, composed, reference, None, None, job_dir, self.options, self.pool.info, reference.path
+        )
         problem = check_stage.reference_problem(outcome)
+        if own.not_checkable is not None:
+            shutil.rmtree(job_dir, ignore_errors=True)
+            run = check_stage.ReferenceRun(reference, outcome, job_dir, None, own)
+            self._references[key] = run
+            return run
         if problem:
             shutil.rmtree(job_dir, ignore_errors=True)
             raise BadInput(f"the reference {reference.path} does not pass its own test: {problem}")
@@ -333,7 +352,9 @@ def _relay(progress: Progress | None) -> Callable[[dict[str, Any]], None] | None
         return None
 
     def on_event(event: dict[str, Any]) -> None:
-        if "test" in event:
+        if "programs" in event:
+            progress(f"running {event.get('test') or 'the file'} ({event['programs']:,} kernel programs interpreted)")
+        elif "test" in event:
             progress(f"running {event['test']}")
         elif "bench" in event:
             progress(f"timing {event['bench']}")

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from . import cpu_support
 from .compare import UnreadableOutput, compare, load_output
 from .diagnostics import definition_line, error_diagnostic
 from .options import EvalOptions
@@ -62,7 +64,8 @@ class ReferenceRun:
     tfile: TritonFile
     outcome: JobOutcome
     outputs: Path
-    probes: ReferenceProbes
+    probes: ReferenceProbes | None  # None when not checkable
+    not_checkable: CheckResult | None = None  # the reference's own verdict when this backend cannot check it
 
 
 def judge_reference_probes(result: dict[str, Any], out_dir: Path, options: EvalOptions) -> ReferenceProbes:
@@ -134,12 +137,26 @@ def verdict(
         line = definition_line(owner, name)
         return Diagnostic(line, 1, "error", message, file=owner.path if reference else label)
 
+    def not_checkable(reason: str, diagnostic: Diagnostic, tests: tuple[TestOutcome, ...] = ()) -> CheckResult:
+        message = f"{cpu_support.NOT_CHECKABLE}: {reason}"
+        info = replace(diagnostic, severity="information", message=message)
+        return CheckResult(
+            ok=False, stage="call", message=message, tests=tests, diagnostics=(info,), not_checkable=reason, **base
+        )
+
+    interpreted = backend == "interpreter"
     if outcome.status != "ok" or outcome.result is None:
         running = (outcome.last_progress or {}).get("test")
         where = f" in {running}" if running else " while importing the file"
         kind = "timeout" if outcome.status == "timeout" else "crash"
         message = f"{outcome.message}{where}"
         tests = (TestOutcome(running, False, message, kind),) if running else ()
+        if interpreted and kind == "timeout":
+            reason = cpu_support.spin_wait(composed.text) or cpu_support.slow_or_hung(
+                outcome.last_progress, time.time(), options.timeout_s
+            )
+            if reason:
+                return not_checkable(reason, diag_at(running or "", message), tests)
         return CheckResult(
             ok=False,
             stage="call",
@@ -156,6 +173,9 @@ def verdict(
     if result.get("import_error"):
         error = result["import_error"]
         diag = error_diagnostic(error, composed, candidate, reference, prefix="import failed: ")
+        reason = cpu_support.limit_in_error(error["message"], runtime.get("triton_version")) if interpreted else None
+        if reason:
+            return not_checkable(reason, diag)
         return CheckResult(
             ok=False,
             stage="call",
@@ -185,6 +205,9 @@ def verdict(
     ]
     errors = [t for t in tests if t.kind not in ("pass", "assert")]  # did not run through: call stage
     asserts = [t for t in tests if t.kind == "assert"]  # ran, but a check failed: exec stage
+    limits = [cpu_support.limit_in_error(t.message, runtime.get("triton_version")) for t in errors]
+    if interpreted and errors and not asserts and all(limits):
+        return not_checkable(limits[0], diagnostics[0], tests)
     if errors or asserts:
         stage = "call" if errors else "exec"
         message = _summary(errors or asserts)

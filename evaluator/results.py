@@ -75,7 +75,8 @@ class Comparison:
 
 @dataclass(frozen=True)
 class CheckResult:
-    """The verdict of the parse → call → exec cascade."""
+    """The verdict of the parse → call → exec cascade. `not_checkable` (with `ok` False): the reason this backend
+    (Triton's CPU interpreter) cannot check the file, which is then neither passed nor failed (`cpu_support`)."""
 
     ok: bool
     stage: Stage
@@ -91,6 +92,7 @@ class CheckResult:
     duration_s: float = 0.0
     output_tail: str = ""
     caveats: tuple[str, ...] = ()
+    not_checkable: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -26,7 +26,6 @@ from types import ModuleType
 from typing import Any
 
 import torch
-from torch.overrides import TorchFunctionMode
 
 BACKEND_CHOICES = ("auto", "gpu", "interpreter")
 
@@ -64,7 +63,9 @@ def prepare_zygote(requested: str = "auto", preload: Iterable[str] = ()) -> Runt
     if gpu is not None:
         info = RuntimeInfo(gpu.backend, gpu.device, gpu.arch, torch.__version__, triton.__version__)
     else:
-        _install_interpreter_shims()
+        from . import interpreter_shims
+
+        interpreter_shims.install()
         info = RuntimeInfo("interpreter", "cpu (Triton interpreter)", None, torch.__version__, triton.__version__)
     _install_launch_counter()
     for name in preload:
@@ -152,41 +153,6 @@ def _exit_words(code: int) -> str:
             return f"killed by {signal.Signals(-code).name}"
         return f"killed by signal {-code}"
     return f"exit status {code}"
-
-
-# ----------------------------------------------------------------------------------------- interpreter (CPU)
-
-
-def _is_gpu_device(device: Any) -> bool:
-    try:
-        return torch.device(device).type == "cuda"
-    except (RuntimeError, TypeError, ValueError):
-        return False
-
-
-class CudaToCpu(TorchFunctionMode):
-    """Runs GPU-written tests on the CPU: `device="cuda"`, `.cuda()` and `.to("cuda")` land on the CPU."""
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = dict(kwargs or {})
-        if kwargs.get("device") is not None and _is_gpu_device(kwargs["device"]):
-            kwargs["device"] = "cpu"
-        name = getattr(func, "__name__", "")
-        if name == "cuda" and args:
-            return args[0]
-        if name == "to" and len(args) > 1 and isinstance(args[1], (str, torch.device)) and _is_gpu_device(args[1]):
-            args = (args[0], "cpu", *args[2:])
-        return func(*args, **kwargs)
-
-
-def _install_interpreter_shims() -> None:
-    from triton.runtime.autotuner import Autotuner
-
-    # No GPU to benchmark on: the autotuner keeps its first config (all configs "time" the same).
-    Autotuner.do_bench = property(lambda self: lambda call, quantiles=None: [0.0, 0.0, 0.0])
-    for name in ("synchronize", "empty_cache", "reset_peak_memory_stats"):
-        setattr(torch.cuda, name, lambda *a, **k: None)
-    CudaToCpu().__enter__()
 
 
 # ----------------------------------------------------------------------------------------- launch counting

@@ -202,6 +202,15 @@ def run_check(job: dict[str, Any], info: Any, send) -> dict[str, Any]:
     seed = job["seed"]
     sandbox.set_poisoning(True)
     result: dict[str, Any] = {"tests": [], "import_error": None, "fresh": []}
+    running = {"test": None}
+    if not gpu:
+        from . import interpreter_shims
+        from .cpu_support import HEARTBEAT_S
+
+        def heartbeat(programs: int) -> None:
+            send({"event": "progress", "test": running["test"], "programs": programs, "at": time.time()})
+
+        interpreter_shims.report_programs(heartbeat, HEARTBEAT_S)
     try:
         sandbox.seed_everything(seed)
         module = sandbox.load_module(path, job["module_name"])
@@ -214,6 +223,7 @@ def run_check(job: dict[str, Any], info: Any, send) -> dict[str, Any]:
         if fatal:
             result["tests"].append({"name": name, "kind": "error", "message": f"not run: {fatal}"})
             continue
+        running["test"] = name
         send({"event": "progress", "test": name})
         sandbox.seed_everything(seed)
         entry, error = _run_test(module, name, path, recorder, gpu)

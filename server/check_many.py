@@ -16,7 +16,8 @@ from geak.evaluator.triton_file import looks_like_triton
 
 @dataclass(frozen=True)
 class FileVerdict:
-    """One file's outcome: `verdict` is pass, fail or bad input (the file, or its reference, cannot be checked).
+    """One file's outcome: `verdict` is pass, fail, not checkable (this backend cannot check it: `cpu_support`) or
+    bad input (the file, or its reference, cannot be checked).
     With --against-self, `alone` is the file's own check, which runs first (`result` compares it with itself)."""
 
     file: str
@@ -64,12 +65,11 @@ async def check_many(
                 try:
                     alone = await evaluator.check(file, progress=report) if against_self else None
                     if alone is not None and not alone.ok:
-                        verdict = FileVerdict(str(file), "fail", alone.message, alone, alone)
+                        verdict = FileVerdict(str(file), _verdict_of(alone), alone.message, alone, alone)
                     else:
                         reference = file if against_self else against
                         result = await evaluator.check(file, against=reference, progress=report)
-                        ok = "pass" if result.ok else "fail"
-                        verdict = FileVerdict(str(file), ok, result.message, result, alone)
+                        verdict = FileVerdict(str(file), _verdict_of(result), result.message, result, alone)
                 except BadInput as e:
                     verdict = FileVerdict(str(file), "bad input", str(e))
             if on_done is not None:
@@ -79,6 +79,13 @@ async def check_many(
         return list(await asyncio.gather(*(one(f) for f in files)))
 
 
+def _verdict_of(result: CheckResult) -> str:
+    if result.ok:
+        return "pass"
+    return "fail" if result.not_checkable is None else "not checkable"
+
+
 def summary(verdicts: list[FileVerdict]) -> dict[str, int]:
     counts = Counter(v.verdict for v in verdicts)
-    return {"files": len(verdicts), **{k: counts.get(k, 0) for k in ("pass", "fail", "bad input")}}
+    kinds = ("pass", "fail", "not checkable", "bad input")
+    return {"files": len(verdicts), **{k: counts.get(k, 0) for k in kinds}}

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from geak.evaluator.api import BadInput
+from geak.evaluator.cpu_support import EXIT_NOT_CHECKABLE
 from geak.evaluator.pool import WorkerStartError
 
 from .check_many import FileVerdict, check_many, summary, triton_files
@@ -24,8 +25,9 @@ def register(commands) -> None:
         "check",
         help="check Triton files against their embedded unit tests",
         description="Exit 0 when every file passes, 1 when a kernel fails, 2 for bad input (a file that is not "
-        "valid Python included). Several files or "
-        "folders are checked with one warm evaluator, with a progress bar and a summary table.",
+        "valid Python included), 3 when this backend cannot check a file (Triton's CPU interpreter: block "
+        "pointers, inline assembly, too slow...). Several files or folders are checked with one warm evaluator, "
+        "with a progress bar and a summary table.",
     )
     parser.add_argument("paths", nargs="+", metavar="PATH", help="Triton files, or folders of them")
     reference = parser.add_mutually_exclusive_group()
@@ -57,6 +59,8 @@ def run(args: argparse.Namespace) -> int:
         result = run_evaluation(args, "check", "check", print_check)
         if isinstance(result, int):
             return result
+        if result.not_checkable is not None:
+            return EXIT_NOT_CHECKABLE
         if result.ok:
             return 0
         return 2 if result.stage == "parse" and args.against is None else 1  # FILE itself is not valid Python
@@ -105,4 +109,6 @@ def _exit_code(verdicts: list[FileVerdict]) -> int:
         return 0
     if all(v.verdict == "bad input" for v in verdicts):
         return 2
+    if all(v.verdict in ("pass", "not checkable") for v in verdicts):
+        return EXIT_NOT_CHECKABLE
     return 1

@@ -42,6 +42,8 @@ def status_reporter(enabled: bool = True) -> Iterator[Callable[[str], None] | No
 def print_check(result: CheckResult) -> None:
     out = console()
     verdict = "[green]PASS[/green]" if result.ok else "[red]FAIL[/red]"
+    if result.not_checkable is not None:
+        verdict = "[yellow]NOT CHECKABLE[/yellow]"
     where = ", ".join(x for x in (f"stage {result.stage}", result.backend, result.device) if x)
     out.print(f"{verdict} {escape(result.file)} ({escape(where)}, {result.duration_s:.1f} s)")
     out.print(f"  {escape(_first_lines(result.message, 3))}")

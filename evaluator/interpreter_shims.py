@@ -1,0 +1,539 @@
+"""Run GPU-written Triton files on Triton's CPU interpreter (``TRITON_INTERPRET=1``), unchanged.
+
+Imported only inside worker processes, and only when no GPU is used: ``install()`` patches torch and Triton for
+the whole process. The interpreter presents itself as one CUDA device of compute capability 8.0 (A100-like
+limits), so code that asks which GPU it runs on takes its common CUDA path:
+
+* tensors: ``device="cuda"``, ``.cuda()``, ``.to("cuda")`` land on the CPU (``CudaToCpu``); ``tensor.is_cuda`` is
+  True when asked from the user's code (torch's and Triton's own code still see the truth);
+* ``torch.cuda``: ``device(...)`` / ``_DeviceGuard`` / ``device_of`` (any index, also ``None``), ``set_device``,
+  ``current_device``, ``device_count``, ``is_available``, ``get_device_properties`` / ``_capability`` / ``_name``,
+  streams, ``synchronize`` and the memory statistics;
+* Triton: ``triton.runtime.driver.active`` (target, device properties, current device and stream, a benchmarker
+  that times nothing, so ``@triton.autotune`` keeps its first config), string annotations (``BLOCK:
+  "tl.constexpr"``) and vendor libdevice math (``tl.extra.cuda/hip.libdevice``, ``triton.language.extra.
+  libdevice``), computed with NumPy/SciPy.
+
+What the interpreter still cannot run is recognized by ``cpu_support`` and reported as "not checkable on CPU".
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import os
+import re
+import sys
+import sysconfig
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import torch
+from torch.overrides import TorchFunctionMode
+
+CAPABILITY = (8, 0)
+WARP_SIZE = 32
+DEVICE_NAME = "cpu (Triton interpreter)"
+SM_COUNT = 8  # fixed, so that persistent kernels split work the same way on every machine
+SHARED_MEMORY = 166912  # bytes per block (an A100's opt-in limit)
+
+
+def install() -> None:
+    """Patch torch and Triton for GPU-written code (see the module docstring). Call once, after importing Triton."""
+    _map_torch_cuda()
+    _install_driver()
+    _accept_string_annotations()
+    _map_libdevice()
+    CudaToCpu().__enter__()
+
+
+def report_programs(callback: Callable[[int], None], every_s: float) -> None:
+    """While kernels are interpreted, call `callback(programs run so far)` at most every `every_s` seconds (a
+    heartbeat: a run killed at the time limit while it was still running programs was slow, not hung)."""
+    from triton.runtime import interpreter
+
+    builder_cls = type(interpreter.interpreter_builder)
+    set_grid_idx = builder_cls.set_grid_idx
+    count, due = 0, 0.0
+
+    def counting(self, *idx: int) -> None:
+        nonlocal count, due
+        count += 1
+        now = time.monotonic()
+        if now >= due:
+            due = now + every_s
+            callback(count)
+        set_grid_idx(self, *idx)
+
+    builder_cls.set_grid_idx = counting
+
+
+# ----------------------------------------------------------------------------------------- torch
+
+
+def _is_gpu_device(device: Any) -> bool:
+    try:
+        return torch.device(device).type == "cuda"
+    except (RuntimeError, TypeError, ValueError):
+        return False
+
+
+class CudaToCpu(TorchFunctionMode):
+    """Runs GPU-written tests on the CPU: `device="cuda"`, `.cuda()` and `.to("cuda")` land on the CPU."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        if kwargs.get("device") is not None and _is_gpu_device(kwargs["device"]):
+            kwargs["device"] = "cpu"
+        name = getattr(func, "__name__", "")
+        if name == "cuda" and args:
+            return args[0]
+        if name == "to" and len(args) > 1 and isinstance(args[1], (str, torch.device)) and _is_gpu_device(args[1]):
+            args = (args[0], "cpu", *args[2:])
+        return func(*args, **kwargs)
+
+
+@dataclass(frozen=True)
+class DeviceProperties:
+    """What `torch.cuda.get_device_properties` answers for the interpreter's one device."""
+
+    name: str = DEVICE_NAME
+    major: int = CAPABILITY[0]
+    minor: int = CAPABILITY[1]
+    multi_processor_count: int = SM_COUNT
+    total_memory: int = 0
+    warp_size: int = WARP_SIZE
+    max_threads_per_multi_processor: int = 2048
+    regs_per_multiprocessor: int = 65536
+    shared_memory_per_block: int = 49152
+    shared_memory_per_block_optin: int = SHARED_MEMORY
+    shared_memory_per_multiprocessor: int = SHARED_MEMORY + 1024
+    L2_cache_size: int = 40 * 2**20
+    gcnArchName: str = "NONE"  # torch's name (ROCm)
+    is_integrated: bool = False
+    is_multi_gpu_board: bool = False
+    uuid: str = "GPU-00000000-0000-0000-0000-000000000000"
+
+
+class DeviceContext(contextlib.AbstractContextManager):
+    """`torch.cuda.device(x)` and its kin: there is one device, so selecting one does nothing (any `x`, even the
+    `None` index of a CPU tensor)."""
+
+    def __init__(self, device: Any = None) -> None:
+        self.idx = 0
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+class _Stream:
+    """A stream of the interpreter's device: work runs at once, so every wait is already over."""
+
+    def __init__(self, device: Any = None, priority: int = 0, **_: Any) -> None:
+        self.device = torch.device("cpu")
+        self.priority = priority
+        self.cuda_stream = 0
+
+    def synchronize(self) -> None:
+        return None
+
+    def query(self) -> bool:
+        return True
+
+    def wait_stream(self, stream: Any) -> None:
+        return None
+
+    def wait_event(self, event: Any) -> None:
+        return None
+
+    def record_event(self, event: Any = None) -> Any:
+        return event
+
+
+class _DefaultGenerators:
+    """`torch.cuda.default_generators[i]`: the CPU generator (GPU-written tests draw their CUDA tensors from it)."""
+
+    def __getitem__(self, index: int) -> torch.Generator:
+        return torch.default_generator
+
+    def __len__(self) -> int:
+        return 1
+
+
+def _map_torch_cuda() -> None:
+    cuda = torch.cuda
+    props = DeviceProperties(total_memory=_physical_memory())
+    stream = _Stream()
+    replacements: dict[str, Any] = {
+        "is_available": lambda: True,
+        "device_count": lambda: 1,
+        "current_device": lambda: 0,
+        "set_device": lambda device: None,
+        "device": DeviceContext,
+        "device_of": DeviceContext,
+        "_DeviceGuard": DeviceContext,
+        "get_device_properties": lambda device=None: props,
+        "get_device_capability": lambda device=None: CAPABILITY,
+        "get_device_name": lambda device=None: DEVICE_NAME,
+        "get_arch_list": lambda: [f"sm_{CAPABILITY[0]}{CAPABILITY[1]}"],
+        "synchronize": lambda device=None: None,
+        "empty_cache": lambda: None,
+        "reset_peak_memory_stats": lambda device=None: None,
+        "memory_allocated": lambda device=None: 0,
+        "max_memory_allocated": lambda device=None: 0,
+        "memory_reserved": lambda device=None: 0,
+        "max_memory_reserved": lambda device=None: 0,
+        "Stream": _Stream,
+        "current_stream": lambda device=None: stream,
+        "default_stream": lambda device=None: stream,
+        "set_stream": lambda s: None,
+        "stream": lambda s=None: contextlib.nullcontext(s),
+        "default_generators": _DefaultGenerators(),
+    }
+    for name, value in replacements.items():
+        setattr(cuda, name, value)
+    if not hasattr(torch._C, "_cuda_getCurrentRawStream"):  # `from torch._C import _cuda_getCurrentRawStream`
+        torch._C._cuda_getCurrentRawStream = lambda device=None: 0
+    real_is_cuda = torch.Tensor.is_cuda
+    library_dirs = _library_dirs()
+
+    def is_cuda(self: torch.Tensor) -> bool:
+        if real_is_cuda.__get__(self) or self.device.type != "cpu":
+            return real_is_cuda.__get__(self)
+        caller = sys._getframe(1).f_code.co_filename
+        return not caller.startswith(library_dirs)
+
+    torch.Tensor.is_cuda = property(is_cuda)  # type: ignore[assignment]
+
+
+def _library_dirs() -> tuple[str, ...]:
+    """Where installed packages and the standard library live: code there sees CPU tensors as they are."""
+    paths = sysconfig.get_paths()
+    found = [paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths]
+    found += [p for p in sys.path if "-packages" in p]
+    found.append(os.path.dirname(os.path.abspath(__file__)))  # GEAK's own evaluator
+    dirs = {f(d) for d in found for f in (os.path.abspath, os.path.realpath)}
+    return tuple(sorted(d.rstrip(os.sep) + os.sep for d in dirs))
+
+
+def _physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 16 * 2**30
+
+
+# ----------------------------------------------------------------------------------------- triton driver
+
+
+def _no_timing(kernel_call: Any, quantiles: Any = None, **kwargs: Any) -> Any:
+    """The interpreter's benchmarker: nothing can be timed, so every config "takes" 0 ms (the autotuner keeps the
+    first) and the kernel is not run for nothing."""
+    return [0.0, 0.0, 0.0] if quantiles is not None else 0.0
+
+
+class _DriverUtils:
+    @staticmethod
+    def get_device_properties(device: Any = None) -> dict[str, Any]:
+        return {
+            "max_shared_mem": SHARED_MEMORY,
+            "max_num_regs": 65536,
+            "multiprocessor_count": SM_COUNT,
+            "warpSize": WARP_SIZE,
+            "sm_clock_rate": 1410000,
+            "mem_clock_rate": 1215000,
+            "mem_bus_width": 5120,
+        }
+
+
+class InterpreterDriver:
+    """`triton.runtime.driver.active` under the interpreter (Triton has no driver for the CPU and would raise
+    "0 active drivers")."""
+
+    utils = _DriverUtils()
+
+    @classmethod
+    def is_active(cls) -> bool:
+        return True
+
+    def get_current_target(self) -> Any:
+        from triton.backends.compiler import GPUTarget
+
+        return GPUTarget("cuda", CAPABILITY[0] * 10 + CAPABILITY[1], WARP_SIZE)
+
+    def get_active_torch_device(self) -> torch.device:
+        return torch.device("cpu")
+
+    def get_device_interface(self) -> ModuleType:
+        return torch.cuda
+
+    def get_benchmarker(self) -> Any:
+        return _no_timing
+
+    def get_current_device(self) -> int:
+        return 0
+
+    def set_current_device(self, device: Any) -> None:
+        return None
+
+    def get_current_stream(self, device: Any = None) -> int:
+        return 0
+
+    def get_device_capability(self, device: Any = None) -> tuple[int, int]:
+        return CAPABILITY
+
+    def map_python_to_cpp_type(self, ty: str) -> str:
+        return ty
+
+    def get_empty_cache_for_benchmark(self) -> torch.Tensor:
+        return torch.empty(0, dtype=torch.int8)
+
+    def clear_cache(self, cache: torch.Tensor) -> None:
+        cache.zero_()
+
+
+def _install_driver() -> None:
+    from triton.runtime.driver import driver as config
+
+    instance = InterpreterDriver()
+    if hasattr(config, "set_active"):  # Triton >= 3.2: DriverConfig
+        config._default = instance
+        config.set_active(instance)
+    else:  # older: a lazy proxy
+        config._obj = instance
+
+
+# ----------------------------------------------------------------------------------------- triton language
+
+
+def _accept_string_annotations() -> None:
+    """`BLOCK: "tl.constexpr"`: the interpreter re-parses kernels and sees the annotation quoted twice
+    (`"'tl.constexpr'"`), so it takes BLOCK for a runtime argument; unquote it first."""
+    from triton.runtime import jit
+
+    normalize = jit._normalize_ty
+
+    def normalize_unquoted(ty: Any) -> str:
+        if isinstance(ty, str) and len(ty) > 1 and ty[0] == ty[-1] and ty[0] in "'\"":
+            with contextlib.suppress(ValueError, SyntaxError):
+                ty = ast.literal_eval(ty)
+        return normalize(ty)
+
+    jit._normalize_ty = normalize_unquoted
+
+
+def _np_erf(x: np.ndarray) -> np.ndarray:
+    from scipy import special
+
+    return special.erf(x)
+
+
+def _round_half_away(x: np.ndarray) -> np.ndarray:
+    return np.sign(x) * np.floor(np.abs(x) + 0.5)
+
+
+def _special(name: str):
+    def fn(*args: np.ndarray) -> np.ndarray:
+        from scipy import special
+
+        return getattr(special, name)(*args)
+
+    return fn
+
+
+# libdevice function (without the __nv_ / __ocml_ prefix and the f / _f32 / _f64 suffix) -> NumPy
+LIBDEVICE_NUMPY: dict[str, Any] = {
+    "abs": np.abs,
+    "fabs": np.abs,
+    "llabs": np.abs,
+    "acos": np.arccos,
+    "acosh": np.arccosh,
+    "asin": np.arcsin,
+    "asinh": np.arcsinh,
+    "atan": np.arctan,
+    "atan2": np.arctan2,
+    "atanh": np.arctanh,
+    "cbrt": np.cbrt,
+    "ceil": np.ceil,
+    "copysign": np.copysign,
+    "cos": np.cos,
+    "cosh": np.cosh,
+    "erf": _np_erf,
+    "erfc": _special("erfc"),
+    "erfinv": _special("erfinv"),
+    "exp": np.exp,
+    "exp2": np.exp2,
+    "exp10": lambda x: np.power(x.dtype.type(10), x),
+    "expm1": np.expm1,
+    "fast_exp": np.exp,
+    "fast_log": np.log,
+    "fdim": lambda x, y: np.maximum(x - y, 0),
+    "floor": np.floor,
+    "fma": lambda x, y, z: x * y + z,
+    "fmax": np.fmax,
+    "fmin": np.fmin,
+    "fmod": np.fmod,
+    "hypot": np.hypot,
+    "isinf": np.isinf,
+    "isnan": np.isnan,
+    "isfinite": np.isfinite,
+    "isfinited": np.isfinite,
+    "finite": np.isfinite,
+    "lgamma": _special("gammaln"),
+    "llrint": np.rint,
+    "lrint": np.rint,
+    "rint": np.rint,
+    "nearbyint": np.rint,
+    "llround": _round_half_away,
+    "round": _round_half_away,
+    "log": np.log,
+    "log10": np.log10,
+    "log1p": np.log1p,
+    "log2": np.log2,
+    "max": np.maximum,
+    "min": np.minimum,
+    "pow": np.power,
+    "powi": np.power,
+    "pown": np.power,
+    "rcbrt": lambda x: 1 / np.cbrt(x),
+    "remainder": np.remainder,
+    "rsqrt": lambda x: 1 / np.sqrt(x),
+    "signbit": np.signbit,
+    "sin": np.sin,
+    "sinh": np.sinh,
+    "sqrt": np.sqrt,
+    "tan": np.tan,
+    "tanh": np.tanh,
+    "tgamma": _special("gamma"),
+    "trunc": np.trunc,
+    "sinpi": lambda x: np.sin(np.pi * x),
+    "cospi": lambda x: np.cos(np.pi * x),
+    "saturate": lambda x: np.clip(x, 0, 1),
+    "rhypot": lambda x, y: 1 / np.hypot(x, y),
+    "ldexp": lambda x, e: np.ldexp(x, e.astype(np.int32)),
+    "scalbn": lambda x, e: np.ldexp(x, e.astype(np.int32)),
+    "nextafter": np.nextafter,
+    "normcdf": _special("ndtr"),
+    "normcdfinv": _special("ndtri"),
+    "erfcinv": _special("erfcinv"),
+    "erfcx": _special("erfcx"),
+    "i0": _special("i0"),
+    "i1": _special("i1"),
+    "cyl_bessel_i0": _special("i0"),
+    "cyl_bessel_i1": _special("i1"),
+    "j0": _special("j0"),
+    "j1": _special("j1"),
+    "y0": _special("y0"),
+    "y1": _special("y1"),
+    "fast_cos": np.cos,
+    "fast_sin": np.sin,
+    "fast_tan": np.tan,
+    "fast_tanh": np.tanh,
+    "fast_exp10": lambda x: np.power(x.dtype.type(10), x),
+    "fast_log2": np.log2,
+    "fast_log10": np.log10,
+    "fast_pow": np.power,
+    "fast_fdivide": np.divide,
+    # the round-to-nearest forms of the rounding-mode family are IEEE's default rounding (the _rz/_rd/_ru forms
+    # are left out: NumPy cannot round another way)
+    **{f"{p}{op}_rn": fn for p in "fd" for op, fn in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply))},
+    **{f"{p}{op}_rn": fn for p in "fd" for op, fn in (("div", np.divide), ("sqrt", np.sqrt))},
+    "frcp_rn": lambda x: 1 / x,
+    "drcp_rn": lambda x: 1 / x,
+    "frsqrt_rn": lambda x: 1 / np.sqrt(x),
+    "fma_rn": lambda x, y, z: x * y + z,
+    "fmaf_rn": lambda x, y, z: x * y + z,
+}
+
+
+def libdevice_function(symbol: str) -> Any:
+    """The NumPy function for a libdevice/OCML symbol (`__nv_powf`, `__ocml_pow_f32`, `__nv_isfinited`,
+    `__triton_hip_llrint`), or None."""
+    name = re.sub(r"^__(nv|ocml|triton_hip)_", "", symbol)
+    for suffix in ("", "_f16", "_f32", "_f64", "f", "d"):
+        base = name.removesuffix(suffix) if suffix else name
+        if base in LIBDEVICE_NUMPY:
+            return LIBDEVICE_NUMPY[base]
+    return None
+
+
+def _map_libdevice() -> None:
+    """Vendor libdevice calls (`tl.extra.cuda.libdevice.pow`, `tl.extra.hip.libdevice.llrint`,
+    `triton.language.extra.libdevice.tanh`) run through NumPy; an unknown one still raises the interpreter's
+    NotImplementedError (reported as not checkable on CPU)."""
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    names = ("triton.language.extra.cuda.libdevice", "triton.language.extra.hip.libdevice")
+    backends = [m for m in map(_import, names) if m is not None]
+    generic = _import("triton.language.extra.libdevice")
+    builder_cls = type(interpreter.interpreter_builder)
+    refuse = builder_cls.create_extern_elementwise
+
+    def create_extern_elementwise(self, lib_name, lib_path, symbol, args, ret_type, is_pure):
+        fn = libdevice_function(symbol)
+        if fn is None:
+            return refuse(self, lib_name, lib_path, symbol, args, ret_type, is_pure)
+        with np.errstate(all="ignore"):
+            out = fn(*(a.data for a in args))
+        return interpreter.TensorHandle(np.asarray(out).astype(interpreter._get_np_dtype(ret_type)), ret_type.scalar)
+
+    builder_cls.create_extern_elementwise = create_extern_elementwise
+
+    def bound(member: Any) -> Any:
+        semantic = interpreter.interpreter_semantic
+        return lambda *a, **k: member(*a, **{n: v for n, v in k.items() if n != "_semantic"}, _semantic=semantic)
+
+    by_name: dict[str, Any] = {}
+    for module in reversed(backends):  # the CUDA version wins where both have a function
+        by_name.update({n: m for n, m in vars(module).items() if tl.core.is_builtin(m)})
+    stub_names = [n for n, v in vars(generic).items() if callable(v) and n in by_name] if generic else []
+    known = {id(m): m for m in by_name.values()} | {id(getattr(generic, n)): by_name[n] for n in stub_names}
+    patch_lang = interpreter._patch_lang
+
+    def patch_lang_with_libdevice(fn):
+        scope = patch_lang(fn)
+        for module in backends:
+            for name, member in list(vars(module).items()):
+                if tl.core.is_builtin(member):
+                    scope.set_attr(module, name, bound(member))
+        for name in stub_names:
+            scope.set_attr(generic, name, bound(by_name[name]))
+        names = _GlobalNames(fn.__globals__)
+        for name, value in list(fn.__globals__.items()):  # `from ...libdevice import tanh`
+            if id(value) in known:
+                scope.set_attr(names, name, bound(known[id(value)]))
+        return scope
+
+    interpreter._patch_lang = patch_lang_with_libdevice
+
+
+class _GlobalNames:
+    """A module's globals as attributes, so the interpreter's patch scope can set and restore them."""
+
+    def __init__(self, names: dict[str, Any]) -> None:
+        object.__setattr__(self, "_names", names)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self._names[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self._names[name] = value
+
+    def __delattr__(self, name: str) -> None:
+        self._names.pop(name, None)
+
+
+def _import(name: str) -> ModuleType | None:
+    try:
+        __import__(name)
+    except ImportError:
+        return None
+    return sys.modules[name]
