@@ -31,6 +31,16 @@ def test_check_failure_exit_1_with_diagnostic():
     assert not data["ok"] and data["diagnostics"][0]["line"] == 10
 
 
+def test_not_checkable_on_cpu_exit_3_as_information():
+    p = geak("check", str(FIXTURES / "interp" / "inline_asm.py"), "--json", "--backend", "interpreter")
+    assert p.returncode == 3, p.stderr
+    data = json.loads(p.stdout)
+    assert not data["ok"] and "inline assembly" in data["not_checkable"]
+    assert [d["severity"] for d in data["diagnostics"]] == ["information"]
+    p = geak("check", str(FIXTURES / "interp" / "inline_asm.py"), "--backend", "interpreter")
+    assert p.returncode == 3 and "NOT CHECKABLE" in p.stdout and "not checkable on CPU: inline" in p.stdout
+
+
 def test_bad_input_exit_2():
     assert geak("check", str(FIXTURES / "no_kernel.py")).returncode == 2
     assert geak("check", "does-not-exist.py").returncode == 2
