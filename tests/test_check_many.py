@@ -31,8 +31,16 @@ def test_folder_against_self_summary_and_exit_code(tmp_path):
     assert verdicts["unseeded_tritonbench.py"]["verdict"] == "pass"
     assert verdicts["unseeded_tritonbench.py"]["alone"]["stage"] == "call"  # asserts nothing on its own
     assert verdicts["wrong_output.py"]["verdict"] == "fail"  # its own test fails: no comparison needed
-    assert data["summary"] == {"files": 3, "pass": 2, "fail": 1, "bad input": 0}
+    assert data["summary"] == {"files": 3, "pass": 2, "fail": 1, "not checkable": 0, "bad input": 0}
     assert p.returncode == 1
+
+
+def test_not_checkable_files_are_counted_apart_and_exit_3_without_failures():
+    p = geak(str(FIXTURES / "add_native.py"), str(FIXTURES / "interp" / "inline_asm.py"), "--json")
+    data = json.loads(p.stdout)
+    assert data["summary"] == {"files": 2, "pass": 1, "fail": 0, "not checkable": 1, "bad input": 0}
+    assert "inline assembly" in data["files"][1]["result"]["not_checkable"]
+    assert p.returncode == 3
 
 
 def test_many_files_table_and_all_pass_exit_0():
