@@ -44,6 +44,7 @@ class Evaluator:
             spares=self.options.spares,
             max_concurrent=self.options.max_concurrent,
             gpu_id=self.options.gpu_id,
+            isolation=self.options.isolation,
         )
         self._scratch = Path(tempfile.mkdtemp(prefix="geak-eval-"))
         self._references: dict[str, check_stage.ReferenceRun] = {}

@@ -26,8 +26,10 @@ def bench_job(
     rounds: int | None = None,
     input_seed: int = 0,
 ) -> dict[str, Any]:
+    """`outputs_dir`: inside the job's directory (its modules are there), the only one the job may write to."""
     return {
         "kind": "bench",
+        "scratch": str(outputs_dir.parent),
         "modules": modules,
         "functions": list(owner.benches or owner.tests),
         "rounds": rounds or options.bench_rounds,
@@ -58,6 +60,7 @@ def bench_result(
         "device": runtime.get("device"),
         "reference": reference.path if reference else None,
         "peaks": peaks,
+        "isolation": runtime.get("isolation"),
     }
     if outcome.status != "ok" or outcome.result is None:
         where = (outcome.last_progress or {}).get("bench", "")

@@ -10,6 +10,7 @@ from typing import Any
 from . import cpu_support
 from .compare import UnreadableOutput, compare, load_output
 from .diagnostics import definition_line, error_diagnostic
+from .isolation import PROCESS_ONLY
 from .options import EvalOptions
 from .pool import JobOutcome
 from .protocol import output_file_of_test, probe_output_file
@@ -34,6 +35,7 @@ def check_job(
     [probe, ...]} for a candidate (run the reference's saved probes, copied into `job_dir`), or None."""
     return {
         "kind": "check",
+        "scratch": str(job_dir),  # the only directory the job may write to
         "path": str(path),
         "module_name": module_name,
         "tests": list(owner.tests),
@@ -95,6 +97,17 @@ def judge_reference_probes(result: dict[str, Any], out_dir: Path, options: EvalO
     return ReferenceProbes(tuple(usable), frozenset(informative), tuple(skipped))
 
 
+def isolation_caveats(runtime: dict[str, Any]) -> tuple[str, ...]:
+    """The verdict's word on a job that ran without namespaces of its own (see ``isolation.py``)."""
+    if runtime.get("isolation") != PROCESS_ONLY:
+        return ()
+    why = runtime.get("isolation_reason") or "no namespaces"
+    return (
+        f"isolation: {PROCESS_ONLY} ({why}): the code ran as the caller's user, with the caller's files, "
+        "processes and network in reach (the environment was still reduced)",
+    )
+
+
 def reference_problem(outcome: JobOutcome) -> str | None:
     """Why a reference run cannot serve as the reference (None when it passed its tests)."""
     if outcome.status != "ok" or outcome.result is None:
@@ -130,7 +143,8 @@ def verdict(
         "reference": reference.path if reference else None,
         "device": runtime.get("device"),
         "output_tail": outcome.log_tail[-3000:],
-        "caveats": (INTERPRETER_CAVEAT,) if backend == "interpreter" else (),
+        "caveats": (*((INTERPRETER_CAVEAT,) if backend == "interpreter" else ()), *isolation_caveats(runtime)),
+        "isolation": runtime.get("isolation"),
     }
 
     def diag_at(name: str, message: str) -> Diagnostic:

@@ -23,3 +23,4 @@ class EvalOptions:
     spares: int = 1
     max_concurrent: int = 1
     gpu_id: int | None = None
+    isolation: str = "auto"  # auto | namespaces (required) | process (off): see isolation.py

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import isolation as sandboxing
 from .redaction import known_secrets, redact, redact_data
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,8 @@ class JobOutcome:
 class _Zygote:
     proc: asyncio.subprocess.Process
     workdir: Path
+    wrapped: bool = False  # `proc` is bubblewrap's, whose child is the fork server (its exit status tells how)
+    pid: int | None = None  # the fork server's own process
     info: dict[str, Any] = field(default_factory=dict)
     child_pid: int | None = None  # the running job process
     owes_exit: bool = False  # a job was sent whose "exited" report is still unread
@@ -80,7 +83,10 @@ class _Zygote:
             if not line:
                 if not self.failure:
                     await self.wait_briefly()
-                    self.failure = f"the worker's fork server died ({_status_words(self.proc.returncode)})"
+                    code = self.proc.returncode
+                    if self.wrapped and code is not None and code > 128:  # bubblewrap: 128 + the signal
+                        code = 128 - code
+                    self.failure = f"the worker's fork server died ({_status_words(code)})"
                 return None
             if not line.strip():
                 continue
@@ -141,15 +147,24 @@ class WorkerPool:
         gpu_id: int | None = None,
         startup_timeout_s: float = 180.0,
         python: str = sys.executable,
+        isolation: str = "auto",
+        hide: tuple[str, ...] = (),
+        bwrap: bool = True,
     ):
         if backend not in ("auto", "gpu", "interpreter"):
             raise ValueError(f"backend must be auto, gpu or interpreter, not {backend!r}")
+        if isolation not in sandboxing.MODES:
+            raise ValueError(f"isolation must be one of {', '.join(sandboxing.MODES)}, not {isolation!r}")
         self.backend = backend
         self.max_concurrent = max(1, max_concurrent)
         self.spares = min(max(0, spares), self.max_concurrent)
         self.gpu_id = gpu_id
         self.startup_timeout_s = startup_timeout_s
         self.python = python
+        self.isolation = isolation
+        self.hide = tuple(hide)
+        self.bwrap = bwrap
+        self._bwrap_checked: tuple[bool, str] | None = None
         self._semaphore = asyncio.Semaphore(self.max_concurrent)
         self._idle: list[_Zygote] = []
         self._busy: set[_Zygote] = set()
@@ -338,19 +353,11 @@ class WorkerPool:
 
     async def _spawn(self) -> _Zygote:
         workdir = Path(tempfile.mkdtemp(prefix="geak-worker-"))
-        env = dict(os.environ)
-        env.update(GEAK_BACKEND=self.backend, GEAK_WORKER_LOG=str(workdir / "zygote.log"), PYTHONUNBUFFERED="1")
-        env.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-        if self.backend != "interpreter":
-            env.pop("TRITON_INTERPRET", None)
-        if self.gpu_id is not None:
-            env["CUDA_VISIBLE_DEVICES"] = env["HIP_VISIBLE_DEVICES"] = str(self.gpu_id)
+        command, env = self._zygote_command(workdir)
         try:
             with open(workdir / "zygote.log", "ab") as log_file:
                 proc = await asyncio.create_subprocess_exec(
-                    self.python,
-                    "-m",
-                    "geak.evaluator.worker",
+                    *command,
                     stdin=asyncio.subprocess.PIPE,
                     stdout=asyncio.subprocess.PIPE,
                     stderr=log_file,
@@ -362,7 +369,7 @@ class WorkerPool:
         except BaseException:
             shutil.rmtree(workdir, ignore_errors=True)
             raise
-        zygote = _Zygote(proc, workdir)
+        zygote = _Zygote(proc, workdir, wrapped="bwrap" in Path(command[0]).name)
         try:
             assert proc.stdout is not None
             line = await asyncio.wait_for(proc.stdout.readline(), self.startup_timeout_s)
@@ -380,8 +387,45 @@ class WorkerPool:
             await zygote.dispose()
             raise WorkerStartError(f"worker failed to start: {detail.strip()}")
         zygote.info = {k: v for k, v in message.items() if k not in ("event", "pid")}
+        zygote.pid = message.get("pid")
+        if zygote.info.get("isolation") == sandboxing.PROCESS_ONLY and zygote.wrapped:
+            # Namespaces inside bubblewrap can fail where they work without it (a /proc it cannot remount).
+            self._bwrap_checked = (False, f"jobs cannot be isolated inside it: {zygote.info.get('isolation_reason')}")
+            log.info("starting the worker without bubblewrap: %s", self._bwrap_checked[1])
+            await zygote.dispose()
+            return await self._spawn()
         self.info = zygote.info
         return zygote
+
+    def _zygote_command(self, workdir: Path) -> tuple[list[str], dict[str, str]]:
+        """The zygote's command line (under bubblewrap where it works) and its reduced environment."""
+        env = sandboxing.job_environment(dict(os.environ))
+        env["PYTHONUNBUFFERED"] = "1"
+        env.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        if self.backend != "interpreter":
+            env.pop("TRITON_INTERPRET", None)
+        if self.gpu_id is not None:
+            env["CUDA_VISIBLE_DEVICES"] = env["HIP_VISIBLE_DEVICES"] = str(self.gpu_id)
+        policy = None if self.isolation == "process" else sandboxing.default_policy(self.hide)
+        prefix: list[str] = []
+        if policy is not None and self.bwrap:
+            if self._bwrap_checked is None:
+                self._bwrap_checked = sandboxing.bwrap_works()
+                if not self._bwrap_checked[0]:
+                    log.info("job isolation without bubblewrap: %s", self._bwrap_checked[1])
+            if self._bwrap_checked[0]:
+                writable = {str(workdir), os.path.realpath(tempfile.gettempdir())}
+                outer = sandboxing.Policy(tuple(h for h in policy.hidden if h not in writable), policy.exposed,
+                                          policy.peaks_file)
+                prefix = sandboxing.bwrap_command(outer, sorted(writable), env) or []
+        config = {
+            "backend": self.backend,
+            "log": str(workdir / "zygote.log"),
+            "isolation": self.isolation,
+            "policy": policy.to_json() if policy is not None else None,
+            "bwrap": bool(prefix),
+        }
+        return [*prefix, self.python, "-m", "geak.evaluator.worker", json.dumps(config)], env
 
 
 def _tail(path: Path, limit: int = 4000) -> str:

@@ -93,6 +93,7 @@ class CheckResult:
     output_tail: str = ""
     caveats: tuple[str, ...] = ()
     not_checkable: str | None = None
+    isolation: str | None = None  # how the job ran: "namespaces", "bwrap + namespaces" or "process only"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -170,6 +171,7 @@ class BenchResult:
     device: str | None = None
     duration_s: float = 0.0
     diagnostics: tuple[Diagnostic, ...] = ()
+    isolation: str | None = None  # as in CheckResult
 
     @property
     def total_ms(self) -> float | None:

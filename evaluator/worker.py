@@ -24,10 +24,12 @@ import os
 import signal
 import statistics
 import sys
+import tempfile
 import time
 import traceback
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -41,9 +43,12 @@ Send = Callable[[dict[str, Any]], None]
 
 
 def main() -> None:
+    """`python -m geak.evaluator.worker CONFIG`: CONFIG is the pool's JSON ({"backend", "log", "isolation",
+    "policy", "bwrap"}), passed as an argument so that no variable in the environment names the evaluator."""
     _prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))  # no zygote outlives the pool's process
+    config = json.loads(sys.argv[1])
     proto = os.fdopen(os.dup(1), "w", buffering=1)
-    _redirect_output(os.environ["GEAK_WORKER_LOG"])
+    _redirect_output(config["log"])
     sys.stdout = os.fdopen(1, "w", buffering=1)
     sys.stderr = os.fdopen(2, "w", buffering=1)
 
@@ -54,18 +59,28 @@ def main() -> None:
     try:
         from . import sandbox
 
-        info = sandbox.prepare_zygote(os.environ.get("GEAK_BACKEND", "auto"), preload=PRELOAD)
+        info = sandbox.prepare_zygote(config.get("backend", "auto"), preload=PRELOAD)
+        confinement = _confinement(config, info, lambda: sandbox.enter_child(info))
     except BaseException as e:
         send({"event": "startup_error", "message": "".join(traceback.format_exception_only(type(e), e)).strip()})
         return
     # Orphans of a job process (whatever it started) are re-parented here, so they can be reaped, not left as zombies.
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
-    send({"event": "ready", "pid": os.getpid(), **info.__dict__})
+    status = confinement.status
+    send(
+        {
+            "event": "ready",
+            "pid": os.getpid(),
+            **info.__dict__,
+            "isolation": status.mechanism,
+            "isolation_reason": status.reason,
+        }
+    )
     while True:
         line = sys.stdin.readline()
         if not line:  # the pool closed the pipe: shut down
             break
-        code = _run_in_child(json.loads(line), info, proto, send)
+        code = _run_in_child(json.loads(line), info, confinement, proto, send)
         # A leading newline ends any line a killed job process left half-written.
         proto.write("\n")
         send({"event": "exited", "code": code})
@@ -73,7 +88,41 @@ def main() -> None:
     os._exit(0)  # skip interpreter teardown (torch's can be slow)
 
 
-def _run_in_child(request: dict[str, Any], info: Any, proto: TextIO, send: Send) -> int:
+@dataclass(frozen=True)
+class _Confinement:
+    """How this zygote's job processes are isolated (``isolation.confine`` with `policy`, or process only)."""
+
+    status: Any  # isolation.Status
+    policy: Any | None  # isolation.Policy, None when jobs run as plain processes
+    cpu_only: bool
+
+    def enter(self, scratch: str | None) -> None:
+        from . import isolation
+
+        if self.policy is None:
+            return
+        if not scratch:  # a job that writes no file (peaks): an empty directory in the worker's own
+            scratch = tempfile.mkdtemp(prefix="job-", dir=os.getcwd())
+        isolation.confine(self.policy, scratch, self.cpu_only, self.status.user_ns)
+
+
+def _confinement(config: dict[str, Any], info: Any, open_runtime: Callable[[], None]) -> _Confinement:
+    """Probe the per-job namespaces once (with the runtime opened inside); "namespaces" demands them, "process"
+    skips them."""
+    from . import isolation
+
+    cpu_only = info.backend == "interpreter"
+    mode = config.get("isolation", "auto")
+    if mode == "process" or not config.get("policy"):
+        return _Confinement(isolation.Status(isolation.PROCESS_ONLY, "turned off"), None, cpu_only)
+    policy = isolation.Policy.from_json(config["policy"])
+    status = isolation.probe(policy, bool(config.get("bwrap")), cpu_only, open_runtime)
+    if not status.isolated and mode == "namespaces" and not config.get("bwrap"):  # (the pool retries without)
+        raise RuntimeError(f"job isolation was required but is not available: {status.reason}")
+    return _Confinement(status, policy if status.isolated else None, cpu_only)
+
+
+def _run_in_child(request: dict[str, Any], info: Any, confinement: _Confinement, proto: TextIO, send: Send) -> int:
     """Fork a job process for `request` and wait for it; returns its exit code (minus the signal that killed it)."""
     from . import sandbox
 
@@ -86,7 +135,7 @@ def _run_in_child(request: dict[str, Any], info: Any, proto: TextIO, send: Send)
         code = 1
         try:
             os.close(go_write)
-            _job_process(request, info, send, go_read, zygote_pid)
+            _job_process(request, info, confinement, send, go_read, zygote_pid)
             code = 0
         except BaseException:
             traceback.print_exc()
@@ -108,7 +157,9 @@ def _run_in_child(request: dict[str, Any], info: Any, proto: TextIO, send: Send)
     return os.waitstatus_to_exitcode(status)
 
 
-def _job_process(request: dict[str, Any], info: Any, send: Send, go_read: int, zygote_pid: int) -> None:
+def _job_process(
+    request: dict[str, Any], info: Any, confinement: _Confinement, send: Send, go_read: int, zygote_pid: int
+) -> None:
     from . import sandbox
 
     os.setpgid(0, 0)  # its own process group: the pool kills the job with all it started
@@ -124,12 +175,18 @@ def _job_process(request: dict[str, Any], info: Any, send: Send, go_read: int, z
     os.close(go_read)
     job = request["job"]
     try:
+        confinement.enter(job.get("scratch"))  # from here on (in the sandbox's PID 1, if any) user code may run
+    except BaseException as e:
+        detail = "".join(traceback.format_exception(type(e), e, e.__traceback__))
+        send({"event": "result", "worker_error": f"isolating the job failed:\n{detail}"})
+        return
+    try:
         sandbox.enter_child(info)
     except BaseException as e:
         detail = "".join(traceback.format_exception(type(e), e, e.__traceback__))
         send({"event": "result", "worker_error": f"opening the {info.backend} runtime failed:\n{detail}"})
         return
-    if job.get("cwd"):
+    if job.get("cwd") and confinement.policy is None:  # a sandboxed job works in its own directory
         os.chdir(job["cwd"])
     try:
         handler = {"check": run_check, "bench": run_bench, "peaks": run_peaks}[job["kind"]]

@@ -4,6 +4,12 @@
 # Quiet, and a no-op when .venv is already up to date with pyproject.toml (so `make demo` starts at once).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# bubblewrap sandboxes the evaluator's worker (README: "Isolation of the code under test"); jobs are isolated with
+# namespaces of their own without it too. Installed only where that needs no prompt: as root with apt.
+if ! command -v bwrap >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  (apt-get install -y -q bubblewrap >/dev/null 2>&1 || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q bubblewrap >/dev/null 2>&1; }) \
+    || echo "setup: bubblewrap could not be installed; jobs are still isolated by namespaces where the system allows" >&2
+fi
 PYTHON=${PYTHON:-python3}
 STAMP=.venv/.geak-installed
 if [ -f "$STAMP" ] && [ "$STAMP" -nt pyproject.toml ] && .venv/bin/python -c "import geak.server.cli" 2>/dev/null; then

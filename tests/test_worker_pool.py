@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -27,9 +28,12 @@ def interpreter_options(timeout_s: float = 60.0) -> EvalOptions:
 
 
 def job_for(path: Path, tmp_path: Path, name: str) -> dict:
+    """A check job for a copy of `path` in its own job directory (a sandboxed job sees nothing else)."""
     job_dir = tmp_path / name
     (job_dir / "outputs").mkdir(parents=True)
-    return check_job(path, f"geak_pool_test_{name}", read_triton_file(path), job_dir, interpreter_options(), None)
+    copy = job_dir / path.name
+    copy.write_text(path.read_text())
+    return check_job(copy, f"geak_pool_test_{name}", read_triton_file(copy), job_dir, interpreter_options(), None)
 
 
 def torch_sees_a_gpu() -> bool:
@@ -61,8 +65,9 @@ async def wait_until_gone(pid: int, within_s: float = 5.0) -> bool:
 
 
 def the_zygote_pid(pool: WorkerPool) -> int:
+    """The fork server's own process (under bubblewrap, the pool's child is bubblewrap's)."""
     (zygote,) = pool._idle
-    return zygote.proc.pid
+    return zygote.pid
 
 
 def test_failures_are_reported_and_the_same_zygote_serves_the_next_check():
@@ -233,11 +238,11 @@ def test_closing_the_pool_leaves_no_process_or_directory(tmp_path):
             pool.run(job_for(ADD, tmp_path, "b"), timeout_s=60),
         )
         assert [o.status for o in outcomes] == ["ok", "ok"]
-        zygotes = [(z.proc.pid, z.workdir) for z in pool._idle]
+        zygotes = [(z.proc.pid, z.pid, z.workdir) for z in pool._idle]
         assert len(zygotes) == 2
         await pool.aclose()
-        for pid, workdir in zygotes:
-            assert is_gone(pid), "a zygote was left running or unreaped"
+        for pid, own_pid, workdir in zygotes:
+            assert is_gone(pid) and await wait_until_gone(own_pid), "a zygote was left running or unreaped"
             assert not workdir.exists(), "a zygote's directory was left behind"
         with pytest.raises(RuntimeError, match="closed"):
             await pool.run(job_for(ADD, tmp_path, "c"), timeout_s=60)
@@ -292,24 +297,33 @@ def test_the_backend_is_probed_in_a_forked_process_and_a_missing_gpu_is_a_clear_
     asyncio.run(scenario())
 
 
-def test_processes_a_job_leaves_running_are_killed_and_reaped(tmp_path):
-    pids_file = tmp_path / "pids"
+def test_processes_a_job_leaves_running_are_killed_and_reaped():
+    marker = f"300.{os.getpid()}{time.monotonic_ns() % 10**6}"  # a sleep time no other process uses
     source = KERNEL_PART + (
         "import subprocess\n"
         "\n\n"
         "def test_add():\n"
-        "    in_group = subprocess.Popen(['sleep', '300'])\n"
-        "    escaped = subprocess.Popen(['sleep', '300'], start_new_session=True)\n"
-        f"    open({str(pids_file)!r}, 'w').write(f'{{in_group.pid}} {{escaped.pid}}')\n"
+        f"    subprocess.Popen(['sleep', {marker!r}])\n"
+        f"    subprocess.Popen(['sleep', {marker!r}], start_new_session=True)\n"
         "    x = torch.randn(10, device='cuda')\n"
         "    return add(x, x)\n"
     )
 
+    def still_running() -> list[int]:
+        found = []
+        for entry in Path("/proc").iterdir():
+            try:
+                if entry.name.isdigit() and marker.encode() in (entry / "cmdline").read_bytes().split(b"\0"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+        return found
+
     async def scenario():
-        async with Evaluator(interpreter_options()) as ev:
-            result = await ev.check(source=source)
-            assert result.ok, result.message
-            for pid in map(int, pids_file.read_text().split()):
-                assert is_gone(pid), f"process {pid} started by the job is still there (or a zombie)"
+        for isolation in ("auto", "process"):
+            async with Evaluator(replace(interpreter_options(), isolation=isolation)) as ev:
+                result = await ev.check(source=source)
+                assert result.ok, result.message
+                assert still_running() == [], f"processes started by the job are still there ({isolation})"
 
     asyncio.run(scenario())

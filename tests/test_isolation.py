@@ -1,0 +1,281 @@
+"""Isolation by the operating system (CPU interpreter): hostile candidates (``fixtures/hostile/``) try to steal the
+API key, reach the reference, stop the fork server, leave a daemon, forge the caller's output and poison the peaks
+cache; each test checks on the host that the harm did not happen. Also: the sandbox is really on, both mechanisms
+(bubblewrap + per-job namespaces, per-job namespaces alone) work, and "process only" is said when it is off."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from geak.evaluator.api import EvalOptions, Evaluator
+from geak.evaluator.isolation import PROCESS_ONLY, default_policy, job_environment
+from geak.evaluator.pool import WorkerPool
+from geak.evaluator.results import CheckResult
+
+FIXTURES = Path(__file__).parent / "fixtures"
+HOSTILE = FIXTURES / "hostile"
+SECRET = "sk-geak-isolation-test-" + uuid.uuid4().hex
+NAMESPACES = ("namespaces", "bwrap + namespaces")
+
+
+class Session:
+    """One Evaluator, kept warm across tests on an event loop of its own."""
+
+    def __init__(self, options: EvalOptions, pool_args: dict[str, Any]):
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+        async def make() -> Evaluator:
+            return Evaluator(options, WorkerPool(backend="interpreter", isolation=options.isolation, **pool_args))
+
+        self.evaluator = self.call(make())
+
+    def call(self, coroutine):
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout=600)
+
+    def check(self, source: str, against: Path | None = None) -> CheckResult:
+        return self.call(self.evaluator.check(source=source, against=against))
+
+    def zygote_pid(self) -> int:
+        (zygote,) = self.evaluator.pool._idle
+        return zygote.pid
+
+    def close(self) -> None:
+        self.call(self.evaluator.aclose())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join()
+
+
+class Host:
+    """What the hostile code must not reach: the key in the environment (of the caller and of a long-lived
+    "caller" process started with it), a loopback listener, the reference file, the peaks cache, the home."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.home = root / "home"
+        self.peaks = self.home / ".cache" / "geak" / "peaks.json"
+        self.peaks.parent.mkdir(parents=True)
+        self.peaks.write_text(json.dumps({"v2|cpu": {"bandwidth_gbps": 100.0}}))
+        self.reference = root / "project" / "add_native.py"
+        self.reference.parent.mkdir()
+        shutil.copy(FIXTURES / "add_native.py", self.reference)
+        self.caller_output = root / "caller.out"
+        env = {**os.environ, "OPENAI_API_KEY": SECRET}
+        with open(self.caller_output, "wb") as out:
+            self.caller = subprocess.Popen(["sleep", "600"], env=env, stdout=out, stderr=out)
+        self.received: list[bytes] = []
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self._listen, daemon=True).start()
+
+    def _listen(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            with conn:
+                self.received.append(conn.recv(4096))
+
+    def close(self) -> None:
+        self.caller.kill()
+        self.caller.wait()
+        self.listener.close()
+
+
+@pytest.fixture(scope="module")
+def host(tmp_path_factory) -> Iterator[Host]:
+    host = Host(tmp_path_factory.mktemp("host"))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("OPENAI_API_KEY", SECRET)
+        mp.setenv("HOME", str(host.home))
+        mp.delenv("GEAK_CACHE_DIR", raising=False)
+        yield host
+    host.close()
+
+
+@pytest.fixture(scope="module")
+def session(host: Host) -> Iterator[Session]:
+    session = Session(EvalOptions(backend="interpreter", timeout_s=60, fresh_inputs=False), {})
+    yield session
+    session.close()
+
+
+def hostile(name: str, **params: Any) -> str:
+    """The text of a hostile fixture with its targets filled in."""
+    text = (HOSTILE / f"{name}.py").read_text()
+    return text.replace('json.loads("{}")', f"json.loads({json.dumps(json.dumps(params))})")
+
+
+def reported_sandbox(result: CheckResult) -> dict[str, Any]:
+    line = next(line for line in result.output_tail.splitlines() if line.startswith("SANDBOX "))
+    return json.loads(line.removeprefix("SANDBOX "))
+
+
+def process_state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def processes_running(argument: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if argument.encode() in argv and process_state(int(entry.name)) != "Z":
+                found.append(int(entry.name))
+    return found
+
+
+# ------------------------------------------------------------------------------------------ the sandbox is on
+
+
+def test_a_job_sees_only_itself_its_scratch_and_lo(session: Session, host: Host):
+    result = session.check(hostile("report_sandbox"))
+    assert result.ok, result.message
+    assert result.isolation in NAMESPACES
+    assert not any("isolation" in c for c in result.caveats)
+    seen = reported_sandbox(result)
+    assert seen["pid"] == 1 and seen["processes"] == [1]
+    assert seen["interfaces"] == ["lo"]
+    assert "OPENAI_API_KEY" not in seen["environ"] and not any(v.startswith("GEAK_") for v in seen["environ"])
+    assert Path(seen["cwd"]).name.startswith("cand") and not seen["root_writable"]
+    # In /tmp only the ways to its own scratch directory and to its (empty, private) home.
+    assert set(seen["tmp"]) <= {Path(seen["cwd"]).parts[2], Path(os.environ["HOME"]).parts[2]}
+
+
+def test_the_environment_is_an_allowlist():
+    env = job_environment(
+        {
+            "PATH": "/bin",
+            "OPENAI_API_KEY": "k",
+            "GEAK_BACKEND": "gpu",
+            "AWS_SECRET_ACCESS_KEY": "s",
+            "CUDA_VISIBLE_DEVICES": "0",
+            "LC_ALL": "C",
+            "TRITON_CACHE_DIR": "/shared",
+        }
+    )
+    assert env == {"PATH": "/bin", "CUDA_VISIBLE_DEVICES": "0", "LC_ALL": "C"}
+
+
+def test_the_policy_hides_home_tmp_and_project_but_shows_python(host: Host):
+    policy = default_policy()
+    for private in (str(host.home), "/tmp", os.path.realpath(os.getcwd())):
+        assert any(private == h or private.startswith(h + "/") for h in policy.hidden), private
+    import geak.evaluator
+
+    package = os.path.dirname(os.path.realpath(geak.evaluator.__file__))
+    for path in policy.exposed:
+        assert any(path.startswith(h + "/") for h in policy.hidden)
+    assert all(os.path.isdir(p) for p in policy.exposed)
+    hidden_package = any(package.startswith(h + "/") for h in policy.hidden)
+    assert not hidden_package or any(package == p or package.startswith(p + "/") for p in policy.exposed)
+
+
+# ------------------------------------------------------------------------------------------ attacks
+
+
+def test_the_key_cannot_be_read_or_leaked(session: Session, host: Host):
+    drops = [host.home / "leaked", host.root / "leaked", Path(os.getcwd()) / "leaked-by-candidate"]
+    try:
+        result = session.check(hostile("steal_key", port=host.port, drop_files=[str(p) for p in drops]))
+        assert result.ok, result.message
+        assert SECRET not in json.dumps(result.to_dict())
+        assert "LEAKED" not in result.output_tail
+        assert [p for p in drops if p.exists()] == []
+        assert host.received == []
+    finally:
+        for path in drops:
+            path.unlink(missing_ok=True)
+
+
+def test_the_reference_and_its_outputs_are_out_of_reach(session: Session, host: Host):
+    before = host.reference.read_bytes()
+    result = session.check(hostile("reach_reference", reference=str(host.reference)), against=host.reference)
+    assert result.ok, result.message
+    assert "LOOTED" not in result.output_tail and "REWROTE" not in result.output_tail
+    assert host.reference.read_bytes() == before
+    wrong = session.check((FIXTURES / "wrong_output.py").read_text(), against=host.reference)
+    assert not wrong.ok and wrong.stage == "exec", "the reference outputs were tampered with"
+
+
+def test_the_fork_server_and_the_caller_cannot_be_signalled(session: Session, host: Host):
+    zygote = session.zygote_pid()
+    result = session.check(hostile("stop_zygote", pids=[zygote, host.caller.pid]))
+    assert result.ok, result.message
+    assert "SIGNALLED" not in result.output_tail
+    assert process_state(zygote) not in ("T", "t", "Z") and process_state(host.caller.pid) not in ("T", "t", "Z")
+    after = session.check(hostile("report_sandbox"))
+    assert after.ok and session.zygote_pid() == zygote
+
+
+def test_no_daemon_outlives_its_check(session: Session):
+    marker = f"{uuid.uuid4().int % 10**6}.{uuid.uuid4().int % 10**6}"
+    result = session.check(hostile("daemon", marker=marker))
+    assert result.ok, result.message
+    assert processes_running(marker) == []
+
+
+def test_the_callers_output_cannot_be_forged(session: Session, host: Host, capfd):
+    marker = uuid.uuid4().hex
+    result = session.check(hostile("caller_output", marker=marker, pids=[os.getpid(), host.caller.pid]))
+    assert result.ok, result.message
+    captured = capfd.readouterr()
+    assert marker not in captured.out + captured.err
+    assert marker not in host.caller_output.read_text()
+
+
+def test_the_peaks_cache_cannot_be_poisoned(session: Session, host: Host):
+    before = host.peaks.read_bytes()
+    result = session.check(hostile("poison_peaks", peaks=str(host.peaks)))
+    assert result.ok, result.message
+    assert host.peaks.read_bytes() == before
+
+
+# ------------------------------------------------------------------------------------------ mechanisms
+
+
+@pytest.mark.parametrize("bwrap", [False, True], ids=["unshare", "bwrap"])
+def test_both_mechanisms_isolate(host: Host, bwrap: bool):
+    if bwrap and shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap is not installed (scripts/setup.sh installs it where it can)")
+    session = Session(EvalOptions(backend="interpreter", timeout_s=60, fresh_inputs=False), {"bwrap": bwrap})
+    try:
+        result = session.check(hostile("report_sandbox"))
+        assert result.ok, result.message
+        assert result.isolation == ("bwrap + namespaces" if bwrap else "namespaces")
+        seen = reported_sandbox(result)
+        assert seen["pid"] == 1 and seen["interfaces"] == ["lo"] and not seen["root_writable"]
+        wrong = session.check((FIXTURES / "wrong_output.py").read_text(), against=host.reference)
+        assert not wrong.ok and wrong.stage == "exec"
+    finally:
+        session.close()
+
+
+def test_process_only_is_said_and_the_environment_still_reduced(host: Host):
+    session = Session(EvalOptions(backend="interpreter", timeout_s=60, fresh_inputs=False, isolation="process"), {})
+    try:
+        result = session.check(hostile("report_sandbox"))
+        assert result.ok, result.message
+        assert result.isolation == PROCESS_ONLY
+        assert any(c.startswith(f"isolation: {PROCESS_ONLY}") for c in result.caveats)
+        seen = reported_sandbox(result)
+        assert seen["pid"] != 1 and "OPENAI_API_KEY" not in seen["environ"]
+    finally:
+        session.close()
