@@ -112,19 +112,17 @@ class Policy:
     """What a job may see, decided by the trusted side when the zygote starts. Paths are absolute.
 
     `hidden`: directories covered by an empty private tmpfs (the home directories, /tmp, the caller's project...);
-    `exposed`: directories inside hidden ones that jobs need, shown read-only (the Python install, the evaluator);
-    `peaks_file`: the peaks cache, shown read-only where the job looks for it."""
+    `exposed`: directories inside hidden ones that jobs need, shown read-only (the Python install, the evaluator)."""
 
     hidden: tuple[str, ...]
     exposed: tuple[str, ...]
-    peaks_file: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"hidden": list(self.hidden), "exposed": list(self.exposed), "peaks_file": self.peaks_file}
+        return {"hidden": list(self.hidden), "exposed": list(self.exposed)}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Policy:
-        return cls(tuple(data["hidden"]), tuple(data["exposed"]), data.get("peaks_file"))
+        return cls(tuple(data["hidden"]), tuple(data["exposed"]))
 
 
 @dataclass
@@ -172,7 +170,7 @@ def default_policy(extra_hidden: Iterable[str] = ()) -> Policy:
     needed = {*python_roots, *map(_real, (sys.prefix, sys.exec_prefix, *site.getsitepackages(), _evaluator_package()))}
     exposed = sorted(p for p in needed if os.path.isdir(p) and any(_within(p, h) and p != h for h in hidden))
     exposed = [p for p in exposed if not any(p != q and _within(p, q) for q in exposed)]
-    return Policy(tuple(hidden), tuple(exposed), _peaks_cache())
+    return Policy(tuple(hidden), tuple(exposed))
 
 
 def bwrap_command(policy: Policy, writable: Iterable[str], env: dict[str, str]) -> list[str] | None:
@@ -207,8 +205,6 @@ def bwrap_command(policy: Policy, writable: Iterable[str], env: dict[str, str]) 
         cmd += ["--tmpfs", path]
     for path in policy.exposed:
         cmd += ["--ro-bind", path, path]
-    if policy.peaks_file:
-        cmd += ["--ro-bind-try", policy.peaks_file, policy.peaks_file]
     for path in writable:
         cmd += ["--bind", path, path]
     cmd.append("--clearenv")
@@ -360,7 +356,7 @@ def _supervise(pid: int) -> None:
 def _build_view(policy: Policy, scratch: str) -> set[str]:
     """Mount the job's view; returns the mount points that stay writable."""
     keep = {}  # path -> O_PATH fd opened before anything is covered
-    for path in (*policy.exposed, scratch, *(p for p in [policy.peaks_file] if p and os.path.isfile(p))):
+    for path in (*policy.exposed, scratch):
         keep[path] = os.open(path, O_PATH | os.O_CLOEXEC)
     devices = {}
     for path in [*(f"/dev/{n}" for n in DEV_NODES), *_gpu_nodes()]:
@@ -393,11 +389,7 @@ def _build_view(policy: Policy, scratch: str) -> set[str]:
     if "/tmp" not in hidden:
         _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777," + TMPFS_SIZE)
     for path, fd in keep.items():
-        if path == policy.peaks_file:
-            target = os.path.join(os.path.expanduser("~"), ".cache", "geak", "peaks.json")
-            _bind_from_fd(fd, target)
-        else:
-            _bind_from_fd(fd, path)
+        _bind_from_fd(fd, path)
     for fd in [*keep.values(), *devices.values()]:
         os.close(fd)
     return writable
@@ -495,14 +487,6 @@ def _python_roots() -> set[str]:
 
 def _evaluator_package() -> str:
     return str(Path(__file__).resolve().parent)
-
-
-def _peaks_cache() -> str | None:
-    with contextlib.suppress(Exception):
-        from .peaks import cache_file
-
-        return str(cache_file())
-    return None
 
 
 def _real(path: str) -> str:

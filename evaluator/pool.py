@@ -415,8 +415,7 @@ class WorkerPool:
                     log.info("job isolation without bubblewrap: %s", self._bwrap_checked[1])
             if self._bwrap_checked[0]:
                 writable = {str(workdir), os.path.realpath(tempfile.gettempdir())}
-                outer = sandboxing.Policy(tuple(h for h in policy.hidden if h not in writable), policy.exposed,
-                                          policy.peaks_file)
+                outer = sandboxing.Policy(tuple(h for h in policy.hidden if h not in writable), policy.exposed)
                 prefix = sandboxing.bwrap_command(outer, sorted(writable), env) or []
         config = {
             "backend": self.backend,
