@@ -27,11 +27,13 @@ def bench_job(
     input_seed: int = 0,
 ) -> dict[str, Any]:
     """`outputs_dir`: inside the job's directory (its modules are there), the only one the job may write to."""
+    functions = list(owner.benches or owner.tests)
     return {
         "kind": "bench",
         "scratch": str(outputs_dir.parent),
         "modules": modules,
-        "functions": list(owner.benches or owner.tests),
+        "functions": functions,
+        "pytest_functions": [f for f in functions if owner.runs_under_pytest(f)],
         "rounds": rounds or options.bench_rounds,
         "seed": options.seed,
         "rep_ms": options.rep_ms,

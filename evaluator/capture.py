@@ -20,11 +20,14 @@ _DEPTH = threading.local()
 
 @dataclass
 class RecordedCall:
+    """A wrapper call with its arguments; `flops`: one call's work where the file's benchmark declares it."""
+
     wrapper: str
     spec: dict[str, Any]
     signature: str
     args: tuple = ()
     kwargs: dict[str, Any] = field(default_factory=dict)
+    flops: int | None = None
 
 
 class CallRecorder:
@@ -70,12 +73,17 @@ class CallRecorder:
         self.calls.append(call)
 
     def unique_calls(self, limit: int) -> list[RecordedCall]:
-        seen, out = set(), []
-        for call in self.calls:
-            if call.signature not in seen:
-                seen.add(call.signature)
-                out.append(call)
-        return out[:limit]
+        return unique_calls(self.calls, limit)
+
+
+def unique_calls(calls: list[RecordedCall], limit: int) -> list[RecordedCall]:
+    """The first call of each signature, at most `limit`."""
+    seen, out = set(), []
+    for call in calls:
+        if call.signature not in seen:
+            seen.add(call.signature)
+            out.append(call)
+    return out[:limit]
 
 
 def _clone(value: Any, only_integers: bool = False) -> Any:

@@ -14,8 +14,8 @@ from .isolation import PROCESS_ONLY
 from .options import EvalOptions
 from .pool import JobOutcome
 from .protocol import output_file_of_test, probe_output_file
-from .results import CheckResult, Comparison, Diagnostic, Mismatch, TestOutcome
-from .triton_file import Composed, TritonFile
+from .results import FAILED_KINDS, NOT_RUN_KINDS, TEST_KINDS, CheckResult, Comparison, Diagnostic, Mismatch, TestOutcome
+from .triton_file import Composed, TritonFile, sanitized_test_id, test_function
 
 INTERPRETER_CAVEAT = (
     "checked with Triton's CPU interpreter: a pre-check, not a sign-off (bf16 arithmetic, TF32 rounding of "
@@ -39,6 +39,9 @@ def check_job(
         "path": str(path),
         "module_name": module_name,
         "tests": list(owner.tests),
+        "test_style": owner.test_style,
+        "output_source": owner.output_source,
+        "benchmarks": list(owner.benches) if owner.test_style == "pytest" else [],
         "wrappers": list(owner.entry_points),
         "outputs_dir": str(job_dir / "outputs"),
         "max_calls": options.max_fresh_calls,
@@ -117,9 +120,11 @@ def reference_problem(outcome: JobOutcome) -> str | None:
         return result["worker_error"]
     if result.get("import_error"):
         return result["import_error"]["message"]
-    failed = [t for t in result["tests"] if t["kind"] != "pass"]
+    failed = [t for t in result["tests"] if t["kind"] in FAILED_KINDS]
     if failed:
         return "; ".join(f"{t['name']}: {t['message']}" for t in failed)
+    if all(t["kind"] in NOT_RUN_KINDS for t in result["tests"]):
+        return "no test ran" + "".join(f"; {t['name']}: {t['message']}" for t in result["tests"][:3])
     return None
 
 
@@ -202,7 +207,7 @@ def verdict(
     tests = tuple(
         TestOutcome(
             t["name"],
-            t["kind"] == "pass",
+            t["kind"] not in FAILED_KINDS,
             t.get("message", ""),
             t["kind"],
             t.get("duration_s", 0.0),
@@ -215,9 +220,9 @@ def verdict(
         if t.get("error")
         else diag_at(t["name"], t["message"])
         for t in reported
-        if t["kind"] != "pass"
+        if t["kind"] in FAILED_KINDS
     ]
-    errors = [t for t in tests if t.kind not in ("pass", "assert")]  # did not run through: call stage
+    errors = [t for t in tests if t.kind in FAILED_KINDS - {"assert"}]  # did not run through: call stage
     asserts = [t for t in tests if t.kind == "assert"]  # ran, but a check failed: exec stage
     limits = [cpu_support.limit_in_error(t.message, runtime.get("triton_version")) for t in errors]
     if interpreted and errors and not asserts and all(limits):
@@ -226,17 +231,22 @@ def verdict(
         stage = "call" if errors else "exec"
         message = _summary(errors or asserts)
         return CheckResult(ok=False, stage=stage, message=message, tests=tests, diagnostics=tuple(diagnostics), **base)
+    tests_ran = [t for t in tests if t.kind not in NOT_RUN_KINDS]
+    if not tests_ran:  # nothing was checked: not a pass
+        message = f"no test ran: {_summary(list(tests))}" if tests else "no test ran"
+        return CheckResult(ok=False, stage="call", message=message, tests=tests, **base)
 
     if ref_run is None:
-        silent = [t.name for t in tests if t.name not in candidate.asserting_tests]
-        if len(silent) == len(tests):
+        functions = list(dict.fromkeys(test_function(t.name) for t in tests_ran))
+        silent = [f for f in functions if f not in candidate.asserting_tests]
+        if len(silent) == len(functions):
             note = (
                 f"the tests ({', '.join(silent)}) assert nothing: only crashes are caught; "
                 "compare the outputs with a reference (--against REF)"
             )
             base["caveats"] = (*base["caveats"], note)
             return CheckResult(ok=True, stage="call", message=f"runs; {note}", tests=tests, **base)
-        return CheckResult(ok=True, stage="exec", message=f"{len(tests)} test(s) passed", tests=tests, **base)
+        return CheckResult(ok=True, stage="exec", message=f"{_passed(tests)} passed", tests=tests, **base)
 
     comparison = _compare_with_reference(reported, result, ref_run, job_dir, options)
     if not comparison.ok:
@@ -251,7 +261,7 @@ def verdict(
             comparison=comparison,
             **base,
         )
-    message = f"{len(tests)} test(s) passed; outputs match the reference"
+    message = f"{_passed(tests)} passed; outputs match the reference"
     if comparison.fresh_calls:
         message += f" (also on {comparison.fresh_calls} call(s) with fresh random inputs)"
     if comparison.probes_skipped:
@@ -274,6 +284,15 @@ def _mismatch_diagnostic(m: Mismatch, owner: TritonFile, candidate: TritonFile, 
     )
 
 
+def _passed(tests: tuple[TestOutcome, ...]) -> str:
+    """`3 test(s)`, with what did not run: `3 test(s) (2 skipped, 21 benchmark(s) left to geak bench)`."""
+    text = f"{sum(t.kind not in NOT_RUN_KINDS for t in tests)} test(s)"
+    counts = {kind: sum(t.kind == kind for t in tests) for kind in ("skipped", "xfail", "benchmark")}
+    words = {"skipped": "{} skipped", "xfail": "{} xfail", "benchmark": "{} benchmark(s) left to geak bench"}
+    extra = [words[k].format(n) for k, n in counts.items() if n]
+    return text + (f" ({', '.join(extra)})" if extra else "")
+
+
 def _summary(failed: list[TestOutcome]) -> str:
     first = failed[0]
     more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
@@ -286,21 +305,22 @@ def _mismatch_summary(comparison: Comparison) -> str:
     return f"output differs from the reference: {first.where}: {first.message}{more}"
 
 
-TEST_KINDS = ("pass", "assert", "error", "timeout", "crash")
-
-
 def _expected_tests(result: dict[str, Any], owner: TritonFile, ref_run: ReferenceRun | None) -> list[dict[str, Any]]:
     """The tests the trusted side expects (the reference run's, else the file's), each with what the job reported
     for it; a test the job did not report, or reported in a malformed way, is an error."""
-    if ref_run is not None:
-        expected = [t["name"] for t in (ref_run.outcome.result or {}).get("tests", [])]
-    else:
-        expected = list(owner.tests)
     by_name = {
         t.get("name"): t
         for t in result.get("tests") or []
         if isinstance(t, dict) and t.get("kind") in TEST_KINDS and isinstance(t.get("message", ""), str)
     }
+    if ref_run is not None:
+        expected = [t["name"] for t in (ref_run.outcome.result or {}).get("tests", [])]
+    elif owner.test_style == "pytest":  # the cases pytest collected from the file's own tests (and its errors)
+        functions = set(owner.tests) | set(owner.benches)
+        expected = [n for n, t in by_name.items() if test_function(str(n)) in functions or t["kind"] == "error"]
+        expected += [f for f in owner.tests if not any(test_function(str(n)) == f for n in expected)]
+    else:
+        expected = list(owner.tests)
     out = []
     for name in expected:
         entry = by_name.get(name)
@@ -337,6 +357,14 @@ def _compare_with_reference(
     ref_tests = {t["name"]: t for t in ref_result.get("tests", [])}
     for test in reported:
         ref_test = ref_tests[test["name"]]
+        if ref_test["kind"] in NOT_RUN_KINDS:
+            continue
+        if test["kind"] in NOT_RUN_KINDS:  # e.g. a skip condition the candidate's code turned true
+            mismatches.append(Mismatch(test["name"], f"did not run ({test['message']}), but ran for the reference"))
+            continue
+        name = output_file_of_test(test["name"])
+        if not (ref_dir / name).exists():  # the reference's case produced no output (no result_gold entry)
+            continue
         if _launched(ref_test) and not _launched(test):
             mismatches.append(
                 Mismatch(
@@ -345,8 +373,7 @@ def _compare_with_reference(
                     "e.g. in PyTorch): the candidate must run its kernels",
                 )
             )
-        name = output_file_of_test(test["name"])
-        where = f"{test['name']} → return"
+        where = f"{test['name']} → {_output_label(ref_run.tfile, test['name'])}"
         ref_out, cand_out = load(ref_dir, name, where), load(cand_dir, name, where)
         if ref_out is _MISSING or cand_out is _MISSING:
             continue
@@ -394,6 +421,10 @@ def _compare_with_reference(
 
 
 _MISSING = object()
+
+
+def _output_label(owner: TritonFile, test: str) -> str:
+    return f"result_gold[{sanitized_test_id(test)!r}]" if owner.output_source == "result_gold" else "return"
 
 
 def _launched(entry: dict[str, Any]) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .results import Diagnostic
-from .triton_file import Composed, TritonFile
+from .triton_file import Composed, TritonFile, test_function
 
 
 def locate(
@@ -46,4 +46,6 @@ def error_diagnostic(
 
 
 def definition_line(tfile: TritonFile, name: str) -> int:
-    return tfile.def_lines.get(name, 1)
+    """The line defining a function, class, method (`Class::method`) or test case (`test_x[4]`)."""
+    function = test_function(name)
+    return tfile.def_lines.get(function) or tfile.def_lines.get(function.split("::", 1)[0], 1)

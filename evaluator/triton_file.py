@@ -5,6 +5,13 @@
 * Native format: top-level ``test_*`` functions anywhere (pytest style), optional ``bench_*`` functions with large
   shapes for timing, and optional ``flops_<wrapper>`` / ``bytes_<wrapper>`` functions that count one call's work.
 
+How the tests run (``TritonFile.test_style``): "call" — the evaluator calls each ``test_*`` function with no
+arguments and takes its return value as its output; "pytest" — the test uses pytest (imports it, takes parameters or
+fixtures, carries marks, or is a ``Test*`` class), so pytest itself runs it inside the worker, one outcome per
+collected case. In a pytest-style file, ``test_performance*`` cases are benchmarks (the perf stage runs them, the
+check does not), and a file in the ROCm-benchmark layout (a module-level ``result_gold = {}``) stores its outputs in
+that dict under the sanitized test id (``TritonFile.output_source``).
+
 Everything else is the *kernel section*, the part an optimizer may rewrite. The test section of the reference is
 always re-attached to candidate code (``compose``), so a candidate can never bring its own test.
 """
@@ -24,8 +31,13 @@ SEPARATOR = "#" * 146
 JIT_DECORATORS = frozenset({"triton.jit", "jit", "tl.jit"})
 AUTOTUNE_DECORATORS = frozenset({"triton.autotune", "autotune"})
 TEST_PREFIXES = ("test_", "bench_", "flops_", "bytes_")
+BENCHMARK_TEST_PREFIX = "test_performance"  # pytest-style benchmark cases (the ROCm benchmark's perf tests)
+# GEAK-eval's result-saving hooks in ROCm-benchmark files: GEAK reads `result_gold` itself, so they never run.
+HARNESS_TESTS = frozenset({"test_save_results", "test_save_performance_results"})
 
 Format = Literal["tritonbench", "native"]
+TestStyle = Literal["call", "pytest"]
+OutputSource = Literal["return", "result_gold"]
 
 
 class TritonFileError(ValueError):
@@ -67,17 +79,26 @@ class TritonFile:
     test_blocks: tuple[tuple[int, tuple[str, ...]], ...] = field(repr=False)
     asserting_tests: tuple[str, ...] = ()
     autograd_functions: tuple[str, ...] = ()  # classes of the kernel section deriving from autograd.Function
+    test_launchers: tuple[str, ...] = ()  # test-section functions (not tests) that launch a kernel themselves
     def_lines: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
+    test_style: TestStyle = "call"
+    output_source: OutputSource = "return"
 
     @property
     def entry_points(self) -> tuple[str, ...]:
-        """What the evaluator records calls of: the wrappers, and `Class.apply` of autograd functions."""
-        return self.wrappers + tuple(f"{name}.apply" for name in self.autograd_functions)
+        """What the evaluator records calls of: the wrappers, the test section's own kernel launchers (the ROCm
+        benchmark's `*_triton_wrapper` helpers), and `Class.apply` of autograd functions."""
+        return self.wrappers + self.test_launchers + tuple(f"{name}.apply" for name in self.autograd_functions)
+
 
     @property
     def kernel_section(self) -> str:
         """The rewritable part. Native format keeps line numbers (test lines are blanked)."""
         return _join(self.kernel_lines)
+
+    def runs_under_pytest(self, function: str) -> bool:
+        """Does pytest run this test or benchmark function (else the evaluator calls it with no arguments)?"""
+        return self.test_style == "pytest" and (function in self.tests or is_benchmark_test(function))
 
     @property
     def test_section(self) -> str:
@@ -202,7 +223,17 @@ def parse_triton_file(text: str, path: str = "<string>", *, require_tests: bool 
         test_blocks = tuple(blocks)
 
     test_funcs = [s for s in test_stmts if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
-    tests = tuple(f.name for f in test_funcs if f.name.startswith("test_"))
+    style = _test_style(test_stmts)
+    output_source: OutputSource = "result_gold" if style == "pytest" and _assigns_result_gold(test_stmts) else "return"
+    named = [(f.name, f) for f in test_funcs if f.name.startswith("test_")]
+    if style == "pytest":
+        named += [(f"{c.name}::{m.name}", m) for c in _test_classes(test_stmts) for m in _class_tests(c)]
+    tests = tuple(dict.fromkeys(name for name, _ in named))  # a redefined test runs once (the last definition)
+    benchmarks: tuple[str, ...] = ()
+    if style == "pytest":
+        benchmarks = tuple(t for t in tests if is_benchmark_test(t))
+        harness = HARNESS_TESTS if output_source == "result_gold" else frozenset()
+        tests = tuple(t for t in tests if t not in benchmarks and t not in harness)
     if not tests and require_tests:
         where = "after the ##### separator" if fmt == "tritonbench" else "at the top level"
         raise TritonFileError(f"{path}: no test found: define test_* functions {where}")
@@ -215,13 +246,46 @@ def parse_triton_file(text: str, path: str = "<string>", *, require_tests: bool 
         kernels=kernels,
         wrappers=wrappers,
         tests=tests,
-        benches=tuple(f.name for f in test_funcs if f.name.startswith("bench_")),
+        benches=benchmarks or tuple(f.name for f in test_funcs if f.name.startswith("bench_")),
         counters=tuple(f.name for f in test_funcs if f.name.startswith(("flops_", "bytes_"))),
         kernel_lines=kernel_lines,
         autograd_functions=tuple(s.name for s in kernel_stmts if _is_autograd_function(s)),
+        test_launchers=_test_launchers(test_stmts, kernel_names),
         test_blocks=test_blocks,
-        asserting_tests=tuple(f.name for f in test_funcs if f.name in tests and _asserts(f)),
-        def_lines={s.name: s.lineno for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))},
+        asserting_tests=tuple(name for name, f in named if name in tests and _asserts(f)),
+        def_lines=_def_lines(tree),
+        test_style=style,
+        output_source=output_source,
+    )
+
+
+
+
+def _test_launchers(test_stmts: list[ast.stmt], kernel_names: set[str]) -> tuple[str, ...]:
+    """Test-section code that launches a kernel itself, as the evaluator records it: functions (not tests or
+    fixtures), `Class.apply` of autograd functions, and names bound to such an `apply`."""
+    launchers: list[str] = []
+    for s in test_stmts:
+        function = isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
+        if function and not _is_test_def(s) and _launches(s, kernel_names):
+            launchers.append(s.name)
+        elif _is_autograd_function(s) and _launches(s, kernel_names):
+            launchers.append(f"{s.name}.apply")
+        elif _entry_point_names(s) and isinstance(s, ast.Assign):
+            owner = ast.unparse(s.value).rsplit(".", 1)[0]  # `name = Class.apply`
+            if f"{owner}.apply" in launchers:
+                launchers += _entry_point_names(s)
+    return tuple(launchers)
+
+
+def _launches(func: ast.stmt, kernel_names: set[str]) -> bool:
+    """Does the function (or class) launch one of the kernels itself (`kernel[grid](...)`)?"""
+    return any(
+        isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Subscript)
+        and isinstance(n.func.value, ast.Name)
+        and n.func.value.id in kernel_names
+        for n in ast.walk(func)
     )
 
 
@@ -236,6 +300,84 @@ def _entry_point_names(stmt: ast.stmt) -> list[str]:
 
 def _is_autograd_function(stmt: ast.stmt) -> bool:
     return isinstance(stmt, ast.ClassDef) and any(ast.unparse(base).split(".")[-1] == "Function" for base in stmt.bases)
+
+
+def is_benchmark_test(name: str) -> bool:
+    """A pytest-style case that benchmarks (`test_performance*`, also as a method): the perf stage runs it."""
+    return test_function(name).rsplit("::", 1)[-1].startswith(BENCHMARK_TEST_PREFIX)
+
+
+def test_function(test_id: str) -> str:
+    """The function a test id names: `test_x[4-fp16]` → `test_x`, `TestK::test_y[1]` → `TestK::test_y`."""
+    return test_id.split("[", 1)[0]
+
+
+def sanitized_test_id(test_id: str) -> str:
+    """The ROCm benchmark's `result_gold` key for a test id (`request.node.name`)."""
+    return test_id.replace("::", "_").replace("[", "_").replace("]", "").replace("-", "_")
+
+
+def _def_lines(tree: ast.Module) -> dict[str, int]:
+    """Line of each top-level function and class, and of each method as `Class::method`."""
+    lines: dict[str, int] = {}
+    for s in tree.body:
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            lines[s.name] = s.lineno
+        if isinstance(s, ast.ClassDef):
+            for m in s.body:
+                if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    lines[f"{s.name}::{m.name}"] = m.lineno
+    return lines
+
+
+def _test_classes(stmts: list[ast.stmt]) -> list[ast.ClassDef]:
+    return [s for s in stmts if isinstance(s, ast.ClassDef) and s.name.startswith("Test")]
+
+
+def _class_tests(cls: ast.ClassDef) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    return [m for m in cls.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) and m.name.startswith("test")]
+
+
+def _test_style(test_stmts: list[ast.stmt]) -> TestStyle:
+    """`pytest` when the test needs pytest to run: it imports pytest, has test functions with parameters (fixtures,
+    parametrize) or pytest decorators (marks, fixtures), test classes, or a module-level `pytestmark`."""
+    for s in test_stmts:
+        if isinstance(s, ast.Import) and any(a.name.split(".")[0] == "pytest" for a in s.names):
+            return "pytest"
+        if isinstance(s, ast.ImportFrom) and (s.module or "").split(".")[0] == "pytest":
+            return "pytest"
+        if isinstance(s, ast.ClassDef) and s.name.startswith("Test"):
+            return "pytest"
+        if isinstance(s, (ast.Assign, ast.AnnAssign)) and "pytestmark" in defined_names(s):
+            return "pytest"
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if _is_pytest_decorated(s):
+                return "pytest"
+            if s.name.startswith("test_") and _required_params(s):
+                return "pytest"
+    return "call"
+
+
+def _is_pytest_decorated(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    names = [decorator_name(d) for d in func.decorator_list]
+    return any(n.split(".")[0] == "pytest" or n == "fixture" for n in names)
+
+
+def _required_params(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    args = func.args
+    positional = [*args.posonlyargs, *args.args]
+    required = [a.arg for a in positional[: len(positional) - len(args.defaults)]]
+    return required + [a.arg for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is None]
+
+
+def _assigns_result_gold(stmts: list[ast.stmt]) -> bool:
+    """The ROCm-benchmark layout: a module-level `result_gold = {}` (or `dict()`) that the tests fill."""
+    for s in stmts:
+        if isinstance(s, (ast.Assign, ast.AnnAssign)) and "result_gold" in defined_names(s):
+            value = s.value
+            if isinstance(value, ast.Dict) or (isinstance(value, ast.Call) and getattr(value.func, "id", "") == "dict"):
+                return True
+    return False
 
 
 def _test_invocations(stmts: list[ast.stmt]) -> list[ast.stmt]:
@@ -254,12 +396,19 @@ def statement_span(stmt: ast.stmt) -> tuple[int, int]:
 
 
 def is_test_code(stmt: ast.stmt) -> bool:
-    """A top-level statement that belongs to the test: a test_/bench_/flops_/bytes_ function or a __main__ guard."""
+    """A top-level statement that belongs to the test: a test_/bench_/flops_/bytes_ function, a pytest fixture, a
+    `Test*` class, a module-level `pytestmark`, or a __main__ guard."""
     return _is_test_def(stmt) or _is_main_guard(stmt)
 
 
 def _is_test_def(stmt: ast.stmt) -> bool:
-    return isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name.startswith(TEST_PREFIXES)
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return stmt.name.startswith(TEST_PREFIXES) or any(
+            decorator_name(d) in ("pytest.fixture", "fixture") for d in stmt.decorator_list
+        )
+    if isinstance(stmt, ast.ClassDef):
+        return stmt.name.startswith("Test")
+    return isinstance(stmt, (ast.Assign, ast.AnnAssign)) and "pytestmark" in defined_names(stmt)
 
 
 def _is_main_guard(stmt: ast.stmt) -> bool:

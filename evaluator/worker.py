@@ -34,7 +34,14 @@ from pathlib import Path
 from typing import Any, TextIO
 
 # Imported once in the zygote so that job processes inherit them instead of importing them per job.
-PRELOAD = ("triton.testing", "geak.evaluator.capture", "geak.evaluator.timing", "geak.evaluator.device_ceilings")
+PRELOAD = (
+    "triton.testing",
+    "geak.evaluator.capture",
+    "geak.evaluator.timing",
+    "geak.evaluator.device_ceilings",
+    "geak.evaluator.pytest_plugin",
+    "geak.evaluator.rocm_bench",
+)
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
@@ -248,7 +255,7 @@ def _prctl(option: int, value: int) -> None:
 def run_check(job: dict[str, Any], info: Any, send) -> dict[str, Any]:
     import torch
 
-    from . import sandbox
+    from . import rocm_bench, sandbox
     from .capture import CallRecorder, to_portable
     from .probes import make_probes, replay_probes
     from .protocol import output_file_of_test
@@ -268,6 +275,7 @@ def run_check(job: dict[str, Any], info: Any, send) -> dict[str, Any]:
             send({"event": "progress", "test": running["test"], "programs": programs, "at": time.time()})
 
         interpreter_shims.report_programs(heartbeat, HEARTBEAT_S)
+    rocm_bench.install(Path(path).parent)  # GEAK-eval's benchmark module, for this job's file only
     try:
         sandbox.seed_everything(seed)
         module = sandbox.load_module(path, job["module_name"])
@@ -276,23 +284,39 @@ def run_check(job: dict[str, Any], info: Any, send) -> dict[str, Any]:
         return result
     recorder = CallRecorder(module, job["wrappers"], keep_args="integers")
     fatal = None
-    for name in job["tests"]:
-        if fatal:
-            result["tests"].append({"name": name, "kind": "error", "message": f"not run: {fatal}"})
-            continue
-        running["test"] = name
-        send({"event": "progress", "test": name})
-        sandbox.seed_everything(seed)
-        entry, error = _run_test(module, name, path, recorder, gpu)
-        if entry["kind"] == "pass":
+
+    def record(entry: dict[str, Any], error: BaseException | None) -> str | None:
+        """Keep one test's outcome and output; returns why nothing more can run (a lost GPU context)."""
+        nonlocal fatal
+        if "_return" in entry:
             try:
-                torch.save(to_portable(entry.pop("_return", None)), out_dir / output_file_of_test(name))
+                torch.save(to_portable(entry.pop("_return")), out_dir / output_file_of_test(entry["name"]))
             except Exception as e:  # unpicklable or broken output
                 entry.update(kind="error", message=f"test output could not be read back: {e}")
         entry.pop("_return", None)
         result["tests"].append(entry)
         if error is not None and sandbox.context_lost(gpu, str(error)):
             fatal = "the GPU context was lost after a fault in an earlier test"
+        return fatal
+
+    def starting(name: str) -> None:
+        running["test"] = name
+        send({"event": "progress", "test": name})
+
+    if job.get("test_style") == "pytest":
+        not_run = _run_pytest(job, module, recorder, gpu, record, starting, lambda: sandbox.seed_everything(seed))
+        result["tests"] += not_run
+    direct_tests = () if job.get("test_style") == "pytest" else job["tests"]
+    for name in direct_tests:
+        if fatal:
+            result["tests"].append({"name": name, "kind": "error", "message": f"not run: {fatal}"})
+            continue
+        starting(name)
+        sandbox.seed_everything(seed)
+        entry, error = _run_test(module, name, path, recorder, gpu)
+        if entry["kind"] != "pass":
+            entry.pop("_return", None)
+        record(entry, error)
 
     probes = job.get("probes")
     if probes and not fatal:
@@ -304,6 +328,17 @@ def run_check(job: dict[str, Any], info: Any, send) -> dict[str, Any]:
         else:
             result["fresh"] = replay_probes(recorder, probes["replay"], seed, out_dir, gpu, describe)
     return result
+
+
+def _run_pytest(job: dict[str, Any], module, recorder, gpu: bool, record, starting, before_test) -> list[dict]:
+    """Run the file's pytest-style tests with pytest itself (each case goes to `record`); returns outcomes of what
+    did not run as a case (collection errors, cases left after a stop)."""
+    from .pytest_plugin import GeakPlugin, SessionPlan, run_session
+
+    plan = SessionPlan(frozenset(job["tests"]), frozenset(job.get("benchmarks", ())), job["output_source"])
+    path = Path(job["path"])
+    plugin = GeakPlugin(module, path, plan, recorder, gpu, on_case=record, before_test=before_test, on_start=starting)
+    return run_session(plugin, path.parent)
 
 
 def _run_test(module, name: str, path: str, recorder, gpu: bool) -> tuple[dict[str, Any], BaseException | None]:
@@ -426,27 +461,47 @@ def run_bench(job: dict[str, Any], info: Any, send) -> dict[str, Any]:
 def _bench_variants(job: dict[str, Any], send: Send) -> dict[str, Any]:
     """Load each variant's module and run its bench functions once, capturing the wrapper calls (with cloned
     arguments); {"error": ...} when one fails."""
+    from . import rocm_bench, timing
+
+    variants: dict[str, Any] = {}
+    rocm_bench.install(Path(job["modules"][0]["path"]).parent)  # GEAK-eval's benchmark module, for these files only
+    for spec in job["modules"]:
+        captured = capture_bench_calls(job, spec, send, timing.estimate_ms)
+        if "error" in captured:
+            return captured
+        variants[spec["label"]] = captured
+    return variants
+
+
+def capture_bench_calls(job: dict[str, Any], spec: dict[str, Any], send: Send, estimate=None) -> dict[str, Any]:
+    """Import one variant and run its bench functions (pytest benchmark cases through pytest), capturing the wrapper
+    calls to time: {"module", "recorder", "calls", "kernels"}, or an error result. `estimate(fn)`: GEAK's first
+    timing of a benchmarked callable, which `PytestBenchmarker.run_benchmark` reports (None: no GPU)."""
     import torch
 
-    from . import sandbox
+    from . import rocm_bench, sandbox
     from .capture import CallRecorder
 
     seed = job["seed"]
-    variants: dict[str, Any] = {}
-    for spec in job["modules"]:
-        label = spec["label"]
-        try:
-            sandbox.seed_everything(seed)
-            module = sandbox.load_module(spec["path"], spec["module_name"])
-        except BaseException as e:
-            return {
-                "error": f"{label}: import failed",
-                "error_detail": sandbox.describe_error(e, spec["path"], None),
-                "label": label,
-            }
-        recorder = CallRecorder(module, spec["wrappers"], keep_args=True)
-        recorder.recording = True
-        for name in job["functions"]:
+    label = spec["label"]
+    try:
+        sandbox.seed_everything(seed)
+        module = sandbox.load_module(spec["path"], spec["module_name"])
+    except BaseException as e:
+        return {
+            "error": f"{label}: import failed",
+            "error_detail": sandbox.describe_error(e, spec["path"], None),
+            "label": label,
+        }
+    recorder = CallRecorder(module, spec["wrappers"], keep_args=True)
+    collector = rocm_bench.Collector(recorder, estimate)
+    recorder.recording = True
+    with rocm_bench.collecting(collector):
+        pytest_functions = job.get("pytest_functions") or []
+        failed = _bench_pytest(job, spec, module, recorder, send) if pytest_functions else None
+        if failed:
+            return failed
+        for name in (n for n in job["functions"] if n not in pytest_functions):
             send({"event": "progress", "bench": f"{label}:{name}"})
             try:
                 sandbox.seed_everything(seed)
@@ -458,12 +513,51 @@ def _bench_variants(job: dict[str, Any], send: Send) -> dict[str, Any]:
                     "label": label,
                     "error_detail": sandbox.describe_error(e, spec["path"], module),
                 }
-        recorder.recording = False
-        calls = recorder.unique_calls(job.get("max_calls", 16))
-        if not calls:
-            return {"error": f"{label}: {', '.join(job['functions'])} called no wrapper function of the kernel section"}
-        variants[label] = {"module": module, "recorder": recorder, "calls": calls, "kernels": set(spec["kernels"])}
-    return variants
+    recorder.recording = False
+    calls = collector.timed_calls(job.get("max_calls", 16))
+    if not calls:
+        what = ", ".join(collector.unwrapped()) or ", ".join(job["functions"])
+        return {
+            "error": f"{label}: {what} called no wrapper function (a function that launches the kernels), so there "
+            "is no call to time"
+        }
+    return {"module": module, "recorder": recorder, "calls": calls, "kernels": set(spec["kernels"])}
+
+
+def _bench_pytest(job: dict[str, Any], spec: dict[str, Any], module, recorder, send: Send) -> dict[str, Any] | None:
+    """Run the file's pytest benchmark cases (the wrapper calls of their benchmarked callables are captured); the
+    error result of the first case that fails, else None."""
+    from . import sandbox
+    from .pytest_plugin import GeakPlugin, SessionPlan, run_session
+
+    label, path = spec["label"], Path(spec["path"])
+    failures: list[dict[str, Any]] = []
+
+    def record(entry: dict[str, Any], error: BaseException | None) -> str | None:
+        if entry["kind"] in ("assert", "error"):
+            failures.append(entry)
+            return "a benchmark case failed"
+        return None
+
+    plugin = GeakPlugin(
+        module,
+        path,
+        SessionPlan(frozenset(job["pytest_functions"])),
+        recorder,
+        True,
+        on_case=record,
+        before_test=lambda: sandbox.seed_everything(job["seed"]),
+        on_start=lambda name: send({"event": "progress", "bench": f"{label}:{name}"}),
+    )
+    failures += [e for e in run_session(plugin, path.parent) if e["kind"] == "error"]
+    if not failures:
+        return None
+    first = failures[0]
+    return {
+        "error": f"{label}: {first['name']} failed",
+        "label": label,
+        "error_detail": first.get("error") or {"message": first["message"], "frames": []},
+    }
 
 
 def _prepare_call(fn, sets, module, base_call) -> tuple[dict[str, Any], float]:
@@ -477,7 +571,7 @@ def _prepare_call(fn, sets, module, base_call) -> tuple[dict[str, Any], float]:
     ret = sets.call(fn, 0)
     torch.cuda.synchronize()
     args, kwargs = sets.sets[0]
-    flops = _counted(module, f"flops_{base_call.wrapper}", base_call)
+    flops = _counted(module, f"flops_{base_call.wrapper}", base_call) or base_call.flops
     declared = _counted(module, f"bytes_{base_call.wrapper}", base_call)
     entry = {
         "wrapper": base_call.wrapper,

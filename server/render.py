@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from geak.evaluator.results import BenchResult, CallTiming, CheckResult
+from geak.evaluator.results import NOT_RUN_KINDS, BenchResult, CallTiming, CheckResult
 
 if TYPE_CHECKING:
     from .check_many import FileVerdict
@@ -47,13 +47,21 @@ def print_check(result: CheckResult) -> None:
     where = ", ".join(x for x in (f"stage {result.stage}", result.backend, result.device) if x)
     out.print(f"{verdict} {escape(result.file)} ({escape(where)}, {result.duration_s:.1f} s)")
     out.print(f"  {escape(_first_lines(result.message, 3))}")
+    benchmarks = [t for t in result.tests if t.kind == "benchmark"]
     for test in result.tests:
+        if test.kind == "benchmark":
+            continue
+        if test.kind in NOT_RUN_KINDS:
+            out.print(f"  [yellow]-[/yellow] {escape(test.name)}  [dim]{escape(_first_lines(test.message))}[/dim]")
+            continue
         mark = "[green]✓[/green]" if test.ok else "[red]✗[/red]"
         launches = ", ".join(f"{k}×{v}" for k, v in test.launches.items())
         detail = f"  [dim]{escape(launches)}[/dim]" if launches else ""
         out.print(f"  {mark} {escape(test.name)}  {test.duration_s:.2f} s{detail}")
         if not test.ok and not result.diagnostics:
             out.print(f"      {escape(_first_lines(test.message, 3))}")
+    if benchmarks:
+        out.print(f"  [dim]{len(benchmarks)} benchmark case(s) not run by the check (geak bench runs them)[/dim]")
     for d in result.diagnostics:
         out.print(
             f"  [bold]{escape(d.file or result.file)}:{d.line}:{d.column}[/bold]: {d.severity}: "
