@@ -275,7 +275,7 @@ def run_check(job: dict[str, Any], info: Any, send) -> dict[str, Any]:
             send({"event": "progress", "test": running["test"], "programs": programs, "at": time.time()})
 
         interpreter_shims.report_programs(heartbeat, HEARTBEAT_S)
-    rocm_bench.install(Path(path).parent)  # GEAK-eval's benchmark module, for this job's file only
+    rocm_bench.install(Path(job["scratch"]))  # GEAK-eval's benchmark module, for this job's file only
     try:
         sandbox.seed_everything(seed)
         module = sandbox.load_module(path, job["module_name"])
@@ -338,7 +338,7 @@ def _run_pytest(job: dict[str, Any], module, recorder, gpu: bool, record, starti
     plan = SessionPlan(frozenset(job["tests"]), frozenset(job.get("benchmarks", ())), job["output_source"])
     path = Path(job["path"])
     plugin = GeakPlugin(module, path, plan, recorder, gpu, on_case=record, before_test=before_test, on_start=starting)
-    return run_session(plugin, path.parent)
+    return run_session(plugin, Path(job["scratch"]))
 
 
 def _run_test(module, name: str, path: str, recorder, gpu: bool) -> tuple[dict[str, Any], BaseException | None]:
@@ -464,7 +464,7 @@ def _bench_variants(job: dict[str, Any], send: Send) -> dict[str, Any]:
     from . import rocm_bench, timing
 
     variants: dict[str, Any] = {}
-    rocm_bench.install(Path(job["modules"][0]["path"]).parent)  # GEAK-eval's benchmark module, for these files only
+    rocm_bench.install(Path(job["scratch"]))  # GEAK-eval's benchmark module, for these files only
     for spec in job["modules"]:
         captured = capture_bench_calls(job, spec, send, timing.estimate_ms)
         if "error" in captured:
@@ -549,7 +549,7 @@ def _bench_pytest(job: dict[str, Any], spec: dict[str, Any], module, recorder, s
         before_test=lambda: sandbox.seed_everything(job["seed"]),
         on_start=lambda name: send({"event": "progress", "bench": f"{label}:{name}"}),
     )
-    failures += [e for e in run_session(plugin, path.parent) if e["kind"] == "error"]
+    failures += [e for e in run_session(plugin, Path(job["scratch"])) if e["kind"] == "error"]
     if not failures:
         return None
     first = failures[0]

@@ -192,7 +192,7 @@ path = scratch / "candidate.py"
 path.write_text(t.compose().text)
 spec = {"label": "candidate", "path": str(path), "module_name": "geak_capture", "wrappers": list(t.wrappers),
         "kernels": [k.name for k in t.kernels]}
-job = bench_job([spec], t, EvalOptions(), scratch)
+job = bench_job([spec], t, EvalOptions(), scratch / "outputs")
 rocm_bench.install(scratch)
 captured = worker.capture_bench_calls(job, spec, lambda event: None)
 calls = [{"signature": c.signature, "flops": c.flops} for c in captured["calls"]]
