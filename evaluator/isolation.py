@@ -154,7 +154,8 @@ def job_environment(environ: dict[str, str]) -> dict[str, str]:
 
 def default_policy(extra_hidden: Iterable[str] = ()) -> Policy:
     """Hide the system's private places, the caller's working directory (the project), the temporary directory
-    (every scratch directory of the evaluator) and `extra_hidden`; expose again, read-only, what Python needs."""
+    (every scratch directory of the evaluator) and `extra_hidden`; expose again, read-only, what Python needs (its
+    installation, site-packages, the folders on PYTHONPATH and GEAK's evaluator package)."""
     import tempfile
 
     candidates = [*HIDDEN_SYSTEM, os.path.expanduser("~"), tempfile.gettempdir(), os.getcwd(), *extra_hidden]
@@ -167,7 +168,11 @@ def default_policy(extra_hidden: Iterable[str] = ()) -> Policy:
             continue
         hidden.append(path)
     hidden = [p for p in hidden if not any(p != q and _within(p, q) for q in hidden)]  # outermost only
-    needed = {*python_roots, *map(_real, (sys.prefix, sys.exec_prefix, *site.getsitepackages(), _evaluator_package()))}
+    python_path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    needed = {
+        *python_roots,
+        *map(_real, (sys.prefix, sys.exec_prefix, *site.getsitepackages(), _evaluator_package(), *python_path)),
+    }
     exposed = sorted(p for p in needed if os.path.isdir(p) and any(_within(p, h) and p != h for h in hidden))
     exposed = [p for p in exposed if not any(p != q and _within(p, q) for q in exposed)]
     return Policy(tuple(hidden), tuple(exposed))

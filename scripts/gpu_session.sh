@@ -2,17 +2,18 @@
 # One lease on the GPU machine, in parts (each part fits one 10-minute device call):
 #   bash scripts/gpu_session.sh PART...   with PART in: env native trust evaluator suites lsp batch
 # Python packages missing there travel as wheels in .whl/ (see the device notes); GEAK itself is put on the path
-# as a namespace package (no install). Every part writes its logs and JSON under $OUT.
+# as a namespace package (a copy, no install). Every part writes its logs and JSON under $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/geak-out}
-mkdir -p "$OUT" /tmp/site/geak
-if [ -d .whl ] && [ ! -e /tmp/site/.installed ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && touch /tmp/site/.installed
+SITE=/opt/geak-site  # not under /tmp or the project, which isolated jobs do not see
+mkdir -p "$OUT" "$SITE/geak"
+if [ -d .whl ] && [ ! -e "$SITE/.installed" ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" .whl/*.whl \
+    && touch "$SITE/.installed"
 fi
-for d in evaluator agent server snippets; do ln -sfn "$PWD/$d" "/tmp/site/geak/$d"; done
-export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
+for d in evaluator agent server snippets; do rm -rf "${SITE:?}/geak/$d"; cp -r "$d" "$SITE/geak/$d"; done
+export PYTHONPATH=$SITE PYTHONUNBUFFERED=1
 TB=shared/suites/tritonbench_revised/TritonBench_G_v1
 ROCM=shared/suites/rocm/ROCm_v1
 

@@ -279,3 +279,12 @@ def test_process_only_is_said_and_the_environment_still_reduced(host: Host):
         assert seen["pid"] != 1 and "OPENAI_API_KEY" not in seen["environ"]
     finally:
         session.close()
+
+
+def test_folders_on_pythonpath_stay_visible_read_only(monkeypatch, tmp_path):
+    site_dir = tmp_path / "site"  # under /tmp, which is hidden
+    site_dir.mkdir()
+    monkeypatch.setenv("PYTHONPATH", f"{site_dir}{os.pathsep}")
+    policy = default_policy()
+    real = os.path.realpath(site_dir)
+    assert any(real == p or real.startswith(p + "/") for p in policy.exposed)
