@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One lease on the GPU machine, in parts (each part fits one 10-minute device call):
-#   bash scripts/gpu_session.sh PART...   with PART in: env native trust evaluator suites lsp batch
+#   bash scripts/gpu_session.sh PART...   with PART in: env native isolation trust evaluator suites lsp batch
 # Python packages missing there travel as wheels in .whl/ (see the device notes); GEAK itself is put on the path
 # as a namespace package (a copy, no install). Every part writes its logs and JSON under $OUT.
 set -uo pipefail
@@ -28,6 +28,9 @@ part_native() {
     --shim evaluator/shims --out "$OUT/rocm" | tail -2
 }
 part_trust() { timeout 330 python3 scripts/gpu_trust_report.py --out "$OUT" --budget-s 270 2>&1 | tail -60; }
+part_isolation() {
+  timeout 200 python3 scripts/isolation_cost.py tests/fixtures/add_native.py --checks 20 --backend gpu 2>&1 | tail -8
+}
 part_evaluator() { timeout 240 python3 scripts/gpu_evaluator_report.py --out "$OUT" 2>&1 | tail -40; }
 part_suites() {
   python3 scripts/suite_report.py "$TB" --native-json "$OUT/tb/native.json" --jobs "${JOBS:-8}" --timeout 180 \
