@@ -48,7 +48,7 @@ class CheckHooks:
     trusted: Callable[[], Awaitable[bool]]
     checked: Callable[[str, FileReport], None]  # uri, report: publish diagnostics if the content is current
     timed: Callable[[str, FileReport], None]  # uri, report: refresh inlay hints
-    activity: Callable[[str | None], None]  # what runs now (None: idle)
+    status_changed: Callable[[], None]  # a check or timing started or ended (see `CheckManager.activity`)
 
 
 class ReportCache:
@@ -90,6 +90,7 @@ class CheckManager:
         self._checks_idle = asyncio.Event()
         self._checks_idle.set()
         self.checks_run = 0
+        self.activity: str | None = None  # what runs now
 
     # ------------------------------------------------------------------------------------------ evaluator
 
@@ -168,9 +169,14 @@ class CheckManager:
     def busy(self) -> bool:
         return any(not t.done() for t in self._pipelines.values())
 
+    def _set_activity(self, activity: str | None) -> None:
+        self.activity = activity
+        self.hooks.status_changed()
+
     def _forget(self, uri: str, task: asyncio.Task) -> None:
         if self._pipelines.get(uri) is task:
             del self._pipelines[uri]
+        self.hooks.status_changed()
         if not task.cancelled() and task.exception() is not None:
             log.error("check of %s failed", uri, exc_info=task.exception())
 
@@ -208,7 +214,7 @@ class CheckManager:
         self._checks_idle.clear()
         for timing in list(self._timings):  # checks first: a timing in flight is preempted and resumes later
             timing.cancel()
-        self.hooks.activity(f"checking {Path(path).name}")
+        self._set_activity(f"checking {Path(path).name}")
         try:
             evaluator = await self.evaluator()
             check = await self.engine.run(evaluator.check(path, source=text))
@@ -227,7 +233,7 @@ class CheckManager:
             self._checks_running -= 1
             if self._checks_running == 0:
                 self._checks_idle.set()
-            self.hooks.activity(None)
+            self._set_activity(None)
         return report
 
     async def _time(self, uri: str, path: str, text: str, report: FileReport) -> None:
@@ -238,7 +244,7 @@ class CheckManager:
         evaluator = await self.evaluator()
         while True:
             await self._checks_idle.wait()
-            self.hooks.activity(f"timing {Path(path).name}")
+            self._set_activity(f"timing {Path(path).name}")
             inner = asyncio.ensure_future(self.engine.run(evaluator.bench(path, source=text, check_first=False)))
             self._timings.add(inner)
             try:
@@ -250,7 +256,7 @@ class CheckManager:
                 raise
             finally:
                 self._timings.discard(inner)
-                self.hooks.activity(None)
+                self._set_activity(None)
             if inner.cancelled():
                 continue  # preempted by a check: time again once checks are idle
             try:

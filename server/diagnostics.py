@@ -65,6 +65,11 @@ def run_diagnostics(
         for d in check.diagnostics
         if d.file in (None, path, check.file)
     ]
+    if check.not_checkable:  # neither passed nor failed: the evaluator's notes are information, no test "failed"
+        found = [d for d in found if d.severity == types.DiagnosticSeverity.Information] or [
+            _at(positions, anchor, 1, check.message, "information", "not-checkable")
+        ]
+        return found + [_at(positions, anchor, 1, caveat, "information", "caveat") for caveat in _caveats(check)]
     lines = {d.range.start.line for d in found}
     tfile = model.tfile
     for test in check.tests:

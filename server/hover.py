@@ -45,7 +45,13 @@ def kernel_markdown(server: GeakServer, uri: str, model: DocumentModel, kernel: 
         lines.append(f"\nNot checked: {report.error}")
     else:
         check = report.check
-        verdict = "✅ passes" if check.ok else f"❌ fails at the {check.stage} stage"
+        verdict = (
+            "✅ passes"
+            if check.ok
+            else "ℹ️ not checked here"
+            if check.not_checkable
+            else f"❌ fails at the {check.stage} stage"
+        )
         backend = f" on {check.device or check.backend}" if check.backend else ""
         summary = check.message.strip().splitlines()[0] if check.message.strip() else ""
         lines.append(f"\n{verdict}{backend} ({ago(time.time() - report.checked_at)}): {summary}")

@@ -80,7 +80,7 @@ def hints_for(server: GeakServer, uri: str, text: str, first_line: int, last_lin
             hints.append(
                 types.InlayHint(
                     position=positions.end_of_line(kernel.line),
-                    label="  " + " · ".join(labels),
+                    label=" · ".join(labels),
                     kind=types.InlayHintKind.Type,
                     padding_left=True,
                     tooltip=tooltip,

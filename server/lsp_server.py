@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import logging
 import threading
 from collections import OrderedDict
@@ -37,6 +38,7 @@ log = logging.getLogger(__name__)
 VERSION = "0.1.0"
 STATUS = "geak/status"
 MODEL_CACHE = 64
+PRELOAD = ("torch", "scipy.stats")  # output comparison and bootstrap intervals (run on the engine thread)
 
 
 @dataclass
@@ -58,13 +60,12 @@ class GeakServer(LanguageServer):
         self.config: AgentConfig | None = None
         self.client_commands = False
         self.trust = WorkspaceTrust(self, None)
-        hooks = CheckHooks(self.trust.ensure, self._on_checked, self._on_timed, self._on_activity)
+        hooks = CheckHooks(self.trust.ensure, self._on_checked, self._on_timed, self.send_status)
         options = eval_options(AgentConfig(), "auto")
         options.spares = 1
         self.checks = CheckManager(self.engine, hooks, options, **({"debounce_s": debounce_s} if debounce_s else {}))
         self.optimizer = optimize_feature.OptimizeManager(self)
         self.watcher = watching.Watcher(self)
-        self.activity: str | None = None
         self.ready = asyncio.Event()  # set once the client's settings have been read (after `initialized`)
         self.published: dict[str, bool] = {}  # uris with GEAK diagnostics on the client
         self._pending_problem: str | None = None  # an invalid initializationOptions.settings, said once initialized
@@ -168,16 +169,12 @@ class GeakServer(LanguageServer):
     def _on_timed(self, uri: str, report: FileReport) -> None:
         self.refresh_hints()
 
-    def _on_activity(self, activity: str | None) -> None:
-        self.activity = activity
-        self.send_status()
-
     # ------------------------------------------------------------------------------------------ client
 
     def send_status(self) -> None:
         runtime = self.checks.known_runtime
         busy = self.checks.busy() or self.optimizer.busy()
-        activity = self.activity or (self.optimizer.activity if self.optimizer.busy() else None)
+        activity = self.checks.activity or (self.optimizer.activity if self.optimizer.busy() else None)
         self.protocol.notify(
             STATUS,
             {"backend": runtime.get("backend"), "device": runtime.get("device"), "busy": busy, "activity": activity},
@@ -239,7 +236,8 @@ class GeakServer(LanguageServer):
             await self.checks.reconfigure(options)
             if self.ready.is_set():  # a later change of device: start the new evaluator now
                 self.spawn(self.warm_up())
-        log.info("settings: %s", self.settings.model_dump(by_alias=True))
+        shown = self.settings.model_dump(by_alias=True, exclude={"base_url"})  # a URL may carry credentials
+        log.info("settings: %s%s", shown, " (baseUrl set)" if self.settings.base_url else "")
 
     async def pull_settings(self) -> None:
         caps = self.client_capabilities.workspace
@@ -256,8 +254,10 @@ class GeakServer(LanguageServer):
         await self.apply_settings(values[0] if values else None)
 
     async def warm_up(self) -> None:
-        """Start a warm worker and tell the client the backend (no workspace code runs)."""
+        """Start a warm worker and tell the client the backend (no workspace code runs). The libraries that
+        comparisons and intervals need are imported now, so their import never stalls a request later."""
         try:
+            await asyncio.to_thread(_preload)
             runtime = await self.checks.runtime()
             log.info("evaluator ready: %s on %s", runtime.get("backend"), runtime.get("device"))
         except Exception as e:
@@ -309,6 +309,14 @@ class LogForwarder(logging.Handler):
                 loop.call_soon_threadsafe(self.server.window_log_message, params)
         except Exception:  # logging must never raise
             self.handleError(record)
+
+
+def _preload() -> None:
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except ImportError as e:
+            log.info("cannot preload %s: %s", name, e)
 
 
 def _read_text(path: str) -> str:

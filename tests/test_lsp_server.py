@@ -27,6 +27,7 @@ def workspace(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("workspace")
     for name in ("add_native.py", "compile_error.py", "raising_test.py", "no_test.py", "syntax_error.py"):
         shutil.copy(FIXTURES / name, root / name)
+    shutil.copy(FIXTURES / "interp" / "inline_asm.py", root / "inline_asm.py")
     return root
 
 
@@ -77,6 +78,15 @@ async def test_failing_test_at_the_test_and_the_deepest_frame(client, workspace)
     assert 20 in lines  # raise ValueError(...) in add(): the deepest frame in the file
     assert 26 in lines  # def test_add
     assert any("unsupported size" in d.message for d in found)
+
+
+async def test_not_checkable_on_cpu_is_information_not_an_error(client, workspace):
+    uri = open_file(client, workspace / "inline_asm.py")
+    found = await until(
+        lambda: [d for d in diags(client, uri) or [] if "not checkable on CPU" in d.message], what="the verdict"
+    )
+    assert found[0].severity == types.DiagnosticSeverity.Information
+    assert not [d for d in diags(client, uri) if d.severity == types.DiagnosticSeverity.Error]
 
 
 async def test_passing_check_clears_errors_and_timing_gives_hints_and_hover(client, workspace):
