@@ -29,6 +29,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from .lsp_server import LogForwarder, build_server
 
+    if args.tcp:
+        host, _, port = args.tcp.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            print(f"geak serve: --tcp must be HOST:PORT, not {args.tcp!r}", file=sys.stderr)
+            return 2
     level = logging.INFO if getattr(args, "verbose", False) else logging.WARNING
     root = logging.getLogger()
     if not root.handlers:
@@ -43,10 +48,6 @@ def run(args: argparse.Namespace) -> int:
     geak_log.setLevel(logging.INFO)
     geak_log.addHandler(LogForwarder(server))
     if args.tcp:
-        host, _, port = args.tcp.rpartition(":")
-        if not host or not port.isdigit():
-            print(f"geak serve: --tcp must be HOST:PORT, not {args.tcp!r}", file=sys.stderr)
-            return 2
         server.start_tcp(host, int(port))
         return 0
     protocol_out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
