@@ -18,6 +18,7 @@ from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
 
 HARNESS = Path(__file__).parent / "lsp_harness.py"
 FIXTURES = Path(__file__).parent / "fixtures"
+CPU = {"device": "interpreter"}  # checks run in Triton's interpreter even on a GPU machine (timing is scripted)
 
 
 def make_client() -> LanguageClient:
@@ -71,12 +72,11 @@ async def start(
     env = {**os.environ, "XDG_CACHE_HOME": str(root / ".cache")}
     command = [sys.executable, str(HARNESS), *(["--scripted-gpu"] if scripted_gpu else [])]
     client = await ClientServerConfig(command, client_factory=make_client, server_env=env).start()
-    options: dict[str, Any] = {"clientCommands": client_commands}
+    settings = {**CPU, **(settings or {})}
+    options: dict[str, Any] = {"clientCommands": client_commands, "settings": settings}
     if trusted is not None:
         options["trusted"] = trusted
-    if settings is not None:
-        options["settings"] = settings
-        client.set_configuration(settings, section="geak")
+    client.set_configuration(settings, section="geak")
     await client.initialize_session(
         types.InitializeParams(
             capabilities=client_capabilities("visual-studio-code"),
@@ -86,6 +86,12 @@ async def start(
         )
     )
     return client
+
+
+def configure(client: LanguageClient, **settings: Any) -> None:
+    """New editor settings (on the interpreter, as every test runs), announced as a configuration change."""
+    client.set_configuration({**CPU, **settings}, section="geak")
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
 
 
 async def stop(client: LanguageClient) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from lsp_client import FIXTURES, open_file, replace_all, save, start, stop, until
+from lsp_client import FIXTURES, configure, open_file, replace_all, save, start, stop, until
 from lsprotocol import types
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -45,8 +45,7 @@ async def client(workspace):
 
 
 def use_model(client, llm) -> None:
-    client.set_configuration({"model": "scripted-model", "baseUrl": llm.base_url, "iterations": 1}, section="geak")
-    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
+    configure(client, model="scripted-model", baseUrl=llm.base_url, iterations=1)
 
 
 def new_file(workspace: Path, name: str) -> Path:
@@ -162,8 +161,7 @@ async def test_server_command_applies_the_edit_through_the_client(client, worksp
 
 
 async def test_search_without_a_model(client, workspace):
-    client.set_configuration({}, section="geak")
-    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
+    configure(client)
     await asyncio.sleep(0.3)
     uri = open_file(client, new_file(workspace, "search.py"), version=1)
     result = await optimize(client, uri, version=1)

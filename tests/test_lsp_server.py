@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from lsp_client import FIXTURES, messages, open_file, replace_all, save, start, stop, until
+from lsp_client import FIXTURES, configure, messages, open_file, replace_all, save, start, stop, until
 from lsprotocol import types
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -217,14 +217,12 @@ async def test_bad_input_never_kills_the_server(client, workspace):
 
 
 async def test_settings_are_validated_and_reloaded(client, workspace):
-    client.set_configuration({"checkOnSave": "sometimes", "iterations": 0}, section="geak")
-    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
+    configure(client, checkOnSave="sometimes", iterations=0)
     shown = await until(
         lambda: [m for m in client.messages if "invalid GEAK settings" in m.message], what="the settings error"
     )
     assert "geak.checkOnSave" in shown[-1].message and "geak.iterations" in shown[-1].message
-    client.set_configuration({"checkOnSave": False}, section="geak")
-    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
+    configure(client, checkOnSave=False)
     await asyncio.sleep(0.5)
     path = workspace / "off.py"
     path.write_text((workspace / "compile_error.py").read_text() + "# not checked before\n")
@@ -232,8 +230,7 @@ async def test_settings_are_validated_and_reloaded(client, workspace):
     await until(lambda: diags(client, uri), what="static diagnostics")
     await asyncio.sleep(3.0)
     assert not [d for d in diags(client, uri) if d.code == "call"]  # no check ran
-    client.set_configuration({}, section="geak")
-    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
+    configure(client)
 
 
 async def test_a_file_changed_on_disk_is_checked_again(client, workspace):
