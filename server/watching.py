@@ -40,7 +40,7 @@ class _Handler(FileSystemEventHandler):
         self.watcher = watcher
 
     def on_any_event(self, event: FileSystemEvent) -> None:
-        if event.is_directory or event.event_type not in ("modified", "created", "moved", "closed"):
+        if event.is_directory or event.event_type not in ("modified", "created", "moved", "closed", "deleted"):
             return
         path = event.dest_path if event.event_type == "moved" else event.src_path
         self.watcher.notify(path if isinstance(path, str) else path.decode(errors="replace"))

@@ -246,3 +246,19 @@ async def test_a_file_changed_on_disk_is_checked_again(client, workspace):
         lambda: [d for d in diags(client, uri) or [] if d.code == "call"], what="the re-check after the change on disk"
     )
     assert found
+
+
+async def test_the_workspace_configuration_is_reloaded_when_it_changes(client, workspace):
+    (workspace / "geak.yaml").write_text("max_iteration: 0\nbogus_key: 1\n")
+    shown = await until(
+        lambda: [m for m in client.messages if "GEAK configuration" in m.message], what="the configuration error"
+    )
+    assert "max_iteration" in shown[-1].message and "bogus_key" in shown[-1].message
+    (workspace / "geak.yaml").unlink()
+
+
+async def test_a_non_utf8_file_on_disk(client, workspace):
+    path = workspace / "latin1.py"
+    path.write_bytes("# caf\xe9\nimport triton\n@triton.jit\ndef k():\n    pass\n".encode("latin-1"))
+    result = await client.protocol.send_request_async("geak/check", {"textDocument": {"uri": path.as_uri()}})
+    assert result.ok is False and "cannot read" in result.message
