@@ -178,9 +178,25 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def _is_worker(pid: int) -> bool:
+    """A Python process running `-m geak.evaluator.worker` (not a sandbox launcher naming it in its arguments)."""
+    with contextlib.suppress(OSError):
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        return "python" in Path(argv[0].decode()).name and b"geak.evaluator.worker" in argv[1:3]
+    return False
+
+
 def job_processes(server_pid: int) -> list[int]:
-    """Processes running a job: children of the evaluator's zygotes (children of the server)."""
-    return [job for zygote in _children(server_pid) for job in _children(zygote)]
+    """Processes running a job: the evaluator's workers forked from a worker (the zygote, whatever sandbox sits
+    between it and the server, is the one worker whose parent is none)."""
+    jobs, todo = [], [server_pid]
+    while todo:
+        pid = todo.pop()
+        for child in _children(pid):
+            todo.append(child)
+            if _is_worker(child) and _is_worker(pid):
+                jobs.append(child)
+    return jobs
 
 
 async def test_cancel_stops_the_job_in_flight(client, workspace, scripted_llm):
