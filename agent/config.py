@@ -41,8 +41,8 @@ LEGACY_HINTS = {
             "py_interpreter",
             "target_kernels",
         ),
-        "a TritonBench dataset setting of the original GEAK harness; GEAK optimizes the Triton files "
-        "you give it, so remove this key",
+        "a TritonBench dataset setting of the original GEAK harness; `geak optimize` works on the Triton "
+        "file you give it, so remove this key (suites run with `geak run CONFIG.yaml`)",
     ),
 }
 

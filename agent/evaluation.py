@@ -42,19 +42,19 @@ class CandidateEvaluator:
         self.timing = self.runtime.get("backend") != "interpreter"
         check = await self.evaluator.check(self.original_path)
         if not check.ok:
-            return _from_check(check)
+            return from_check(check)
         if not self.timing:
-            return _from_check(check)
+            return from_check(check)
         bench = await self.evaluator.bench(self.original_path, check_first=False)
         if bench.ok and bench.total_ms:
             self.baseline_ms = bench.total_ms
-        return _from_bench(check, bench, self.baseline_ms)
+        return from_bench(check, bench, self.baseline_ms)
 
     async def evaluate(self, code: str, *, rounds: int | None = None, progress: Progress | None = None) -> Evaluation:
         """Check `code` (kernel code, or a whole file) against the original; time it if it passes."""
         check = await self.evaluator.check(source=code, against=self.original_path, progress=progress)
         if not check.ok or not self.timing:
-            return _from_check(check)
+            return from_check(check)
         bench = await self.evaluator.bench(
             source=code,
             against=self.original_path,
@@ -62,10 +62,11 @@ class CandidateEvaluator:
             rounds=rounds or self.screen_rounds,
             progress=progress,
         )
-        return _from_bench(check, bench, self.baseline_ms)
+        return from_bench(check, bench, self.baseline_ms)
 
 
-def _from_check(check: CheckResult) -> Evaluation:
+def from_check(check: CheckResult) -> Evaluation:
+    """The agent's record of a check: pass, stage, message, and whether the code ran (GEAK's call accuracy)."""
     # GEAK's call accuracy: the tests ran through without raising. No test outcome at all means the file never got
     # that far (it failed, hung or crashed while importing).
     called = bool(check.tests) and not any(t.kind in ("error", "timeout", "crash") for t in check.tests)
@@ -78,8 +79,9 @@ def _from_check(check: CheckResult) -> Evaluation:
     )
 
 
-def _from_bench(check: CheckResult, bench: BenchResult, baseline_ms: float | None) -> Evaluation:
-    evaluation = _from_check(check)
+def from_bench(check: CheckResult, bench: BenchResult, baseline_ms: float | None) -> Evaluation:
+    """A check and the timing against the original: speedup with its interval, latency on the run's scale."""
+    evaluation = from_check(check)
     if not bench.ok:
         evaluation.ok = False
         evaluation.stage = "perf"

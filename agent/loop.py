@@ -55,7 +55,11 @@ class _Run:
 
 class GeakAgent:
     """Optimizes one Triton file. `model` None runs the LLM-free search only. `kernel` names the one
-    `@triton.jit` kernel to work on (the prompts ask for it, the search tunes only its launches); None = all."""
+    `@triton.jit` kernel to work on (the prompts ask for it, the search tunes only its launches); None = all.
+
+    With `instruction` (generate mode, the paper's setting) the model writes the kernel code from the task's
+    instruction; the original file is only the reference (its test is attached to the candidates, its code is
+    never shown), and the launch-parameter search tunes the model's fastest correct candidate, if any."""
 
     def __init__(
         self,
@@ -65,9 +69,11 @@ class GeakAgent:
         corpus: KernelCorpus | None = None,
         progress: ProgressCallback | None = None,
         kernel: str | None = None,
+        instruction: str | None = None,
     ):
         self.config = config
         self.kernel = kernel
+        self.instruction = instruction
         self.candidates = candidates
         self.model = model
         self.corpus = corpus
@@ -230,12 +236,15 @@ class GeakAgent:
             best = ancestors[0]
             messages = prompts.implement(run.ctx, best, strategy, self._one_shot(best.code))
             return await self._generate(run, state, "optimize", messages, parent=best.id, strategy=strategy)
+        if base is None and self.instruction is not None:
+            messages = prompts.from_instruction(run.ctx, self.instruction, self._one_shot(self.instruction), note)
+            return await self._generate(run, state, "generate", messages)
         code = base.code if base is not None else memory.original_code
         messages = prompts.generate(run.ctx, code, self._one_shot(code), note)
         return await self._generate(run, state, "generate", messages, parent=base.id if base else None)
 
     async def _reflect(self, run: _Run, state: ChainState, failed: Candidate) -> Candidate:
-        code = failed.code or run.memory.original_code
+        code = failed.code or (self.instruction if self.instruction is not None else run.memory.original_code)
         messages = prompts.reflect(run.ctx, failed, self._one_shot(code))
         return await self._generate(run, state, "reflect", messages, parent=failed.id)
 
@@ -323,6 +332,12 @@ class GeakAgent:
     async def _search(self, run: _Run) -> None:
         memory = run.memory
         best = memory.best()
+        if best is None and self.instruction is not None:  # generate mode: only the model's code is tuned
+            best = next((c for c in memory.passing() if c.evaluation and c.evaluation.timed), None)
+            if best is None:
+                self._emit("search", "no timed correct candidate of the model to tune: no launch-parameter search")
+                memory.search_done = True
+                return
         start = best.code if best is not None else self.candidates.original.text
         label = f"the best candidate {best.id}" if best is not None else "the original"
         self._emit("search", f"tuning the launch parameters of {label}")

@@ -78,6 +78,17 @@ def generate(ctx: Context, code: str, one_shot: str | None, note: str = "") -> M
     return [{"role": "system", "content": system_prompt(ctx)}, {"role": "user", "content": user}]
 
 
+def from_instruction(ctx: Context, instruction: str, one_shot: str | None, note: str = "") -> Messages:
+    """Generate mode (the paper's setting): write the module from the task's instruction alone."""
+    user = (
+        f"## Task\n{instruction.strip()}\n"
+        + (f"{note}\n" if note else "")
+        + f"\n{_shared_sections(ctx, one_shot)}\n\n"
+        "Reply with a short plan, then the complete module."
+    )
+    return [{"role": "system", "content": system_prompt(ctx)}, {"role": "user", "content": user}]
+
+
 def reflect(ctx: Context, failed: Candidate, one_shot: str | None) -> Messages:
     """Reflexion: explain the failure from its trace, then fix it."""
     ev = failed.evaluation

@@ -1,0 +1,90 @@
+"""Scoring predictions made elsewhere (`geak eval`): every prediction of a JSONL file (TritonBench's published
+format or GEAK's own) is checked against its problem's golden file, timed where a GPU is visible, and scored with
+GEAK's metrics. Predictions spread over the evaluation slots like a batch run's candidates."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .dataloaders import GoldenFileSuite, ProblemState, reference_file, score_code
+from .eval_slots import EvalSlot
+
+
+@dataclass
+class EvalOutcome:
+    records: list[dict[str, Any]]
+    unmatched: list[str]
+    wall_s: float
+
+
+async def score_predictions(
+    suite: GoldenFileSuite,
+    predictions: Path,
+    slots: list[EvalSlot],
+    scratch: Path,
+    *,
+    rounds: int | None = None,
+    results: Path | None = None,
+    on_record: Callable[[dict[str, Any], int], None] | None = None,
+) -> EvalOutcome:
+    """Score each line of `predictions`; records are appended to `results` (JSONL) as they finish and passed to
+    `on_record(record, total)`."""
+    started = time.perf_counter()
+    states = suite.load_ps(predictions)
+    for slot in slots:
+        await slot.describe()
+    limit = asyncio.Semaphore(2 * len(slots))
+    if results is not None:
+        results.parent.mkdir(parents=True, exist_ok=True)
+        results.write_text("")
+    records: list[dict[str, Any]] = []
+
+    async def one(index: int, ps: ProblemState) -> None:
+        async with limit:
+            slot = min(slots, key=lambda s: s.active)
+            slot.active += 1
+            try:
+                record = await _score(ps, slot, scratch, rounds)
+            finally:
+                slot.active -= 1
+        record["line"] = index
+        records.append(record)
+        if results is not None:
+            with results.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(record) + "\n")
+        if on_record is not None:
+            on_record(record, len(states))
+
+    tasks = [asyncio.create_task(one(i, ps)) for i, ps in enumerate(states)]
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    records.sort(key=lambda r: r["line"])
+    return EvalOutcome(records, list(suite.unmatched), time.perf_counter() - started)
+
+
+async def _score(ps: ProblemState, slot: EvalSlot, scratch: Path, rounds: int | None) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "filename": ps.filename,
+        "difficulty": ps.difficulty,
+        "slot": slot.name,
+        "pass_call": False,
+        "pass_exe": False,
+        "speedup": None,
+    }
+    if not ps.solution or not ps.solution.strip():
+        record.update(stage="reply", message="the prediction has no code")
+        return record
+    timing = (slot.runtime or {}).get("backend") not in (None, "interpreter")
+    score = await score_code(slot.evaluator, ps.solution, reference_file(ps, scratch), timing=timing, rounds=rounds)
+    record.update(score.to_dict())
+    return record

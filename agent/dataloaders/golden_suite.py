@@ -1,0 +1,219 @@
+"""What the built-in loaders share: problems backed by golden files, GEAK's results JSONL in and out, matching a
+prediction to its problem (by file name, instruction or golden code), and GEAK's `test_opt_correctness`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from geak.evaluator.api import EvalOptions, Evaluator
+from geak.evaluator.triton_file import SEPARATOR
+
+from .problem import ProblemError, ProblemState, reference_text
+from .scoring import Score, reference_file, score_code
+
+CHAT_END_TOKENS = ("<|im_end|>", "<|EOT|>")
+
+
+class SuiteError(ValueError):
+    """A suite folder or instruction file that cannot be read; the message names the path."""
+
+
+def normalized(text: str | None) -> str:
+    """Text compared for matching: chat end tokens removed, white space collapsed."""
+    if not text:
+        return ""
+    for token in CHAT_END_TOKENS:
+        text = text.replace(token, "")
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def read_json_list(path: Path, what: str) -> list[dict[str, Any]]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SuiteError(f"{what} {path}: no such file") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise SuiteError(f"{what} {path}: not readable JSON ({e})") from e
+    if not isinstance(data, list) or not all(isinstance(item, dict) for item in data):
+        raise SuiteError(f"{what} {path}: expected a JSON list of objects")
+    return data
+
+
+def read_jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """(line number, object) per non-blank line; a line that is not a JSON object raises SuiteError."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SuiteError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise SuiteError(f"{path}: not readable ({e})") from e
+    rows = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise SuiteError(f"{path}:{number}: not valid JSON ({e.msg})") from e
+        if not isinstance(row, dict):
+            raise SuiteError(f"{path}:{number}: expected a JSON object, got {type(row).__name__}")
+        rows.append((number, row))
+    return rows
+
+
+class GoldenFileSuite:
+    """Base of the built-in loaders. Subclasses fill `problem_states` in `_load_suite` and may add instruction
+    variants to match (`_instructions`)."""
+
+    suite = "suite"
+
+    def __init__(self, py_folder: str | Path, instruction_path: str | Path):
+        self.py_folder = Path(py_folder).expanduser()
+        self.instruction_path = Path(instruction_path).expanduser()
+        if not self.py_folder.is_dir():
+            raise SuiteError(f"{self.suite} golden files: {self.py_folder} is not a folder")
+        self.skipped: list[str] = []  # instruction entries without a golden file, or the reverse
+        self.unmatched: list[str] = []  # lines of the last load_ps(path) that matched no problem
+        self.problem_states: list[ProblemState] = self._load_suite()
+        if not self.problem_states:
+            raise SuiteError(f"{self.suite}: no problem found in {self.py_folder} with {self.instruction_path}")
+        self._by_file = {ps.filename: ps for ps in self.problem_states}
+
+    def _load_suite(self) -> list[ProblemState]:
+        raise NotImplementedError
+
+    def _instructions(self, ps: ProblemState) -> list[str]:
+        return [ps.instruction]
+
+    def __len__(self) -> int:
+        return len(self.problem_states)
+
+    # ------------------------------------------------------------------------------------------ matching
+
+    def find(
+        self, *, filename: str | None = None, instruction: str | None = None, label: str | None = None
+    ) -> ProblemState | None:
+        """The problem a prediction belongs to: by file name, else by instruction (equal, or contained in a longer
+        prompt), else by golden code (equal, or at least 80% of it contained in it, as GEAK matches)."""
+        if filename:
+            found = self._by_file.get(Path(filename).name)
+            if found is not None:
+                return found
+        wanted = normalized(instruction)
+        if wanted:
+            for ps in self.problem_states:
+                if any(normalized(text) == wanted for text in self._instructions(ps)):
+                    return ps
+            inside = [
+                (len(normalized(text)), ps)
+                for ps in self.problem_states
+                for text in self._instructions(ps)
+                if normalized(text) and normalized(text) in wanted
+            ]
+            if inside:
+                return max(inside, key=lambda pair: pair[0])[1]
+        code = normalized(label)
+        if code:
+            for ps in self.problem_states:
+                if normalized(ps.label) == code:
+                    return ps
+            for ps in self.problem_states:  # GEAK's rule (the code inside the golden one), for near-whole code only
+                golden = normalized(ps.label)
+                if golden and len(code) >= 0.8 * len(golden) and code in golden:
+                    return ps
+        return None
+
+    # ------------------------------------------------------------------------------------------ GEAK's interface
+
+    def load_ps(self, path: str | Path | None = None) -> list[ProblemState]:
+        """The suite's problems (`path` None), or one problem state per line of a results/predictions JSONL file
+        (GEAK's own: `filename` + `predict`; TritonBench's: `instruction`, `predict`, `label`) with `solution` set.
+        Lines that match no problem are listed in `unmatched`."""
+        if path is None:
+            return list(self.problem_states)
+        self.unmatched = []
+        states = []
+        for number, row in read_jsonl(Path(path)):
+            ps = self.find(
+                filename=row.get("filename") or row.get("file"),
+                instruction=row.get("instruction"),
+                label=row.get("label"),
+            )
+            if ps is None:
+                self.unmatched.append(
+                    f"{path}:{number}: matches no problem of {self.suite} by file, instruction or label"
+                )
+                continue
+            predict = row.get("predict")
+            if predict is not None and not isinstance(predict, str):
+                self.unmatched.append(f"{path}:{number}: `predict` is not a string")
+                continue
+            speedup = row.get("speedup")
+            states.append(
+                replace(
+                    ps,
+                    solution=predict,
+                    pass_call=bool(row.get("pass_call", row.get("call_pass", False))),
+                    pass_exe=bool(row.get("pass_exe", row.get("exe_pass", False))),
+                    speedup=float(speedup) if isinstance(speedup, (int, float)) else None,
+                )
+            )
+        return states
+
+    def write_file(self, path: str | Path) -> None:
+        """GEAK's results JSONL: instruction, label, filename, test_code, predict, speedup (+ pass flags)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w", encoding="utf-8") as out:
+            for ps in self.problem_states:
+                out.write(json.dumps(results_line(ps)) + "\n")
+
+    def test_opt_correctness(
+        self, code: str, filename: str, tmp_dir: str, exe_dir: str = "pass_exe"
+    ) -> tuple[bool, bool, float | None, str, str]:
+        """GEAK's scorer, synchronous (call it outside a running event loop): the code goes to `tmp_dir`, is
+        checked against the golden file in a fresh evaluator, and a passing file is saved in `exe_dir`."""
+        ps = self.find(filename=filename)
+        if ps is None:
+            raise ProblemError(f"{self.suite} has no problem {filename!r}")
+        Path(tmp_dir).mkdir(parents=True, exist_ok=True)
+        (Path(tmp_dir) / Path(filename).name).write_text(code)
+        score = asyncio.run(_score_once(ps, code, Path(tmp_dir)))
+        if score.pass_exe:
+            Path(exe_dir).mkdir(parents=True, exist_ok=True)
+            (Path(exe_dir) / Path(filename).name).write_text(code)
+        return score.pass_call, score.pass_exe, score.speedup, "", "" if score.pass_exe else score.message
+
+
+def results_line(ps: ProblemState) -> dict[str, Any]:
+    return {
+        "instruction": ps.instruction,
+        "label": ps.label,
+        "filename": ps.filename,
+        "test_code": ps.test_code,
+        "predict": ps.solution,
+        "speedup": ps.speedup,
+        "pass_call": ps.pass_call,
+        "pass_exe": ps.pass_exe,
+    }
+
+
+def split_golden(path: Path) -> tuple[str, str | None]:
+    """A golden file's (code, test code): the text before and after its separator line (146 `#`, trailing white
+    space allowed); test code None without a separator."""
+    lines = reference_text(ProblemState(instruction="", filename=path.name, path=str(path))).splitlines()
+    index = next((i for i, line in enumerate(lines) if line.rstrip() == SEPARATOR), None)
+    if index is None:
+        return "\n".join(lines) + "\n", None
+    return "\n".join(lines[:index]) + "\n", "\n".join(lines[index + 1 :]).strip("\n") + "\n"
+
+
+async def _score_once(ps: ProblemState, code: str, scratch: Path) -> Score:
+    async with Evaluator(EvalOptions(spares=0)) as evaluator:
+        timing = (await evaluator.runtime()).get("backend") != "interpreter"
+        return await score_code(evaluator, code, reference_file(ps, scratch), timing=timing)

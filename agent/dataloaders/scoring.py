@@ -1,0 +1,65 @@
+"""Score one piece of code for one problem through the evaluator: GEAK's call and execution verdicts, and the
+speedup over the golden code where a GPU is visible."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from geak.evaluator.api import BadInput, Evaluator
+
+from ..evaluation import from_bench, from_check
+from .problem import ProblemState, reference_text
+
+
+@dataclass
+class Score:
+    """`reference_error`: the golden code does not pass its own test here, so the problem cannot be scored."""
+
+    pass_call: bool
+    pass_exe: bool
+    speedup: float | None = None
+    speedup_low: float | None = None
+    speedup_high: float | None = None
+    stage: str = ""
+    message: str = ""
+    reference_error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def reference_file(ps: ProblemState, folder: Path) -> Path:
+    """A path the evaluator can read the problem's reference from: the golden file, or a composed copy."""
+    if ps.path:
+        return Path(ps.path)
+    text = reference_text(ps)
+    path = folder / hashlib.sha256(text.encode()).hexdigest()[:16] / Path(ps.filename).name
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return path
+
+
+async def score_code(
+    evaluator: Evaluator, code: str, reference: Path, *, timing: bool, rounds: int | None = None
+) -> Score:
+    """Check `code` against `reference` (its kernel code with the reference's test); time it if it passes and
+    `timing` (a GPU is visible). A failed timing leaves the verdicts as they are, without a speedup."""
+    try:
+        check = await evaluator.check(source=code, against=reference)
+    except BadInput as e:
+        return Score(False, False, stage="reference", message=str(e), reference_error=str(e))
+    ev = from_check(check)
+    score = Score(ev.called, ev.ok, stage=ev.stage, message=ev.message)
+    if ev.ok and timing:
+        bench = await evaluator.bench(source=code, against=reference, check_first=False, rounds=rounds)
+        timed = from_bench(check, bench, None)
+        if timed.ok and timed.speedup is not None:
+            score.speedup, score.speedup_low, score.speedup_high = timed.speedup, timed.speedup_low, timed.speedup_high
+            score.stage = "perf"
+        else:
+            score.message = timed.message
+    return score

@@ -1,0 +1,76 @@
+"""Where a batch run's candidates are evaluated: one evaluator (a warm worker pool) per local GPU, pinned with
+CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES; interpreter evaluators on a machine without a GPU; or evaluators held
+by Ray actors, one per GPU of a cluster (`ray_evaluation`)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from geak.evaluator.api import EvalOptions, Evaluator
+
+from .config import AgentConfig
+from .run_config import RunConfig
+
+
+class SlotError(RuntimeError):
+    """No place to evaluate: e.g. `backend: gpu` without a GPU, or Ray unavailable."""
+
+
+@dataclass
+class EvalSlot:
+    """One evaluator and the problems it currently serves. `gpu`: the device id it is pinned to (None: the
+    interpreter, or whatever Ray assigned, which `runtime` then reports)."""
+
+    name: str
+    evaluator: Any  # Evaluator, or RayEvaluator (the same async interface)
+    gpu: str | None = None
+    active: int = 0
+    runtime: dict[str, Any] | None = None
+
+    async def describe(self) -> str:
+        if self.runtime is None:
+            self.runtime = await self.evaluator.runtime()
+        rt = self.runtime
+        where = f"{rt.get('device')} ({rt.get('backend')}{', ' + rt['arch'] if rt.get('arch') else ''})"
+        extra = f", Ray GPU ids {rt['ray_gpu_ids']} on {rt.get('node')}" if "ray_gpu_ids" in rt else ""
+        return f"{self.name}: {where}{extra}"
+
+
+def eval_options(agent: AgentConfig, backend: str, gpu_id: int | None) -> EvalOptions:
+    return EvalOptions(
+        timeout_s=agent.timeout_per_check_s,
+        bench_rounds=agent.bench_rounds,
+        fresh_inputs=agent.fresh_inputs > 0,
+        max_fresh_calls=max(agent.fresh_inputs, 1),
+        backend=backend,
+        gpu_id=gpu_id,
+    )
+
+
+def visible_gpu_ids() -> list[int]:
+    """Physical ids of the GPUs this process may use: CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES when set to
+    indices, else every device torch counts."""
+    for var in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"):
+        value = os.environ.get(var)
+        if value is not None:
+            entries = [v.strip() for v in value.split(",") if v.strip()]
+            if all(v.isdigit() for v in entries):
+                return [int(v) for v in entries]
+    import torch
+
+    return list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+
+
+def local_slots(run: RunConfig, agent: AgentConfig) -> list[EvalSlot]:
+    """One evaluator per GPU (run.gpu_ids, default every visible one), else `run.workers` interpreter evaluators."""
+    gpus = [] if run.backend == "interpreter" else (run.gpu_ids if run.gpu_ids is not None else visible_gpu_ids())
+    if not gpus:
+        if run.backend == "gpu":
+            raise SlotError("backend: gpu, but no GPU is visible (set gpu_ids, or use backend: auto)")
+        return [
+            EvalSlot(f"interpreter {i}", Evaluator(eval_options(agent, "interpreter", None)))
+            for i in range(run.workers)
+        ]
+    return [EvalSlot(f"gpu {g}", Evaluator(eval_options(agent, "gpu", g)), gpu=str(g)) for g in gpus]

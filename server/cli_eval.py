@@ -1,0 +1,128 @@
+"""`geak eval PREDICTIONS.jsonl --suite tritonbench|rocm --data DIR`: score predictions made elsewhere
+(TritonBench's published JSONL or GEAK's own) against the suite's golden files, with GEAK's metrics."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+from geak.agent import metrics
+from geak.agent.batch_eval import score_predictions
+from geak.agent.config import AgentConfig
+from geak.agent.dataloaders import BUILT_IN, SuiteError
+from geak.agent.eval_slots import EvalSlot, SlotError, eval_options, local_slots
+from geak.agent.run_config import RunConfig
+
+from .batch_render import print_summary
+from .render import console, err_console
+
+
+def register(commands) -> None:
+    parser = commands.add_parser(
+        "eval",
+        help="score predictions (TritonBench or GEAK JSONL) against a suite's golden files",
+        description="Each line's code is checked against its problem's golden file (found by file name, "
+        "instruction or golden code), timed against it where a GPU is visible, and scored: call accuracy, "
+        "execution accuracy, speedup, pass@k over several predictions of a problem, by difficulty.",
+    )
+    parser.add_argument("predictions", type=Path, help="JSONL: instruction/predict/label or filename/predict per line")
+    parser.add_argument("--suite", choices=sorted(BUILT_IN), required=True)
+    parser.add_argument("--data", type=Path, required=True, help="the suite folder (e.g. a GEAK-eval checkout's)")
+    parser.add_argument("--output", type=Path, help="write per-prediction records (JSONL) and summary.json here")
+    parser.add_argument("--backend", choices=("auto", "gpu", "interpreter"), default="auto")
+    parser.add_argument("--gpu-ids", type=lambda t: [int(x) for x in t.split(",") if x.strip()], default=None)
+    parser.add_argument("--workers", type=int, default=1, help="interpreter evaluators without a GPU (default 1)")
+    parser.add_argument("--timeout", type=float, default=300.0, metavar="S", help="time limit of one check")
+    parser.add_argument("--rounds", type=int, default=15, help="interleaved timing rounds (default 15)")
+    parser.add_argument("--ray-address", help="evaluate on a Ray cluster ('local' starts one)")
+    parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.predictions.is_file():
+        print(f"geak eval: {args.predictions}: no such file", file=sys.stderr)
+        return 2
+    if args.rounds < 3 or args.workers < 1:
+        print("geak eval: --rounds must be at least 3 and --workers at least 1", file=sys.stderr)
+        return 2
+    try:
+        suite = BUILT_IN[args.suite](args.data)
+    except SuiteError as e:
+        print(f"geak eval: {e}", file=sys.stderr)
+        return 2
+    agent = AgentConfig(timeout_per_check_s=args.timeout, bench_rounds=args.rounds)
+    try:
+        result = asyncio.run(_evaluate(args, suite, agent))
+    except SlotError as e:
+        print(f"geak eval: {e}", file=sys.stderr)
+        return 2
+    except ValueError as e:  # an unreadable predictions file (SuiteError)
+        print(f"geak eval: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("geak eval: stopped", file=sys.stderr)
+        return 130
+    records, unmatched, wall = result.records, result.unmatched, result.wall_s
+    summary = {**metrics.summarize(records), "predictions": len(records), "unmatched": len(unmatched)}
+    summary["wall_s"] = round(wall, 1)
+    if args.output:
+        (args.output / "summary.json").write_text(json.dumps(summary, indent=1))
+    if not records:
+        print(f"geak eval: no line of {args.predictions} matches a problem of {args.suite}", file=sys.stderr)
+        for line in unmatched[:5]:
+            print(f"  {line}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps({"summary": summary, "records": records, "unmatched": unmatched}))
+        return 0
+    for line in unmatched[:10]:
+        err_console().print(f"[yellow]skipped[/yellow] {line}")
+    print_summary(summary, f"{args.suite}: {summary['problems']} problem(s) from {len(records)} prediction(s)")
+    console().print(
+        f"[dim]{wall:.0f} s" + (f"; records: {args.output / 'records.jsonl'}" if args.output else "") + "[/dim]"
+    )
+    return 0
+
+
+async def _evaluate(args: argparse.Namespace, suite, agent: AgentConfig):
+    if args.ray_address:
+        from geak.agent.ray_evaluation import ray_slots, shutdown_ray
+
+        slots: list[EvalSlot] = ray_slots(args.ray_address, eval_options(agent, "auto", None), args.workers)
+    else:
+        run_cfg = RunConfig.model_construct(backend=args.backend, gpu_ids=args.gpu_ids, workers=args.workers)
+        slots = local_slots(run_cfg, agent)
+    done = 0
+
+    def on_record(record, total) -> None:
+        nonlocal done
+        done += 1
+        if not args.json:
+            verdict = "pass" if record["pass_exe"] else "call only" if record["pass_call"] else "fail"
+            speed = f" {record['speedup']:.3f}x" if record.get("speedup") else ""
+            message = (record.get("message") or "").strip()
+            why = f": {message.splitlines()[0][:140]}" if message and not record["pass_exe"] else ""
+            err_console().print(
+                f"[{done}/{total}] {record['filename']} on {record['slot']}: {verdict}{speed}{why}", markup=False
+            )
+
+    try:
+        with tempfile.TemporaryDirectory(prefix="geak-eval-refs-") as scratch:
+            return await score_predictions(
+                suite,
+                args.predictions,
+                slots,
+                Path(scratch),
+                rounds=args.rounds,
+                results=args.output / "records.jsonl" if args.output else None,
+                on_record=on_record,
+            )
+    finally:
+        await asyncio.gather(*(slot.evaluator.aclose() for slot in slots), return_exceptions=True)
+        if args.ray_address:
+            shutdown_ray(args.ray_address)

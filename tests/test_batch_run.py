@@ -1,0 +1,280 @@
+"""`geak run` and `geak eval` on CPU: fixture suites in both layouts, a user's dataloader, the paper's generate mode
+with a scripted model, resume after Ctrl-C, the metrics and the scaling plot."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from test_dataloaders import SUITES, write_user_loader
+
+from geak.agent import metrics
+from geak.agent.scaling_plot import plot_scaling
+from geak.server.cli import main
+
+TB = SUITES / "tritonbench"
+GOLDEN = TB / "TritonBench_G_v1"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def write_config(path: Path, **values) -> Path:
+    values = {"backend": "interpreter", "timeout_per_check_s": 120, **values}
+    path.write_text(yaml.safe_dump({k: str(v) if isinstance(v, Path) else v for k, v in values.items()}))
+    return path
+
+
+def results(folder: Path) -> list[dict]:
+    return [json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines()]
+
+
+def test_run_search_mode_over_fixture_suite(tmp_path, capsys):
+    out = tmp_path / "run"
+    cfg = write_config(tmp_path / "run.yaml", suite="tritonbench", data_path=TB, output_path=out, search_budget=2)
+    assert main(["run", str(cfg), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)["summary"]
+    rows = {r["filename"]: r for r in results(out)}
+    assert sorted(rows) == ["add_example.py", "hip_only.py", "relu_kernel.py", "row_sum.py"]
+    assert rows["hip_only.py"]["reference_error"] and "needs an AMD GPU" in rows["hip_only.py"]["error"]
+    add = rows["add_example.py"]
+    assert add["pass_exe"] and add["mode"] == "optimize" and add["slot"] == "interpreter 0" and add["speedup"] is None
+    assert add["predict"] and add["test_code"].startswith("import torch") and add["candidates"] >= 1
+    assert summary["problems"] == 4 and summary["exec_pass"] == 3 and summary["reference_errors"] == 1
+    assert summary["by_difficulty"]["2"]["exec_accuracy"] == 0.5 and summary["ran"] == 4
+    assert "interpreter 0: cpu" in json.loads((out / "run.json").read_text())["evaluators"][0]
+    assert (out / "scaling.png").read_bytes()[:8] == PNG_MAGIC
+    assert json.loads((out / "summary.json").read_text())["curves"][0]["iteration"] == 1
+    assert (out / "problems" / "add_example_mem.json").exists()  # each problem's agent checkpoint
+
+
+def test_run_refuses_to_mix_with_an_earlier_run(tmp_path, capsys):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "results.jsonl").write_text(json.dumps({"filename": "add_example.py", "pass_exe": True}) + "\n")
+    cfg = write_config(tmp_path / "run.yaml", suite="tritonbench", data_path=TB, output_path=out)
+    assert main(["run", str(cfg)]) == 2
+    assert "--resume" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"suite": "tritonbench"}, "needs `data_path`"),
+        ({"suite": "tritonbench", "dataloader": "a:B", "data_path": "x"}, "exactly one of `suite`"),
+        ({"suite": "tritonbench", "data_path": str(TB), "datalenn": 3}, "did you mean `datalen`"),
+        ({"suite": "tritonbench", "data_path": str(TB), "mode": "generate"}, "needs a model"),
+        ({"suite": "tritonbench", "data_path": str(TB), "api_key": "sk-1"}, "must not be written"),
+        ({"suite": "tritonbench", "data_path": str(TB), "mem_file": "m.json"}, "`geak run --resume` continues a batch"),
+        ({"suite": "tritonbench", "data_path": str(TB), "start_idx": 9}, "no problem selected"),
+        ({"suite": "rocm", "data_path": str(TB)}, "is not a folder"),
+        ({"dataloader": "no_such_module:Loader"}, "cannot import"),
+    ],
+)
+def test_run_bad_configuration_exit_2(tmp_path, capsys, values, message):
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(yaml.safe_dump({"backend": "interpreter", "output_path": str(tmp_path / "o"), **values}))
+    assert main(["run", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("geak run: ") and message in err and "Traceback" not in err
+
+
+def test_run_user_dataloader(tmp_path, monkeypatch, capsys):
+    write_user_loader(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "run"
+    cfg = write_config(tmp_path / "run.yaml", dataloader="my_kernels:MyKernels", output_path=out, search_budget=1,
+                       dataloader_args={"names": ["row_sum.py", "relu_kernel.py"]})  # fmt: skip
+    assert main(["run", str(cfg), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)["summary"]
+    assert summary["problems"] == 2 and summary["exec_pass"] == 2 and set(summary["by_difficulty"]) == {"easy"}
+    assert len(list((out / "references").glob("*/row_sum.py"))) == 1  # composed from label + test_code
+
+
+GENERATED = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_kernel(a_ptr, b_ptr, c_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    keep = offs < n_elements
+    tl.store(c_ptr + offs, tl.load(a_ptr + offs, mask=keep) + tl.load(b_ptr + offs, mask=keep), mask=keep)
+
+
+def add(x, y):
+    out = torch.empty_like(x)
+    add_kernel[(triton.cdiv(out.numel(), 64),)](x, y, out, out.numel(), BLOCK_SIZE=64)
+    return out
+'''
+
+
+def test_generate_mode_from_instruction_with_scripted_model(tmp_path, capsys, scripted_llm):
+    scripted_llm.reply("I cannot do that.")  # round 1: no code
+    scripted_llm.reply(f"## Reflection\nI forgot the code.\n```python\n{GENERATED}```")  # round 2: reflection
+    out = tmp_path / "run"
+    cfg = write_config(tmp_path / "run.yaml", suite="tritonbench", data_path=TB, output_path=out, datalen=1,
+                       model_id="scripted-model", base_url=scripted_llm.base_url, max_iteration=2, search=False,
+                       max_retries=0, timeout_s=10)  # fmt: skip
+    assert main(["run", str(cfg), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)["summary"]
+    (row,) = results(out)
+    assert row["mode"] == "generate" and row["pass_exe"] and row["predict"].strip() == GENERATED.strip()
+    assert row["chains"] == 1 and row["chains_passed"] == 1 and summary["pass_at_k"] == {"1": 1.0}
+    assert [h["pass_exe"] for h in row["history"]] == [False, True]
+    first = scripted_llm.requests[0]["messages"][-1]["content"]
+    assert "Write a Triton kernel `add_kernel(x_ptr, y_ptr, out_ptr" in first  # the instruction
+    assert "def test_add" in first  # the fixed test the code must pass
+    assert "add_kernel[grid](x, y, out, n, BLOCK_SIZE=128)" not in first  # never the golden code
+
+
+def test_resume_after_ctrl_c_loses_no_finished_problem(tmp_path):
+    out = tmp_path / "run"
+    cfg = write_config(tmp_path / "run.yaml", suite="tritonbench", data_path=TB, output_path=out, search_budget=4)
+    cmd = [sys.executable, "-m", "geak.server.cli", "run", str(cfg)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and proc.poll() is None:
+        if (out / "results.jsonl").exists() and (out / "results.jsonl").read_text().count("\n") >= 1:
+            break
+        time.sleep(0.2)
+    assert proc.poll() is None, proc.communicate()[1]
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    finished = results(out)
+    if proc.returncode == 0:  # the last problems finished before the signal landed: nothing to resume
+        pytest.skip("the run finished before Ctrl-C arrived")
+    assert proc.returncode == 130 and "--resume" in err, err
+    assert 1 <= len(finished) < 4
+    (out / "results.jsonl").write_text((out / "results.jsonl").read_text() + '{"filename": "row_')  # a torn line
+    p = subprocess.run([*cmd, "--resume", "--json"], capture_output=True, text=True, timeout=300,
+                       env={**os.environ})  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    summary = json.loads(p.stdout)["summary"]
+    rows = results_lines_valid(out)
+    assert sorted(r["filename"] for r in rows) == ["add_example.py", "hip_only.py", "relu_kernel.py", "row_sum.py"]
+    assert rows[: len(finished)] == finished  # finished problems kept as they were, not rerun
+    assert summary["ran"] == 4 - len(finished) and summary["problems"] == 4
+
+
+def results_lines_valid(folder: Path) -> list[dict]:
+    rows = []
+    for line in (folder / "results.jsonl").read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return rows
+
+
+# ------------------------------------------------------------------------------------------ geak eval
+
+
+def tritonbench_predictions(path: Path, *, broken: str | None = None) -> Path:
+    items = json.loads((TB / "TritonBench_G_v1.json").read_text())
+    lines = []
+    for item in items:
+        code = (GOLDEN / item["file"]).read_text()
+        if item["file"] == broken:
+            code = code.replace("x + y", "x * y")
+        lines.append({"instruction": item["comp_instru"], "predict": code, "label": item["output"]})
+    lines.append({"instruction": "a kernel nobody asked for", "predict": "pass", "label": "nothing"})
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    return path
+
+
+def test_eval_tritonbench_predictions(tmp_path, capsys):
+    preds = tritonbench_predictions(tmp_path / "preds.jsonl", broken="add_example.py")
+    argv = ["eval", str(preds), "--suite", "tritonbench", "--data", str(TB), "--backend", "interpreter"]
+    assert main([*argv, "--json", "--output", str(tmp_path / "out")]) == 0
+    data = json.loads(capsys.readouterr().out)
+    verdicts = {r["filename"]: (r["pass_call"], r["pass_exe"]) for r in data["records"]}
+    assert verdicts == {
+        "add_example.py": (True, False),  # runs, wrong outputs
+        "relu_kernel.py": (True, True),
+        "row_sum.py": (True, True),
+        "hip_only.py": (False, False),  # the golden file itself fails on this machine
+    }
+    s = data["summary"]
+    assert (s["problems"], s["call_pass"], s["exec_pass"], s["reference_errors"], s["unmatched"]) == (4, 3, 2, 1, 1)
+    assert s["by_difficulty"]["1"]["exec_accuracy"] == 0.0 and s["by_difficulty"]["3"]["exec_accuracy"] == 1.0
+    assert len((tmp_path / "out" / "records.jsonl").read_text().splitlines()) == 4
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["exec_pass"] == 2
+    assert main(argv) == 0  # the table
+    table = capsys.readouterr().out
+    assert "exec acc" in table and "50.0%" in table and "could not be scored" in table
+
+
+def test_eval_geak_output_format_and_rocm_layout(tmp_path, capsys):
+    # GEAK's own per-round results ({stem}_{round}.jsonl): filename + predict.
+    kernel = (GOLDEN / "relu_kernel.py").read_text().split("#" * 146)[0]
+    rows = [{"problem": "relu_kernel.py", "filename": "relu_kernel.py", "predict": kernel, "speedup": None},
+            {"filename": "row_sum.py", "predict": None}]  # fmt: skip
+    preds = tmp_path / "relu_0.jsonl"
+    preds.write_text("\n".join(json.dumps(r) for r in rows))
+    assert main(["eval", str(preds), "--suite", "tritonbench", "--data", str(TB), "--json"]) == 0
+    records = json.loads(capsys.readouterr().out)["records"]
+    assert [(r["filename"], r["pass_exe"]) for r in records] == [("relu_kernel.py", True), ("row_sum.py", False)]
+    assert records[1]["message"] == "the prediction has no code"
+    # The ROCm layout: predictions matched by instruction.
+    rocm = json.loads((SUITES / "rocm" / "ROCm_eval_complex_instruct_v1.json").read_text())
+    preds = tmp_path / "rocm.jsonl"
+    preds.write_text(json.dumps({"instruction": rocm[1]["instruction"], "predict": rocm[1]["label"]}) + "\n")
+    assert main(["eval", str(preds), "--suite", "rocm", "--data", str(SUITES / "rocm"), "--json"]) == 0
+    (record,) = json.loads(capsys.readouterr().out)["records"]
+    assert record["filename"] == "naive_softmax.py" and record["difficulty"] is None
+
+
+def test_eval_bad_input_exit_2(tmp_path, capsys):
+    assert main(["eval", str(tmp_path / "none.jsonl"), "--suite", "tritonbench", "--data", str(TB)]) == 2
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{oops\n")
+    assert main(["eval", str(bad), "--suite", "tritonbench", "--data", str(TB)]) == 2
+    assert "not valid JSON" in capsys.readouterr().err
+    bad.write_text(json.dumps({"instruction": "nothing known", "predict": "x"}) + "\n")
+    assert main(["eval", str(bad), "--suite", "tritonbench", "--data", str(TB)]) == 2
+    assert "no line of" in capsys.readouterr().err
+    assert main(["eval", str(bad), "--suite", "rocm", "--data", str(tmp_path)]) == 2
+
+
+# ------------------------------------------------------------------------------------------ metrics and plot
+
+
+def test_metrics_merge_runs_and_pass_at_k():
+    runs = [
+        {"filename": "a.py", "pass_call": True, "pass_exe": False, "speedup": None, "difficulty": "1"},
+        {"filename": "a.py", "pass_call": True, "pass_exe": True, "speedup": 1.5, "difficulty": "1"},
+        {"filename": "a.py", "pass_call": True, "pass_exe": True, "speedup": 2.0, "difficulty": "1"},
+        {"filename": "b.py", "pass_call": False, "pass_exe": False, "speedup": None, "difficulty": "2"},
+        {"filename": "b.py", "pass_call": True, "pass_exe": False, "speedup": None, "difficulty": "2"},
+        {"filename": "b.py", "pass_call": True, "pass_exe": False, "speedup": None, "difficulty": "2"},
+    ]
+    best = metrics.merge_runs(runs[:3])
+    assert best["speedup"] == 2.0 and (best["chains"], best["chains_passed"]) == (3, 2)
+    s = metrics.summarize(runs)
+    assert (s["problems"], s["call_pass"], s["exec_pass"], s["speedup_geomean"]) == (2, 2, 1, 2.0)
+    assert s["pass_at_k"]["1"] == pytest.approx((2 / 3 + 0) / 2) and s["pass_at_k"]["3"] == 0.5
+    assert s["by_difficulty"]["2"]["call_accuracy"] == 1.0 and s["by_difficulty"]["1"]["faster"] == 1
+    assert metrics.geomean([2.0, 0.5]) == pytest.approx(1.0) and metrics.geomean([]) is None
+
+
+def test_iteration_curves_and_plot(tmp_path):
+    records = [
+        {"filename": "a.py", "pass_call": True, "pass_exe": True, "speedup": 2.0,
+         "history": [{"iteration": 1, "pass_call": True, "pass_exe": False, "speedup": None},
+                     {"iteration": 2, "pass_call": True, "pass_exe": True, "speedup": 2.0}]},
+        {"filename": "b.py", "pass_call": True, "pass_exe": True, "speedup": 0.5,
+         "history": [{"iteration": 1, "pass_call": True, "pass_exe": True, "speedup": 0.5}]},
+    ]  # fmt: skip
+    curves = metrics.iteration_curves(records)
+    assert [c["exec_accuracy"] for c in curves] == [0.5, 1.0]
+    assert curves[0]["speedup_geomean"] == pytest.approx(0.5) and curves[1]["speedup_geomean"] == pytest.approx(1.0)
+    path = plot_scaling(curves, tmp_path / "plots" / "scaling.png", "two problems")
+    assert path.read_bytes()[:8] == PNG_MAGIC and path.stat().st_size > 10_000
