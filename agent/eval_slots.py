@@ -5,11 +5,12 @@ by Ray actors, one per GPU of a cluster (`ray_evaluation`)."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from geak.evaluator.api import EvalOptions, Evaluator
 
+from . import session
 from .config import AgentConfig
 from .run_config import RunConfig
 
@@ -39,14 +40,8 @@ class EvalSlot:
 
 
 def eval_options(agent: AgentConfig, backend: str, gpu_id: int | None) -> EvalOptions:
-    return EvalOptions(
-        timeout_s=agent.timeout_per_check_s,
-        bench_rounds=agent.bench_rounds,
-        fresh_inputs=agent.fresh_inputs > 0,
-        max_fresh_calls=max(agent.fresh_inputs, 1),
-        backend=backend,
-        gpu_id=gpu_id,
-    )
+    """An agent run's evaluator settings, on `backend`, pinned to `gpu_id`."""
+    return replace(session.eval_options(agent, backend), gpu_id=gpu_id)
 
 
 def visible_gpu_ids() -> list[int]:
