@@ -63,9 +63,9 @@ def _accuracy(problems: Sequence[Record]) -> dict[str, Any]:
 
 
 def _pass_at_k(problems: Sequence[Record]) -> dict[str, float]:
-    counted = [(p["chains"], p.get("chains_passed", 0)) for p in problems if p.get("chains")]
-    if not counted:
+    if not any(p.get("chains") for p in problems):
         return {}
+    counted = [(p.get("chains") or 1, p.get("chains_passed", int(bool(p.get("pass_exe"))))) for p in problems]
     top = min(n for n, _ in counted)
     per_problem = [pass_at_k(n, c) for n, c in counted]
     return {str(k): sum(values[k] for values in per_problem) / len(per_problem) for k in range(1, top + 1)}

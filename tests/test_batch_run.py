@@ -223,13 +223,23 @@ def test_eval_geak_output_format_and_rocm_layout(tmp_path, capsys):
     records = json.loads(capsys.readouterr().out)["records"]
     assert [(r["filename"], r["pass_exe"]) for r in records] == [("relu_kernel.py", True), ("row_sum.py", False)]
     assert records[1]["message"] == "the prediction has no code"
-    # The ROCm layout: predictions matched by instruction.
+    # The ROCm layout (pytest modules): predictions matched by instruction; a wrong softmax fails execution.
     rocm = json.loads((SUITES / "rocm" / "ROCm_eval_complex_instruct_v1.json").read_text())
+    wrong = rocm[1]["label"].replace("numerator / tl.sum(numerator, axis=0)", "numerator")
+    lines = [{"instruction": rocm[1]["instruction"], "predict": rocm[1]["label"]},
+             {"instruction": rocm[2]["instruction"], "predict": rocm[2]["label"]},
+             {"instruction": rocm[1]["instruction"], "predict": wrong}]  # fmt: skip
     preds = tmp_path / "rocm.jsonl"
-    preds.write_text(json.dumps({"instruction": rocm[1]["instruction"], "predict": rocm[1]["label"]}) + "\n")
+    preds.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
     assert main(["eval", str(preds), "--suite", "rocm", "--data", str(SUITES / "rocm"), "--json"]) == 0
-    (record,) = json.loads(capsys.readouterr().out)["records"]
-    assert record["filename"] == "naive_softmax.py" and record["difficulty"] is None
+    data = json.loads(capsys.readouterr().out)
+    verdicts = [(r["filename"], r["pass_call"], r["pass_exe"]) for r in data["records"]]
+    assert verdicts == [
+        ("naive_softmax.py", True, True),
+        ("test_scale.py", True, True),
+        ("naive_softmax.py", True, False),
+    ]
+    assert data["summary"]["pass_at_k"] == {"1": 0.75} and data["summary"]["exec_pass"] == 2  # (1/2 + 1/1) / 2
 
 
 def test_eval_bad_input_exit_2(tmp_path, capsys):
