@@ -136,6 +136,12 @@ class WorkerPool:
     `spares`: zygotes kept warm ahead of demand (at most `max_concurrent`): they are started in the background when
     the pool is first used, and a zygote that dies is replaced in the background right away. With 0, zygotes start
     (and are replaced) only when a job needs one.
+    `isolation`: "auto" (each job in namespaces of its own where the system allows it, else "process only", which
+    every verdict then says), "namespaces" (required: a zygote that cannot isolate its jobs fails to start) or
+    "process" (off). Jobs always get the reduced environment (``isolation.ENV_ALLOW``). `hide`: directories jobs
+    must not see, besides the home directories, the temporary directory and the caller's working directory.
+    `bwrap`: start the zygotes under bubblewrap when it is installed and works; None: only when not running as root
+    (root's jobs get the same view from their own namespaces, with one fork less per job).
     """
 
     def __init__(
@@ -149,7 +155,7 @@ class WorkerPool:
         python: str = sys.executable,
         isolation: str = "auto",
         hide: tuple[str, ...] = (),
-        bwrap: bool = True,
+        bwrap: bool | None = None,
     ):
         if backend not in ("auto", "gpu", "interpreter"):
             raise ValueError(f"backend must be auto, gpu or interpreter, not {backend!r}")
@@ -163,7 +169,7 @@ class WorkerPool:
         self.python = python
         self.isolation = isolation
         self.hide = tuple(hide)
-        self.bwrap = bwrap
+        self.bwrap = os.geteuid() != 0 if bwrap is None else bwrap
         self._bwrap_checked: tuple[bool, str] | None = None
         self._semaphore = asyncio.Semaphore(self.max_concurrent)
         self._idle: list[_Zygote] = []

@@ -102,6 +102,12 @@ class _Confinement:
     status: Any  # isolation.Status
     policy: Any | None  # isolation.Policy, None when jobs run as plain processes
     cpu_only: bool
+    forker: Any | None = None  # isolation.JobForker
+
+    def fork(self) -> int:
+        from . import sandbox
+
+        return self.forker.fork(sandbox.fork_process) if self.forker is not None else sandbox.fork_process()
 
     def enter(self, scratch: str | None) -> None:
         from . import isolation
@@ -126,18 +132,19 @@ def _confinement(config: dict[str, Any], info: Any, open_runtime: Callable[[], N
     status = isolation.probe(policy, bool(config.get("bwrap")), cpu_only, open_runtime)
     if not status.isolated and mode == "namespaces" and not config.get("bwrap"):  # (the pool retries without)
         raise RuntimeError(f"job isolation was required but is not available: {status.reason}")
-    return _Confinement(status, policy if status.isolated else None, cpu_only)
+    if not status.isolated:
+        return _Confinement(status, None, cpu_only)
+    return _Confinement(status, policy, cpu_only, isolation.JobForker(status.user_ns))
 
 
 def _run_in_child(request: dict[str, Any], info: Any, confinement: _Confinement, proto: TextIO, send: Send) -> int:
     """Fork a job process for `request` and wait for it; returns its exit code (minus the signal that killed it)."""
-    from . import sandbox
 
     go_read, go_write = os.pipe()
     zygote_pid = os.getpid()
     sys.stdout.flush()
     sys.stderr.flush()
-    pid = sandbox.fork_process()
+    pid = confinement.fork()
     if pid == 0:  # the job process: never returns
         code = 1
         try:
@@ -171,7 +178,7 @@ def _job_process(
 
     os.setpgid(0, 0)  # its own process group: the pool kills the job with all it started
     _prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
-    if os.getppid() != zygote_pid:  # the zygote died before the line above took effect
+    if os.getppid() not in (zygote_pid, 0):  # the zygote died before the line above took effect (0: a PID 1)
         return
     _redirect_output(request["log"])
     null = os.open(os.devnull, os.O_RDONLY)

@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/isolation_cost.py [FILE] [--checks N] [--backend auto|gpu|interpreter] [--against REF]
 
-Modes, each with a pool of its own (started before the clock runs): "process" (no namespaces), "namespaces"
+Modes, each with a pool of its own (started before the clock runs): "process only" (no namespaces), "namespaces"
 (per-job namespaces, no bubblewrap) and "bwrap + namespaces" (where bubblewrap is installed). The modes take turns
 check by check, so drifts of the machine's load hit all of them alike. Prints one line per mode and the overhead
 against "process".
@@ -19,13 +19,14 @@ import time
 from pathlib import Path
 
 from geak.evaluator.api import EvalOptions, Evaluator
+from geak.evaluator.isolation import PROCESS_ONLY
 from geak.evaluator.pool import WorkerPool
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 async def measure(file: Path, against: Path | None, checks: int, backend: str) -> None:
-    modes = {"process": ("process", False), "namespaces": ("namespaces", False)}
+    modes = {PROCESS_ONLY: ("process", False), "namespaces": ("namespaces", False)}
     if shutil.which("bwrap"):
         modes["bwrap + namespaces"] = ("namespaces", True)
     evaluators = {}
@@ -49,8 +50,8 @@ async def measure(file: Path, against: Path | None, checks: int, backend: str) -
     finally:
         for ev in evaluators.values():
             await ev.aclose()
-    base = statistics.median(seconds["process"])
-    info = evaluators["process"].pool.info
+    base = statistics.median(seconds[PROCESS_ONLY])
+    info = evaluators[PROCESS_ONLY].pool.info
     print(f"{file.name}, {checks} warm checks per mode, {info.get('device')} ({info.get('backend')})")
     for label, samples in seconds.items():
         median = statistics.median(samples)

@@ -288,3 +288,22 @@ def test_folders_on_pythonpath_stay_visible_read_only(monkeypatch, tmp_path):
     policy = default_policy()
     real = os.path.realpath(site_dir)
     assert any(real == p or real.startswith(p + "/") for p in policy.exposed)
+
+
+@pytest.mark.parametrize("user_ns", [False, True], ids=["pid-namespace-fork", "user-namespace"])
+def test_each_way_of_confining_gives_pid_1_lo_and_a_writable_scratch_only(tmp_path, user_ns: bool):
+    """The path a root caller takes (no user namespace, forked straight into a PID namespace) and the one a normal
+    user takes (a user namespace mapped to the caller, one more fork), each in a throw-away process."""
+    from geak.evaluator.isolation import JobForker, _in_probe_process, _probe_once
+
+    scratch = tmp_path / "job"
+    scratch.mkdir()
+    forker = JobForker(user_ns)
+    try:
+        answer = _in_probe_process(
+            lambda: _probe_once(default_policy(), str(scratch), True, user_ns, lambda: None), forker
+        )
+    finally:
+        forker.close()
+    assert answer == "ok"
+    assert (scratch / "probe").read_text() == "ok"  # written from inside, read from the host side
