@@ -23,11 +23,11 @@ part_env() {
   python3 -m geak.server.cli --version 2>/dev/null || true
 }
 part_native() {
-  python3 scripts/suite_report.py "$TB" --only native --native-jobs 14 --native-timeout 240 --out "$OUT/tb" | tail -2
-  python3 scripts/suite_report.py "$ROCM" --only native --native-jobs 14 --native-timeout 240 \
+  python3 scripts/suite_report.py "$TB" --only native --native-jobs 14 --native-timeout 150 --out "$OUT/tb" | tail -2
+  python3 scripts/suite_report.py "$ROCM" --only native --native-jobs 14 --native-timeout 150 \
     --shim evaluator/shims --out "$OUT/rocm" | tail -2
 }
-part_trust() { timeout 330 python3 scripts/gpu_trust_report.py --out "$OUT" --budget-s 270 2>&1 | tail -60; }
+part_trust() { timeout 300 python3 scripts/gpu_trust_report.py --out "$OUT" --budget-s "${TRUST_S:-240}" 2>&1 | tail -60; }
 part_isolation() {
   timeout 200 python3 scripts/isolation_cost.py tests/fixtures/add_native.py --checks 20 --backend gpu 2>&1 | tail -8
 }
@@ -37,6 +37,14 @@ part_suites() {
     --out "$OUT/tb" 2>&1 | grep -v '^\[' | head -80
   python3 scripts/suite_report.py "$ROCM" --native-json "$OUT/rocm/native.json" --jobs "${JOBS:-8}" --timeout 240 \
     --out "$OUT/rocm" 2>&1 | grep -v '^\[' | head -60
+}
+part_lsp() {
+  timeout 150 python3 scripts/lsp_bench.py 2>&1 | tail -25
+  timeout 200 python3 scripts/lsp_session_report.py --kernel tests/fixtures/add_slow.py --budget 16 2>&1 | tail -60
+}
+part_batch() {
+  timeout 330 python3 scripts/gpu_batch_report.py --data shared/suites/tritonbench_revised --problems "${PROBLEMS:-20}" \
+    --budget 2 --eval-problems "${EVAL_PROBLEMS:-40}" --rounds 5 --deadline-s "${BATCH_S:-300}" --out "$OUT/batch" 2>&1 | tail -40
 }
 for part in "$@"; do
   echo "=== $part ($(date +%T))"

@@ -64,7 +64,7 @@ def row(file: Path, native: dict, verdict: FileVerdict) -> dict:
 
 
 async def main_async(args: argparse.Namespace) -> int:
-    files = triton_files([args.suite])
+    files = [f.resolve() for f in triton_files([args.suite])]  # native runs start in each file's folder
     if args.limit:
         files = files[: args.limit]
     out = Path(args.out)
