@@ -4,15 +4,16 @@ Imported only inside worker processes, and only when no GPU is used: ``install()
 the whole process. The interpreter presents itself as one CUDA device of compute capability 8.0 (A100-like
 limits), so code that asks which GPU it runs on takes its common CUDA path:
 
-* tensors: ``device="cuda"``, ``.cuda()``, ``.to("cuda")`` land on the CPU (``CudaToCpu``); ``tensor.is_cuda`` is
-  True when asked from the user's code (torch's and Triton's own code still see the truth);
+* tensors: ``device="cuda"``, ``.cuda()``, ``.to("cuda")`` land on the CPU (``CudaToCpu``); asked from the user's
+  code, a CPU tensor says it lives on ``cuda:0`` (``.device``, ``.is_cuda``, ``.get_device()``), while torch's,
+  Triton's and other installed packages' code still see the truth;
 * ``torch.cuda``: ``device(...)`` / ``_DeviceGuard`` / ``device_of`` (any index, also ``None``), ``set_device``,
   ``current_device``, ``device_count``, ``is_available``, ``get_device_properties`` / ``_capability`` / ``_name``,
   streams, ``synchronize`` and the memory statistics;
 * Triton: ``triton.runtime.driver.active`` (target, device properties, current device and stream, a benchmarker
   that times nothing, so ``@triton.autotune`` keeps its first config), string annotations (``BLOCK:
-  "tl.constexpr"``) and vendor libdevice math (``tl.extra.cuda/hip.libdevice``, ``triton.language.extra.
-  libdevice``), computed with NumPy/SciPy.
+  "tl.constexpr"``), grids given as lists, and vendor libdevice math (``tl.extra.cuda/hip.libdevice``,
+  ``triton.language.extra.libdevice``), computed with NumPy/SciPy.
 
 What the interpreter still cannot run is recognized by ``cpu_support`` and reported as "not checkable on CPU".
 """
@@ -47,6 +48,7 @@ def install() -> None:
     _map_torch_cuda()
     _install_driver()
     _accept_string_annotations()
+    _accept_list_grids()
     _map_libdevice()
     CudaToCpu().__enter__()
 
@@ -82,8 +84,20 @@ def _is_gpu_device(device: Any) -> bool:
         return False
 
 
+_DEVICE = torch._C.TensorBase.device
+_IS_CUDA = torch._C.TensorBase.is_cuda
+_GET_DEVICE = torch._C.TensorBase.get_device
+
+
 class CudaToCpu(TorchFunctionMode):
-    """Runs GPU-written tests on the CPU: `device="cuda"`, `.cuda()` and `.to("cuda")` land on the CPU."""
+    """Runs GPU-written tests on the CPU: `device="cuda"`, `.cuda()` and `.to("cuda")` land on the CPU, and to the
+    user's code (not to torch's, Triton's or other installed packages') a CPU tensor says it lives on `cuda:0`:
+    `x.device`, `x.is_cuda`, `x.get_device()`, so `str(x.device)`, `x.device.index` and `x.device.type == "cuda"`
+    checks pass. Every CUDA device named to torch is the CPU again."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.library_dirs = _library_dirs()
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = dict(kwargs or {})
@@ -94,7 +108,16 @@ class CudaToCpu(TorchFunctionMode):
             return args[0]
         if name == "to" and len(args) > 1 and isinstance(args[1], (str, torch.device)) and _is_gpu_device(args[1]):
             args = (args[0], "cpu", *args[2:])
-        return func(*args, **kwargs)
+        result = func(*args, **kwargs)
+        asked = getattr(func, "__self__", None) if name == "__get__" else func
+        if asked in (_DEVICE, _IS_CUDA, _GET_DEVICE) and args[0].device.type == "cpu":
+            caller = sys._getframe(1).f_code.co_filename
+            if not caller.startswith(self.library_dirs):
+                return {_DEVICE: _CUDA0, _IS_CUDA: True, _GET_DEVICE: 0}[asked]
+        return result
+
+
+_CUDA0 = torch.device("cuda", 0)
 
 
 @dataclass(frozen=True)
@@ -198,16 +221,6 @@ def _map_torch_cuda() -> None:
         setattr(cuda, name, value)
     if not hasattr(torch._C, "_cuda_getCurrentRawStream"):  # `from torch._C import _cuda_getCurrentRawStream`
         torch._C._cuda_getCurrentRawStream = lambda device=None: 0
-    real_is_cuda = torch.Tensor.is_cuda
-    library_dirs = _library_dirs()
-
-    def is_cuda(self: torch.Tensor) -> bool:
-        if real_is_cuda.__get__(self) or self.device.type != "cpu":
-            return real_is_cuda.__get__(self)
-        caller = sys._getframe(1).f_code.co_filename
-        return not caller.startswith(library_dirs)
-
-    torch.Tensor.is_cuda = property(is_cuda)  # type: ignore[assignment]
 
 
 def _library_dirs() -> tuple[str, ...]:
@@ -324,6 +337,31 @@ def _accept_string_annotations() -> None:
         return normalize(ty)
 
     jit._normalize_ty = normalize_unquoted
+
+
+def _accept_list_grids() -> None:
+    """`kernel[[m, n]](...)` or a grid function returning a list: a GPU launch takes any sequence, the interpreter
+    only tuples."""
+    from triton.runtime import interpreter
+
+    init = interpreter.GridExecutor.__init__
+
+    def init_with_tuple_grid(self, fn, arg_names, grid, *args, **kwargs):
+        if isinstance(grid, list):
+            grid = tuple(grid)
+        elif callable(grid):
+            grid = _tuple_grid(grid)
+        init(self, fn, arg_names, grid, *args, **kwargs)
+
+    interpreter.GridExecutor.__init__ = init_with_tuple_grid
+
+
+def _tuple_grid(grid: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    def as_tuple(meta: Any) -> Any:
+        value = grid(meta)
+        return tuple(value) if isinstance(value, list) else value
+
+    return as_tuple
 
 
 def _np_erf(x: np.ndarray) -> np.ndarray:

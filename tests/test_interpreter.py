@@ -57,12 +57,13 @@ def _not_checkable(r: CheckResult, *fragments: str) -> None:
 
 def test_torch_cuda_device_queries_and_guards_run_on_cpu(verdicts):
     """torch.cuda.device(index / device / None), _DeviceGuard, set_device, current_device, device properties,
-    capability, is_available, streams, tensor.is_cuda asserts: the file's own asserts check the answers."""
+    capability, is_available, streams, and a tensor on `cuda:0` to the file's code (is_cuda, str(x.device),
+    device.type, get_device()): the file's own asserts check the answers."""
     _passes(verdicts["torch_cuda"])
 
 
 def test_triton_driver_autotune_and_string_constexpr_annotations(verdicts):
-    """driver.active at import and at run time, @triton.autotune, `BLOCK: "tl.constexpr"`."""
+    """driver.active at import and at run time, @triton.autotune, `BLOCK: "tl.constexpr"`, a grid given as a list."""
     _passes(verdicts["driver"])
 
 
