@@ -169,6 +169,8 @@ def verdict(
         where = f" in {running}" if running else " while importing the file"
         kind = "timeout" if outcome.status == "timeout" else "crash"
         message = f"{outcome.message}{where}"
+        if interpreted and kind == "crash":
+            message = cpu_support.crash_hint(message)
         tests = (TestOutcome(running, False, message, kind),) if running else ()
         if interpreted and kind == "timeout":
             reason = cpu_support.spin_wait(composed.text) or cpu_support.slow_or_hung(

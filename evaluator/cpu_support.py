@@ -57,6 +57,18 @@ def limit_in_error(message: str, triton_version: str | None = None) -> str | Non
     return None
 
 
+def crash_hint(message: str) -> str:
+    """What a crash of an interpreted run means: the interpreter reads and writes real host memory, so a kernel's
+    out-of-bounds access faults (or corrupts the heap) where a GPU may silently read or write past the end. It is the
+    kernel's bug, so it stays a failure, with this explanation."""
+    if any(s in message for s in ("SIGSEGV", "SIGABRT", "SIGBUS")):
+        return (
+            f"{message} (under the interpreter this is an out-of-bounds memory access by a kernel, which a GPU may "
+            "silently tolerate)"
+        )
+    return message
+
+
 def slow_or_hung(last_progress: dict | None, killed_at: float, timeout_s: float) -> str | None:
     """For a run killed at the time limit: the reason "too slow" when the interpreter was still running new
     programs up to the end (from the job's heartbeat events), or None when it had stalled (a hang: a failure)."""

@@ -221,6 +221,9 @@ def _map_torch_cuda() -> None:
         setattr(cuda, name, value)
     if not hasattr(torch._C, "_cuda_getCurrentRawStream"):  # `from torch._C import _cuda_getCurrentRawStream`
         torch._C._cuda_getCurrentRawStream = lambda device=None: 0
+    guards = getattr(getattr(torch._C, "_dynamo", None), "guards", None)  # Inductor-generated wrappers allocate so
+    if guards is not None and hasattr(guards, "_empty_strided_cpu"):
+        guards._empty_strided_cuda = guards._empty_strided_cpu
 
 
 def _library_dirs() -> tuple[str, ...]:

@@ -121,6 +121,11 @@ def test_interpreter_errors_are_recognized():
     assert cpu_support.limit_in_error("ValueError: shapes differ") is None
 
 
+def test_an_interpreted_crash_is_explained_as_an_out_of_bounds_access():
+    assert "out-of-bounds memory access" in cpu_support.crash_hint("the worker process crashed (SIGSEGV) in test_x")
+    assert cpu_support.crash_hint("timed out after 5 s") == "timed out after 5 s"
+
+
 def test_spin_wait_detection_is_static_and_kernel_only():
     kernel = "@triton.jit\ndef k(lock):\n    while tl.atomic_cas(lock, 1, 1) != 1:\n        pass\n"
     assert "spin-wait at line 3" in cpu_support.spin_wait(kernel)
