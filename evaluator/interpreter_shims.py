@@ -1,8 +1,9 @@
 """Run GPU-written Triton files on Triton's CPU interpreter (``TRITON_INTERPRET=1``), unchanged.
 
 Imported only inside worker processes, and only when no GPU is used: ``install()`` patches torch and Triton for
-the whole process. The interpreter presents itself as one CUDA device of compute capability 8.0 (A100-like
-limits), so code that asks which GPU it runs on takes its common CUDA path:
+the whole process. The interpreter presents itself as one CUDA device of compute capability 9.0 (H100-like limits,
+but 8 SMs so persistent kernels stay quick; an MI300 also reports 9.x to torch), so code that asks which GPU it runs
+on takes the path it takes on the GPUs GEAK targets, and tests that need "arch 9+" run:
 
 * tensors: ``device="cuda"``, ``.cuda()``, ``.to("cuda")`` land on the CPU (``CudaToCpu``); asked from the user's
   code, a CPU tensor says it lives on ``cuda:0`` (``.device``, ``.is_cuda``, ``.get_device()``), while torch's,
@@ -36,11 +37,11 @@ import numpy as np
 import torch
 from torch.overrides import TorchFunctionMode
 
-CAPABILITY = (8, 0)
+CAPABILITY = (9, 0)
 WARP_SIZE = 32
 DEVICE_NAME = "cpu (Triton interpreter)"
 SM_COUNT = 8  # fixed, so that persistent kernels split work the same way on every machine
-SHARED_MEMORY = 166912  # bytes per block (an A100's opt-in limit)
+SHARED_MEMORY = 232448  # bytes per block (an H100's opt-in limit)
 
 
 def install() -> None:
@@ -78,6 +79,9 @@ def report_programs(callback: Callable[[int], None], every_s: float) -> None:
 
 
 def _is_gpu_device(device: Any) -> bool:
+    """"cuda", "cuda:1", torch.device("cuda"), or a bare index (`device=torch.cuda.current_device()`)."""
+    if isinstance(device, int) and not isinstance(device, bool):
+        return True
     try:
         return torch.device(device).type == "cuda"
     except (RuntimeError, TypeError, ValueError):
@@ -106,7 +110,7 @@ class CudaToCpu(TorchFunctionMode):
         name = getattr(func, "__name__", "")
         if name == "cuda" and args:
             return args[0]
-        if name == "to" and len(args) > 1 and isinstance(args[1], (str, torch.device)) and _is_gpu_device(args[1]):
+        if name == "to" and len(args) > 1 and isinstance(args[1], (str, int, torch.device)) and _is_gpu_device(args[1]):
             args = (args[0], "cpu", *args[2:])
         result = func(*args, **kwargs)
         asked = getattr(func, "__self__", None) if name == "__get__" else func
@@ -135,7 +139,7 @@ class DeviceProperties:
     shared_memory_per_block: int = 49152
     shared_memory_per_block_optin: int = SHARED_MEMORY
     shared_memory_per_multiprocessor: int = SHARED_MEMORY + 1024
-    L2_cache_size: int = 40 * 2**20
+    L2_cache_size: int = 50 * 2**20
     gcnArchName: str = "NONE"  # torch's name (ROCm)
     is_integrated: bool = False
     is_multi_gpu_board: bool = False
@@ -260,8 +264,8 @@ class _DriverUtils:
             "max_num_regs": 65536,
             "multiprocessor_count": SM_COUNT,
             "warpSize": WARP_SIZE,
-            "sm_clock_rate": 1410000,
-            "mem_clock_rate": 1215000,
+            "sm_clock_rate": 1980000,
+            "mem_clock_rate": 2619000,
             "mem_bus_width": 5120,
         }
 
