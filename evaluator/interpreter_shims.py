@@ -10,7 +10,7 @@ on takes the path it takes on the GPUs GEAK targets, and tests that need "arch 9
   Triton's and other installed packages' code still see the truth;
 * ``torch.cuda``: ``device(...)`` / ``_DeviceGuard`` / ``device_of`` (any index, also ``None``), ``set_device``,
   ``current_device``, ``device_count``, ``is_available``, ``get_device_properties`` / ``_capability`` / ``_name``,
-  streams, ``synchronize`` and the memory statistics;
+  streams and events (the host clock), ``synchronize`` and the memory statistics;
 * Triton: ``triton.runtime.driver.active`` (target, device properties, current device and stream, a benchmarker
   that times nothing, so ``@triton.autotune`` keeps its first config), string annotations (``BLOCK:
   "tl.constexpr"``), grids given as lists, and vendor libdevice math (``tl.extra.cuda/hip.libdevice``,
@@ -181,6 +181,30 @@ class _Stream:
         return event
 
 
+class _Event:
+    """A CUDA event: work runs at once, so an event records the host clock (tests that time themselves run)."""
+
+    def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> None:
+        self.at: float | None = None
+
+    def record(self, stream: Any = None) -> None:
+        self.at = time.perf_counter()
+
+    def synchronize(self) -> None:
+        return None
+
+    def query(self) -> bool:
+        return True
+
+    def wait(self, stream: Any = None) -> None:
+        return None
+
+    def elapsed_time(self, end: _Event) -> float:
+        if self.at is None or end.at is None:
+            raise RuntimeError("both events must be recorded before elapsed_time()")
+        return (end.at - self.at) * 1000.0
+
+
 class _DefaultGenerators:
     """`torch.cuda.default_generators[i]`: the CPU generator (GPU-written tests draw their CUDA tensors from it)."""
 
@@ -215,6 +239,7 @@ def _map_torch_cuda() -> None:
         "memory_reserved": lambda device=None: 0,
         "max_memory_reserved": lambda device=None: 0,
         "Stream": _Stream,
+        "Event": _Event,
         "current_stream": lambda device=None: stream,
         "default_stream": lambda device=None: stream,
         "set_stream": lambda s: None,
