@@ -25,6 +25,7 @@ from .pool import WorkerPool
 from .protocol import probe_input_file
 from .results import BenchResult, CheckResult, Diagnostic, Peaks
 from .timing_rules import REMEASURE_ABOVE, BatchClock
+from .triton_cache import cache_request
 from .triton_file import TritonFile, TritonFileError, parse_triton_file, read_source, read_triton_file
 
 Progress = Callable[[str], None]
@@ -119,7 +120,11 @@ class Evaluator:
                 shutil.copyfile(ref_run.outputs / "outputs" / name, job_dir / "outputs" / name)
             probes = {"replay": list(ref_run.probes.usable)}
         owner = reference or candidate
-        job = check_stage.check_job(path, self._module_name("cand"), owner, job_dir, self.options, probes)
+        if ref_run is not None:  # a candidate starts from the reference's compilations and keeps none of its own
+            cache = cache_request(seed=ref_run.cache_key, keep=None)
+        else:  # the user's own file
+            cache = cache_request(seed=_text_key(composed.text), keep=_text_key(composed.text))
+        job = check_stage.check_job(path, self._module_name("cand"), owner, job_dir, self.options, probes, cache)
         _say(progress, f"running the tests of {Path(label).name}")
         try:
             outcome = await self.pool.run(job, timeout_s=self.options.timeout_s, on_event=_relay(progress))
@@ -141,7 +146,7 @@ class Evaluator:
 
     async def _reference_run(self, reference: TritonFile, progress: Progress | None) -> check_stage.ReferenceRun:
         composed = reference.compose()
-        key = hashlib.sha256(composed.text.encode()).hexdigest()
+        key = _text_key(composed.text)
         cached = self._references.get(key)
         if cached is not None:
             return cached
@@ -149,7 +154,8 @@ class Evaluator:
         path = job_dir / "reference.py"
         path.write_text(composed.text)
         make = {"make": {"seed": secrets.randbits(31)}} if self.options.fresh_inputs else None
-        job = check_stage.check_job(path, self._module_name("ref"), reference, job_dir, self.options, make)
+        cache = cache_request(seed=key, keep=key)
+        job = check_stage.check_job(path, self._module_name("ref"), reference, job_dir, self.options, make, cache)
         _say(progress, f"running the reference {Path(reference.path).name}")
         try:
             outcome = await self.pool.run(job, timeout_s=self.options.timeout_s, on_event=_relay(progress))
@@ -162,7 +168,7 @@ class Evaluator:
         problem = check_stage.reference_problem(outcome)
         if own.not_checkable is not None:
             shutil.rmtree(job_dir, ignore_errors=True)
-            run = check_stage.ReferenceRun(reference, outcome, job_dir, None, own)
+            run = check_stage.ReferenceRun(reference, outcome, job_dir, None, own, key)
             self._references[key] = run
             return run
         if problem:
@@ -171,7 +177,7 @@ class Evaluator:
         probes = await asyncio.to_thread(
             check_stage.judge_reference_probes, outcome.result or {}, job_dir / "outputs", self.options
         )
-        run = check_stage.ReferenceRun(reference, outcome, job_dir, probes)
+        run = check_stage.ReferenceRun(reference, outcome, job_dir, probes, cache_key=key)
         self._references[key] = run
         return run
 
@@ -256,6 +262,9 @@ class Evaluator:
         job_dir = self._new_dir("bench")
         modules = [self._bench_module(name, text, owner, job_dir) for name, text in texts.items()]
         job = bench_stage.bench_job(modules, owner, self.options, job_dir / "outputs", rounds, input_seed)
+        # Compiled code is taken from the reference (or the file alone) and kept only when no candidate is in the job.
+        first = _text_key(next(iter(texts.values())))
+        job["cache"] = cache_request(seed=first, keep=first if len(texts) == 1 and reference is None else None)
         clock = BatchClock()
         relay = _relay(progress)
 
@@ -341,6 +350,10 @@ class Evaluator:
 
     def _module_name(self, kind: str) -> str:
         return f"geak_{kind}_{self._serial}"
+
+
+def _text_key(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _say(progress: Progress | None, message: str) -> None:

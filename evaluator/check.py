@@ -30,9 +30,11 @@ def check_job(
     job_dir: Path,
     options: EvalOptions,
     probes: dict[str, Any] | None,
+    cache: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """`probes`: {"make": {"seed": S}} for a reference run (draw, save and run fresh-input probes), {"replay":
-    [probe, ...]} for a candidate (run the reference's saved probes, copied into `job_dir`), or None."""
+    [probe, ...]} for a candidate (run the reference's saved probes, copied into `job_dir`), or None. `cache`:
+    the trusted compile cache to start from and to keep into (``triton_cache.cache_request``)."""
     return {
         "kind": "check",
         "scratch": str(job_dir),  # the only directory the job may write to
@@ -47,6 +49,7 @@ def check_job(
         "max_calls": options.max_fresh_calls,
         "seed": options.seed,
         "probes": probes,
+        "cache": cache,
         "cwd": str(Path(owner.path).resolve().parent) if Path(owner.path).exists() else None,
     }
 
@@ -71,6 +74,7 @@ class ReferenceRun:
     outputs: Path
     probes: ReferenceProbes | None  # None when not checkable
     not_checkable: CheckResult | None = None  # the reference's own verdict when this backend cannot check it
+    cache_key: str | None = None  # its trusted compile cache (triton_cache.py)
 
 
 def judge_reference_probes(result: dict[str, Any], out_dir: Path, options: EvalOptions) -> ReferenceProbes:

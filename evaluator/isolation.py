@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .triton_cache import JOB_CACHE
+
 MODES = ("auto", "namespaces", "process")
 PROCESS_ONLY = "process only"
 
@@ -381,7 +383,7 @@ def confine(policy: Policy, scratch: str, cpu_only: bool, user_ns: bool) -> None
             _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
     _limit_resources(cpu_only)
     _drop_capabilities()
-    os.environ.update(TMPDIR="/tmp", TRITON_CACHE_DIR=os.path.join(scratch, ".triton-cache"))
+    os.environ.update(TMPDIR="/tmp", TRITON_CACHE_DIR=os.path.join(scratch, JOB_CACHE))
     os.chdir(scratch)
 
 

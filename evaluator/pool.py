@@ -171,6 +171,7 @@ class WorkerPool:
         self.hide = tuple(hide)
         self.bwrap = os.geteuid() != 0 if bwrap is None else bwrap
         self._bwrap_checked: tuple[bool, str] | None = None
+        self._triton_cache = tempfile.mkdtemp(prefix="geak-triton-")  # the zygotes' trusted compile cache
         self._semaphore = asyncio.Semaphore(self.max_concurrent)
         self._idle: list[_Zygote] = []
         self._busy: set[_Zygote] = set()
@@ -199,6 +200,7 @@ class WorkerPool:
         self._idle.clear()
         for zygote in zygotes:
             await zygote.dispose()
+        shutil.rmtree(self._triton_cache, ignore_errors=True)
 
     async def __aenter__(self) -> WorkerPool:
         return self
@@ -429,6 +431,7 @@ class WorkerPool:
             "isolation": self.isolation,
             "policy": policy.to_json() if policy is not None else None,
             "bwrap": bool(prefix),
+            "trusted_cache": self._triton_cache if policy is not None else None,
         }
         return [*prefix, self.python, "-m", "geak.evaluator.worker", json.dumps(config)], env
 

@@ -103,6 +103,7 @@ class _Confinement:
     policy: Any | None  # isolation.Policy, None when jobs run as plain processes
     cpu_only: bool
     forker: Any | None = None  # isolation.JobForker
+    trusted_cache: str | None = None  # see triton_cache.py: only with isolated jobs (which compile privately)
 
     def fork(self) -> int:
         from . import sandbox
@@ -134,12 +135,16 @@ def _confinement(config: dict[str, Any], info: Any, open_runtime: Callable[[], N
         raise RuntimeError(f"job isolation was required but is not available: {status.reason}")
     if not status.isolated:
         return _Confinement(status, None, cpu_only)
-    return _Confinement(status, policy, cpu_only, isolation.JobForker(status.user_ns))
+    return _Confinement(status, policy, cpu_only, isolation.JobForker(status.user_ns), config.get("trusted_cache"))
 
 
 def _run_in_child(request: dict[str, Any], info: Any, confinement: _Confinement, proto: TextIO, send: Send) -> int:
     """Fork a job process for `request` and wait for it; returns its exit code (minus the signal that killed it)."""
 
+    from . import triton_cache
+
+    if confinement.trusted_cache:
+        triton_cache.seed_job(confinement.trusted_cache, request["job"])
     go_read, go_write = os.pipe()
     zygote_pid = os.getpid()
     sys.stdout.flush()
@@ -168,6 +173,8 @@ def _run_in_child(request: dict[str, Any], info: Any, confinement: _Confinement,
     os.close(go_write)
     _, status = os.waitpid(pid, 0)
     _reap_leftovers(pid)
+    if confinement.trusted_cache:
+        triton_cache.keep_job(confinement.trusted_cache, request["job"])
     return os.waitstatus_to_exitcode(status)
 
 

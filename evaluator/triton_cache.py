@@ -1,0 +1,81 @@
+"""Triton's compile cache across isolated jobs, without a channel between them.
+
+Each isolated job compiles into a private cache in its own folder (``isolation.confine``), so no job can plant a
+binary under another file's key. Compiling everything again in every job (kernels, and the C launchers and driver
+helper that Triton builds with a C compiler) more than doubled the time of a warm check on a GPU. So the fork server
+keeps a *trusted* cache per source text, filled only from jobs the trusted side marks as trusted (a reference run,
+or a check of the user's own file): before a job starts, the cache of the text it names is copied into its private
+cache; after a trusted job, what it compiled is kept under its text's key. A candidate's compilations are never kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import stat
+import tempfile
+from pathlib import Path
+from typing import Any
+
+MAX_KEPT_BYTES = 512 << 20  # a trusted job that compiled more than this is not kept
+JOB_CACHE = ".triton-cache"  # inside the job's scratch folder (``isolation.confine`` points Triton there)
+
+
+def cache_request(seed: str | None, keep: str | None) -> dict[str, Any]:
+    """The job's `cache` field: which trusted cache to start from, and under which key to keep what it compiles."""
+    return {"seed": seed, "keep": keep}
+
+
+def seed_job(trusted_root: str, job: dict[str, Any]) -> None:
+    """Copy the trusted cache the job names into its private cache (before the job starts)."""
+    key = (job.get("cache") or {}).get("seed")
+    scratch = job.get("scratch")
+    if not key or not scratch:
+        return
+    source = Path(trusted_root, _safe(key))
+    if source.is_dir():
+        with contextlib.suppress(OSError):
+            shutil.copytree(source, Path(scratch, JOB_CACHE), dirs_exist_ok=True)
+
+
+def keep_job(trusted_root: str, job: dict[str, Any]) -> None:
+    """After a trusted job: keep the regular files it compiled under its key (first come, first kept)."""
+    key = (job.get("cache") or {}).get("keep")
+    scratch = job.get("scratch")
+    if not key or not scratch:
+        return
+    target = Path(trusted_root, _safe(key))
+    cache = Path(scratch, JOB_CACHE)
+    if target.exists() or not cache.is_dir():
+        return
+    staging = Path(tempfile.mkdtemp(prefix=".keep-", dir=trusted_root))
+    try:
+        if _copy_regular_files(cache, staging):
+            os.rename(staging, target)
+    except OSError:
+        pass
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _copy_regular_files(source: Path, target: Path) -> bool:
+    """Copy the plain files under `source` (never following links); False when there are too many bytes."""
+    total = 0
+    for folder, _dirs, files in os.walk(source, followlinks=False):
+        for name in files:
+            path = Path(folder, name)
+            info = path.lstat()
+            if not stat.S_ISREG(info.st_mode):
+                continue
+            total += info.st_size
+            if total > MAX_KEPT_BYTES:
+                return False
+            destination = target / path.relative_to(source)
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, destination, follow_symlinks=False)
+    return True
+
+
+def _safe(key: str) -> str:
+    return "".join(c for c in key if c.isalnum())[:64] or "none"

@@ -1,0 +1,48 @@
+"""The trusted compile cache of isolated jobs: seeded into each job, kept only from trusted jobs, links never kept."""
+
+from __future__ import annotations
+
+import os
+
+from geak.evaluator.triton_cache import JOB_CACHE, cache_request, keep_job, seed_job
+
+
+def job(scratch, seed=None, keep=None) -> dict:
+    return {"scratch": str(scratch), "cache": cache_request(seed, keep)}
+
+
+def test_a_trusted_job_is_kept_and_seeds_later_jobs_but_a_candidate_is_never_kept(tmp_path):
+    trusted = tmp_path / "trusted"
+    trusted.mkdir()
+    ref = tmp_path / "ref"
+    (ref / JOB_CACHE / "abc").mkdir(parents=True)
+    (ref / JOB_CACHE / "abc" / "kernel.cubin").write_bytes(b"compiled")
+    os.symlink("/etc/passwd", ref / JOB_CACHE / "abc" / "link")
+    keep_job(str(trusted), job(ref, keep="k1"))
+    assert (trusted / "k1" / "abc" / "kernel.cubin").read_bytes() == b"compiled"
+    assert not (trusted / "k1" / "abc" / "link").exists()  # links are never followed nor kept
+
+    cand = tmp_path / "cand"
+    cand.mkdir()
+    seed_job(str(trusted), job(cand, seed="k1"))
+    assert (cand / JOB_CACHE / "abc" / "kernel.cubin").read_bytes() == b"compiled"
+    (cand / JOB_CACHE / "abc" / "kernel.cubin").write_bytes(b"planted")
+    keep_job(str(trusted), job(cand, seed="k1", keep=None))
+    assert (trusted / "k1" / "abc" / "kernel.cubin").read_bytes() == b"compiled"
+
+    again = tmp_path / "again"  # a second trusted run under the same key does not replace the first
+    (again / JOB_CACHE).mkdir(parents=True)
+    (again / JOB_CACHE / "other").write_bytes(b"x")
+    keep_job(str(trusted), job(again, keep="k1"))
+    assert not (trusted / "k1" / "other").exists()
+    assert sorted(p.name for p in trusted.iterdir()) == ["k1"]  # no staging folder left
+
+
+def test_keys_cannot_escape_the_trusted_folder(tmp_path):
+    trusted = tmp_path / "trusted"
+    trusted.mkdir()
+    src = tmp_path / "src"
+    (src / JOB_CACHE).mkdir(parents=True)
+    (src / JOB_CACHE / "f").write_bytes(b"1")
+    keep_job(str(trusted), job(src, keep="../../escape"))
+    assert [p.name for p in trusted.iterdir()] == ["escape"]
