@@ -27,16 +27,19 @@ part_native() {
   python3 scripts/suite_report.py "$ROCM" --only native --native-jobs 14 --native-timeout 150 \
     --shim evaluator/shims --out "$OUT/rocm" | tail -2
 }
-part_trust() { timeout 300 python3 scripts/gpu_trust_report.py --out "$OUT" --budget-s "${TRUST_S:-240}" 2>&1 | tail -60; }
+part_trust() { timeout 300 python3 scripts/gpu_trust_report.py --out "$OUT" --budget-s "${TRUST_S:-240}" 2>&1 | tee "$OUT/trust.log"; }
 part_isolation() {
-  timeout 200 python3 scripts/isolation_cost.py tests/fixtures/add_native.py --checks 20 --backend gpu 2>&1 | tail -8
+  timeout 200 python3 scripts/isolation_cost.py tests/fixtures/add_native.py --checks 20 --backend gpu 2>&1 | tee "$OUT/isolation.log"
 }
 part_evaluator() { timeout 240 python3 scripts/gpu_evaluator_report.py --out "$OUT" 2>&1 | tail -40; }
 part_suites() {
-  python3 scripts/suite_report.py "$TB" --native-json "$OUT/tb/native.json" --jobs "${JOBS:-8}" --timeout 180 \
-    --out "$OUT/tb" 2>&1 | grep -v '^\[' | head -80
-  python3 scripts/suite_report.py "$ROCM" --native-json "$OUT/rocm/native.json" --jobs "${JOBS:-8}" --timeout 240 \
-    --out "$OUT/rocm" 2>&1 | grep -v '^\[' | head -60
+  local native=${NATIVE:-$OUT}
+  timeout "${TB_S:-420}" python3 scripts/suite_report.py "$TB" --native-json "$native/tb/native.json" \
+    --jobs "${JOBS:-8}" --timeout 120 --out "$OUT/tb" > "$OUT/tb.log" 2>&1
+  grep -v '^\[' "$OUT/tb.log" | head -60
+  timeout "${ROCM_S:-150}" python3 scripts/suite_report.py "$ROCM" --native-json "$native/rocm/native.json" \
+    --jobs "${JOBS:-8}" --timeout 120 --out "$OUT/rocm" > "$OUT/rocm.log" 2>&1
+  grep -v '^\[' "$OUT/rocm.log" | head -40
 }
 part_lsp() {
   timeout 150 python3 scripts/lsp_bench.py 2>&1 | tail -25

@@ -86,9 +86,14 @@ async def main_async(args: argparse.Namespace) -> int:
     options = EvalOptions(timeout_s=args.timeout, backend=args.backend, max_concurrent=args.jobs)
     done = [0]
 
-    def on_done(v: FileVerdict) -> None:
+    partial = (out / "partial.jsonl").open("w")
+
+    def on_done(v: FileVerdict) -> None:  # written as files finish: a run cut short still says what it found
         done[0] += 1
         print(f"[{done[0]}/{len(files)}] {Path(v.file).name}: {v.verdict}", flush=True)
+        index = files.index(Path(v.file))
+        partial.write(json.dumps(row(files[index], natives[index], v), default=str) + "\n")
+        partial.flush()
 
     started = time.perf_counter()
     verdicts = await check_many(files, options, against_self=True, on_done=on_done)
