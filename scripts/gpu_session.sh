@@ -29,17 +29,15 @@ part_native() {
 }
 part_trust() { timeout 300 python3 scripts/gpu_trust_report.py --out "$OUT" --budget-s "${TRUST_S:-240}" 2>&1 | tee "$OUT/trust.log"; }
 part_isolation() {
-  timeout 200 python3 scripts/isolation_cost.py tests/fixtures/add_native.py --checks 20 --backend gpu 2>&1 | tee "$OUT/isolation.log"
+  timeout 200 python3 scripts/isolation_cost.py tests/fixtures/add_native.py --checks 20 --backend gpu 2>&1
 }
 part_evaluator() { timeout 240 python3 scripts/gpu_evaluator_report.py --out "$OUT" 2>&1 | tail -40; }
 part_suites() {
   local native=${NATIVE:-$OUT}
   timeout "${TB_S:-420}" python3 scripts/suite_report.py "$TB" --native-json "$native/tb/native.json" \
-    --jobs "${JOBS:-8}" --timeout 120 --out "$OUT/tb" > "$OUT/tb.log" 2>&1
-  grep -v '^\[' "$OUT/tb.log" | head -60
+    --jobs "${JOBS:-8}" --timeout 120 --out "$OUT/tb" 2>&1 | grep -v '^\['
   timeout "${ROCM_S:-150}" python3 scripts/suite_report.py "$ROCM" --native-json "$native/rocm/native.json" \
-    --jobs "${JOBS:-8}" --timeout 120 --out "$OUT/rocm" > "$OUT/rocm.log" 2>&1
-  grep -v '^\[' "$OUT/rocm.log" | head -40
+    --jobs "${JOBS:-8}" --timeout 120 --out "$OUT/rocm" 2>&1 | grep -v '^\['
 }
 part_lsp() {
   timeout 150 python3 scripts/lsp_bench.py 2>&1 | tail -25
