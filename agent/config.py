@@ -67,6 +67,8 @@ class AgentConfig(BaseModel):
     max_tokens: int | None = Field(8192, gt=0)
     timeout_s: float = Field(180, gt=0)
     max_retries: int = Field(4, ge=0)
+    model_max_failures: int = Field(3, ge=1)  # requests failed in a row (after retries) before the model is given up
+    model_give_up_s: float = Field(300, gt=0)  # seconds without an answer before the model is given up
 
     # Optimization loop.
     max_iteration: int = Field(10, ge=1)
@@ -164,11 +166,12 @@ class AgentConfig(BaseModel):
         """JSON-ready settings, safe to log or save: holds no secret (credentials in base_url are masked)."""
         data = self.model_dump(mode="json")
         if self.base_url is not None:
-            data["base_url"] = _mask_url_credentials(self.base_url)
+            data["base_url"] = mask_url_credentials(self.base_url)
         return data
 
 
-def _mask_url_credentials(url: str) -> str:
+def mask_url_credentials(url: str) -> str:
+    """`url` with its user:password and query string shown as ***."""
     parts = urlsplit(url)
     netloc = parts.netloc
     if "@" in netloc:

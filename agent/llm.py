@@ -1,12 +1,14 @@
 """Chat completions through any OpenAI-compatible endpoint (OpenAI, vLLM, SGLang, Ollama, LiteLLM, Azure...).
 
 Retries with exponential backoff (429, 5xx, timeouts, dropped connections) are the openai client's own
-(`max_retries`); failures that remain become one `LLMError` with a `kind` the agent can act on. The API key
-is never logged, shown in a repr, or included in an error message.
+(`max_retries`); failures that remain become one `LLMError` with a `kind` the agent can act on, and `ModelHealth`
+decides when a model that keeps failing is given up (`ModelUnusable`: every later request fails at once). The API
+key is never logged, shown in a repr, or included in an error message; nor is a password in `base_url`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import logging
 import os
@@ -19,12 +21,23 @@ import openai
 
 from geak.evaluator.redaction import register_secret
 
-from .config import AgentConfig
+from .config import AgentConfig, mask_url_credentials
+from .model_health import ModelHealth
 
 log = logging.getLogger(__name__)
 
 LLMErrorKind = Literal[
-    "config", "timeout", "connection", "rate_limit", "server", "auth", "not_found", "bad_request", "empty"
+    "config",
+    "timeout",
+    "connection",
+    "rate_limit",
+    "quota",
+    "server",
+    "protocol",  # what answered is not an OpenAI-compatible chat server (HTML, broken JSON, no choices)
+    "auth",
+    "not_found",
+    "bad_request",
+    "empty",
 ]
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
@@ -41,6 +54,10 @@ class LLMError(RuntimeError):
         self.kind = kind
 
 
+class ModelUnusable(LLMError):
+    """The model was given up (see `ModelHealth`): stop asking it. `kind` is that of its last failure."""
+
+
 @dataclass(frozen=True)
 class Endpoint:
     """Where requests go. `base_url` None means the openai client's default (api.openai.com)."""
@@ -53,8 +70,15 @@ class Endpoint:
     def is_local(self) -> bool:
         return self.base_url is not None and is_local_url(self.base_url)
 
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """What must never be shown: the API key and a password written in the base URL."""
+        password = urlsplit(self.base_url).password if self.base_url else None
+        return tuple(s for s in (self.api_key, password) if s and s != LOCAL_PLACEHOLDER_KEY)
+
     def describe(self) -> str:
-        return f"model '{self.model}' at {self.base_url or 'the OpenAI API (default base URL)'}"
+        where = mask_url_credentials(self.base_url) if self.base_url else "the OpenAI API (default base URL)"
+        return f"model '{self.model}' at {where}"
 
 
 @dataclass
@@ -116,7 +140,7 @@ def resolve_endpoint(cfg: AgentConfig) -> Endpoint:
         if base_url is not None and is_local_url(base_url):
             api_key = LOCAL_PLACEHOLDER_KEY
         else:
-            where = base_url or "the OpenAI API"
+            where = mask_url_credentials(base_url) if base_url else "the OpenAI API"
             also = f" (or {DEFAULT_KEY_ENV})" if cfg.api_key_env != DEFAULT_KEY_ENV else ""
             raise LLMError(
                 f"no API key for {where}: set the environment variable {cfg.api_key_env}{also}, "
@@ -151,6 +175,8 @@ class ChatModel:
         self.temperature = cfg.temperature
         self.max_tokens = cfg.max_tokens
         self.usage = TokenUsage()
+        self.health = ModelHealth(cfg.model_max_failures, cfg.model_give_up_s)
+        self.unusable: ModelUnusable | None = None
         self._token_limit_param = "max_tokens"
 
     def __repr__(self) -> str:
@@ -168,10 +194,32 @@ class ChatModel:
             await self._client.close()
 
     async def complete(self, messages: list[dict[str, str]], *, temperature: float | None = None) -> ChatReply:
-        """One chat completion. Raises `LLMError` when the endpoint fails (after the client's retries) or
-        returns no text."""
+        """One chat completion. Raises `LLMError` when the endpoint fails (after the client's retries) or returns
+        no text, and `ModelUnusable` once the model is given up (then at once, without asking it again)."""
         if not messages:
             raise ValueError("complete() needs at least one message")
+        if self.unusable is not None:
+            raise self.unusable
+        started = self.health.request_started()
+        try:
+            reply = await asyncio.wait_for(self._request(messages, temperature), self.health.time_left())
+        except asyncio.TimeoutError:
+            error = LLMError(
+                f"{self.endpoint.describe()} did not answer within model_give_up_s={self.health.give_up_s:g} s",
+                "timeout",
+            )
+        except LLMError as e:
+            error = e
+        else:
+            self.health.succeeded()
+            return reply
+        reason = self.health.failed(error.kind, started)
+        if reason is None:
+            raise error
+        self.unusable = ModelUnusable(f"{error} ({reason})", error.kind)
+        raise self.unusable
+
+    async def _request(self, messages: list[dict[str, str]], temperature: float | None) -> ChatReply:
         request: dict[str, Any] = {
             "model": self.endpoint.model,
             "messages": messages,
@@ -183,18 +231,17 @@ class ChatModel:
             response = await self._create(request)
         except openai.OpenAIError as e:
             raise self._error(e) from None
+        except ValueError as e:  # a body that is not JSON (json.JSONDecodeError) or not shaped like a reply
+            raise LLMError(self._redact(f"{self._not_chat()}: {e}"), "protocol") from None
         latency = time.perf_counter() - start
 
         usage = _usage_of(response)
         self.usage.add(usage)
         choices = getattr(response, "choices", None)
-        if not isinstance(choices, list):
-            raise LLMError(
-                f"{self.endpoint.describe()} did not answer with a chat completion; check that `base_url` is "
-                "the API root of an OpenAI-compatible server (it usually ends with /v1)",
-                "server",
-            )
-        choice = choices[0] if choices else None
+        if not isinstance(choices, list) or not choices:
+            what = "an empty `choices` list" if isinstance(choices, list) else "something else"
+            raise LLMError(f"{self._not_chat()}: it answered with {what}", "protocol")
+        choice = choices[0]
         text = getattr(getattr(choice, "message", None), "content", None)
         finish_reason = getattr(choice, "finish_reason", None)
         model = getattr(response, "model", None) or self.endpoint.model
@@ -207,8 +254,14 @@ class ChatModel:
             latency,
         )
         if not isinstance(text, str) or not text.strip():
-            raise LLMError(self._empty_message(choice is None, finish_reason), "empty")
+            raise LLMError(self._empty_message(finish_reason), "empty")
         return ChatReply(text, finish_reason, usage, model, latency)
+
+    def _not_chat(self) -> str:
+        return (
+            f"{self.endpoint.describe()} did not answer with a chat completion (check that `base_url` is the API "
+            "root of an OpenAI-compatible server; it usually ends with /v1)"
+        )
 
     async def _create(self, request: dict[str, Any]) -> Any:
         """Send the request; switch to `max_completion_tokens` once if the model rejects `max_tokens`
@@ -231,9 +284,7 @@ class ChatModel:
             **request, extra_body={"max_completion_tokens": self.max_tokens}
         )
 
-    def _empty_message(self, no_choice: bool, finish_reason: str | None) -> str:
-        if no_choice:
-            return f"{self.endpoint.describe()} returned no choices"
+    def _empty_message(self, finish_reason: str | None) -> str:
         message = f"{self.endpoint.describe()} returned no text (finish_reason={finish_reason})"
         if finish_reason == "length":
             message += f"; the whole max_tokens={self.max_tokens} budget was used before any answer, raise it"
@@ -255,12 +306,19 @@ class ChatModel:
             kind, message = self._status_error(e, where, after)
         else:
             kind, message = "server", f"unusable response from {where}: {e}"
-        return LLMError(_redact(message, self.endpoint.api_key), kind)
+        return LLMError(self._redact(message), kind)
+
+    def _redact(self, text: str) -> str:
+        for secret in self.endpoint.secrets:
+            text = text.replace(secret, "***")
+        return text
 
     def _status_error(self, e: openai.APIStatusError, where: str, after: str) -> tuple[LLMErrorKind, str]:
         status = e.status_code
         detail = _server_message(e)
         detail = f": {detail}" if detail else ""
+        if isinstance(e, openai.RateLimitError) and _error_code(e) == "insufficient_quota":
+            return "quota", f"{where} says the account's quota is used up (HTTP 429){detail}"
         if isinstance(e, openai.RateLimitError):
             return "rate_limit", f"rate limited by {where} (HTTP 429){after}{detail}"
         if isinstance(e, (openai.AuthenticationError, openai.PermissionDeniedError)):
@@ -284,6 +342,12 @@ def _usage_of(response: Any) -> TokenUsage:
     )
 
 
+def _error_code(e: openai.APIStatusError) -> str | None:
+    body = e.body
+    inner = body.get("error", body) if isinstance(body, dict) else None
+    return inner.get("code") if isinstance(inner, dict) else None
+
+
 def _server_message(e: openai.APIStatusError) -> str:
     """The human part of an error body (`{"error": {"message": ...}}` or plain text), shortened."""
     body = e.body
@@ -293,6 +357,3 @@ def _server_message(e: openai.APIStatusError) -> str:
     text = " ".join(str(body if body is not None else e.message).split())
     return text if len(text) <= MAX_SERVER_MESSAGE else text[: MAX_SERVER_MESSAGE - 3] + "..."
 
-
-def _redact(text: str, secret: str) -> str:
-    return text.replace(secret, "***") if secret and secret != LOCAL_PLACEHOLDER_KEY else text

@@ -10,9 +10,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import Callable
+import time
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from geak.evaluator.api import BadInput
 
@@ -23,18 +25,18 @@ from .evaluation import CandidateEvaluator
 from .file_edit import merged_file, unified_diff
 from .knowledge import knowledge_for
 from .launch_search import Trial, search_launch_params
-from .llm import ChatModel, LLMError
+from .llm import ChatModel, LLMError, ModelUnusable
 from .memory import Candidate, ChainState, Evaluation, ProblemMemory
 from .outcome import OptimizeResult, pass_at_k
 from .retrieval import KernelCorpus
 
 log = logging.getLogger(__name__)
-FATAL_LLM_ERRORS = ("auth", "not_found", "config", "bad_request")
+WAITING_REPORT_S = 15.0  # how often a `waiting` progress event says how long the model has been thinking
 
 
 @dataclass(frozen=True)
 class ProgressEvent:
-    kind: str  # start | round | candidate | search | final | done
+    kind: str  # start | round | waiting | candidate | search | final | done
     message: str
     chain: int | None = None
     round: int | None = None
@@ -43,6 +45,7 @@ class ProgressEvent:
 
 
 ProgressCallback = Callable[[ProgressEvent], None]
+T = TypeVar("T")
 
 
 @dataclass
@@ -79,6 +82,7 @@ class GeakAgent:
         self.corpus = corpus
         self.progress = progress
         self._stop = False
+        self.waiting_report_s = WAITING_REPORT_S
         self._round_waiters: dict[int, int] = {}
 
     def stop(self) -> None:
@@ -122,7 +126,7 @@ class GeakAgent:
             self._emit("start", "no model configured (model_id, --model): tuning launch parameters by measurement")
         try:
             if self.model is not None and self.config.model_configured:
-                await asyncio.gather(*(self._chain(run, state) for state in memory.chains))
+                await _all_or_none(self._chain(run, state) for state in memory.chains)
             if not memory.search_done and (cfg.search or self.model is None) and not self._stop:
                 await self._search(run)
             final = await self._final(run)
@@ -161,12 +165,16 @@ class GeakAgent:
         memory.baseline = baseline
         return memory, usage
 
-    def _save(self, run: _Run) -> None:
+    def _total_usage(self, run: _Run) -> dict[str, int]:
+        """Token counts of the whole run, resumed runs included."""
         usage = dict(run.usage_before)
         if self.model is not None:
             for k, v in vars(self.model.usage).items():
                 usage[k] = usage.get(k, 0) + v
-        checkpoint.save(run.paths, {run.memory.file: run.memory}, self.config.to_public_dict(), usage)
+        return usage
+
+    def _save(self, run: _Run) -> None:
+        checkpoint.save(run.paths, {run.memory.file: run.memory}, self.config.to_public_dict(), self._total_usage(run))
 
     def _round_finished(self, run: _Run, round_: int) -> None:
         done = self._round_waiters.get(round_, 0) + 1
@@ -209,7 +217,7 @@ class GeakAgent:
                 state.debug_count += 0 if new[0].passed else 1
             else:
                 base = current if current is not None else None
-                new = await asyncio.gather(*(self._improve(run, state, base, note) for _ in range(cfg.descendant_num)))
+                new = await _all_or_none(self._improve(run, state, base, note) for _ in range(cfg.descendant_num))
                 state.debug_count = 0
             chosen = sorted(new, key=lambda c: (not c.passed, c.evaluation.sort_key if c.evaluation else math.inf))
             state.current = chosen[0].id
@@ -228,6 +236,7 @@ class GeakAgent:
                     run.ctx, ancestors, self.candidates.baseline_ms, avoid=state.last_strategy if note else ""
                 ),
                 state,
+                "optimizer: a strategy",
             )
             if isinstance(reply, Candidate):
                 return reply
@@ -248,14 +257,25 @@ class GeakAgent:
         messages = prompts.reflect(run.ctx, failed, self._one_shot(code))
         return await self._generate(run, state, "reflect", messages, parent=failed.id)
 
-    async def _ask(self, run: _Run, messages, state: ChainState):
-        """A model reply, or a failed Candidate recording why there is none."""
+    async def _ask(self, run: _Run, messages, state: ChainState, purpose: str):
+        """A model reply, or a failed Candidate recording why there is none. Raises `ModelUnusable` once the model
+        is given up. While waiting, a `waiting` event every `waiting_report_s` says for how long."""
         assert self.model is not None
+        request = asyncio.ensure_future(self.model.complete(messages))
+        started = time.monotonic()
         try:
-            return await self.model.complete(messages)
+            while not (await asyncio.wait({request}, timeout=self.waiting_report_s))[0]:
+                self._emit(
+                    "waiting",
+                    f"chain {state.chain}, round {state.round + 1}: waiting for the model ({purpose}), "
+                    f"{time.monotonic() - started:.0f} s",
+                    chain=state.chain,
+                    round=state.round,
+                )
+            return request.result()
+        except ModelUnusable:
+            raise
         except LLMError as e:
-            if e.kind in FATAL_LLM_ERRORS:
-                raise
             candidate = Candidate(
                 run.memory.next_id(state.chain),
                 state.chain,
@@ -273,9 +293,12 @@ class GeakAgent:
                 candidate=candidate.id,
             )
             return candidate
+        finally:
+            request.cancel()
 
     async def _generate(self, run, state, origin, messages, *, parent=None, strategy="") -> Candidate:
-        reply = await self._ask(run, messages, state)
+        purpose = f"{origin} of c{state.chain}.{sum(c.chain == state.chain for c in run.memory.candidates) + 1}"
+        reply = await self._ask(run, messages, state, purpose + (f" from {parent}" if parent else ""))
         if isinstance(reply, Candidate):
             return reply
         public = [w for w in run.ctx.original.wrappers if not w.startswith("_")]
@@ -428,7 +451,8 @@ class GeakAgent:
             pass_at_k=pass_at_k(len(chains_passed), sum(chains_passed)) if llm else {},
             call_accuracy=sum(bool(c.evaluation and c.evaluation.called) for c in llm) / len(llm) if llm else None,
             exec_accuracy=sum(c.passed for c in llm) / len(llm) if llm else None,
-            usage=dict(vars(self.model.usage)) if self.model is not None else {},
+            usage=self._total_usage(run) if self.model is not None or run.usage_before else {},
+            usage_this_run=dict(vars(self.model.usage)) if self.model is not None else {},
             checkpoint=str(run.paths.latest),
             stopped=self._stop,
         )
@@ -439,3 +463,14 @@ class GeakAgent:
 def _trial(source: str, ev: Evaluation) -> Trial:
     faster = ev.faster if ev.speedup_verdict else None
     return Trial({}, source, ev.ok, ev.latency_ms if ev.timed else None, ev.message, faster)
+
+
+async def _all_or_none(coroutines: Iterable[Awaitable[T]]) -> list[T]:
+    """Run concurrently; if one raises, cancel the others (and wait for them) before raising."""
+    tasks = [asyncio.ensure_future(c) for c in coroutines]
+    try:
+        return list(await asyncio.gather(*tasks))
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

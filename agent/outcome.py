@@ -24,7 +24,8 @@ class OptimizeResult:
     pass_at_k: dict[int, float] = field(default_factory=dict)
     call_accuracy: float | None = None
     exec_accuracy: float | None = None
-    usage: dict[str, int] = field(default_factory=dict)
+    usage: dict[str, int] = field(default_factory=dict)  # the whole run, resumed runs included
+    usage_this_run: dict[str, int] = field(default_factory=dict)
     checkpoint: str = ""
     stopped: bool = False
 

@@ -167,7 +167,7 @@ def print_result(result: OptimizeResult) -> None:
         ks = ", ".join(f"pass@{k} {v:.2f}" for k, v in result.pass_at_k.items())
         out.print(f"{ks}; call accuracy {result.call_accuracy:.2f}, execution accuracy {result.exec_accuracy:.2f}")
     if result.usage:
-        out.print(_usage_line(result.usage))
+        out.print(_usage_line(result.usage, result.usage_this_run))
     out.print(("[green]" if result.improved else "[yellow]") + escape(result.message) + "[/]")
     out.print(f"[dim]checkpoint: {escape(result.checkpoint)}[/dim]")
     if result.improved:
@@ -177,12 +177,17 @@ def print_result(result: OptimizeResult) -> None:
 NOTE_WIDTH = 60
 
 
-def _usage_line(usage: dict[str, int]) -> str:
-    requests = usage.get("requests", 0)
-    return (
+def _usage_line(usage: dict[str, int], this_run: dict[str, int]) -> str:
+    def requests(n: int) -> str:
+        return f"{n} request{'' if n == 1 else 's'}"
+
+    line = (
         f"tokens: {usage.get('prompt_tokens', 0)} prompt + {usage.get('completion_tokens', 0)} completion "
-        f"in {requests} request{'' if requests == 1 else 's'}"
+        f"in {requests(usage.get('requests', 0))}"
     )
+    if this_run != usage:
+        line += f" over the resumed runs ({requests(this_run.get('requests', 0))} in this one)"
+    return line
 
 
 def _shorten(text: str, width: int) -> str:

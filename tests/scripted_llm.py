@@ -6,8 +6,9 @@
         ...
         assert "kernel" in scripted_llm.requests[0]["messages"][-1]["content"]
 
-Replies are served in the order they were queued; a request with nothing queued gets HTTP 400 (not retried)
-and is recorded in `unexpected`, which the fixture asserts empty at teardown.
+Replies are served in the order they were queued; a request with nothing queued gets the `forever` reply if one is
+set (a server that answers 429 forever, say), else HTTP 400 (not retried) and is recorded in `unexpected`, which
+the fixture asserts empty at teardown. `raw` queues any body (HTML, broken JSON, a reply without choices).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ class ScriptedReply:
     delay_s: float = 0.0
     headers: Mapping[str, str] = field(default_factory=dict)
     usage: tuple[int, int] | None = None
+    raw_body: str | None = None  # sent verbatim instead of a chat completion or an error body
+    content_type: str = "application/json"
 
 
 class ScriptedLLM:
@@ -47,6 +50,7 @@ class ScriptedLLM:
         self.requests: list[dict[str, Any]] = []
         self.unexpected: list[dict[str, Any]] = []
         self._queue: deque[ScriptedReply] = deque()
+        self._forever: ScriptedReply | None = None
         self._lock = threading.Lock()
         server.expect_request(CHAT_PATH, method="POST").respond_with_handler(self._handle)
 
@@ -75,16 +79,28 @@ class ScriptedLLM:
         self._queue.append(ScriptedReply(text, finish_reason, status, delay_s, dict(headers or {}), usage))
         return self
 
+    def raw(self, body: str, *, status: int = 200, content_type: str = "application/json") -> ScriptedLLM:
+        """Queue a response whose body is `body` verbatim."""
+        self._queue.append(ScriptedReply(None, status=status, raw_body=body, content_type=content_type))
+        return self
+
+    def forever(self, text: str | None, *, status: int = 200, raw_body: str | None = None) -> ScriptedLLM:
+        """Answer every request that finds the queue empty with this reply (e.g. HTTP 429) from now on."""
+        self._forever = ScriptedReply(text, status=status, raw_body=raw_body)
+        return self
+
     def _handle(self, request: Request) -> Response:
         body = json.loads(request.get_data(as_text=True) or "null")
         with self._lock:
             self.requests.append(body)
-            scripted = self._queue.popleft() if self._queue else None
+            scripted = self._queue.popleft() if self._queue else self._forever
         if scripted is None:
             self.unexpected.append(body)
             return _json_response(400, _error_body("ScriptedLLM: no reply queued for this request"), {})
         if scripted.delay_s:
             time.sleep(scripted.delay_s)
+        if scripted.raw_body is not None:
+            return Response(scripted.raw_body, status=scripted.status, content_type=scripted.content_type)
         if scripted.status != 200:
             return _json_response(scripted.status, _error_body(scripted.text or ""), scripted.headers)
         return _json_response(200, self._completion(body, scripted), scripted.headers)

@@ -177,7 +177,7 @@ def test_an_answer_that_is_not_a_chat_completion(httpserver: HTTPServer) -> None
         "<html>UI</html>", content_type="text/html"
     )
     error = run_failing(AgentConfig(model_id="m", base_url=httpserver.url_for("/v1")))
-    assert error.kind == "server"
+    assert error.kind == "protocol"
     assert "not answer with a chat completion" in str(error) and "/v1" in str(error)
 
 
