@@ -179,6 +179,12 @@ def mask_url_credentials(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, "***" if parts.query else "", parts.fragment))
 
 
+def mask_credentials_in_text(text: str) -> str:
+    """`text` with the user:password of every URL in it shown as ***."""
+    return URL_CREDENTIALS.sub(r"\1***@", text)
+
+
+URL_CREDENTIALS = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]+@")
 FIELD_NAMES = tuple(AgentConfig.model_fields)
 HIDDEN_INPUTS = {"api_key_env", "base_url"}
 

@@ -52,7 +52,7 @@ T = TypeVar("T")
 class _Run:
     memory: ProblemMemory
     ctx: prompts.Context
-    paths: checkpoint.CheckpointPaths
+    store: checkpoint.Checkpoint
     usage_before: dict = field(default_factory=dict)
 
 
@@ -97,19 +97,28 @@ class GeakAgent:
     # ------------------------------------------------------------------------------------------ the run
 
     async def optimize(self, *, resume: bool = False) -> OptimizeResult:
+        """The whole run. Raises `BadInput` (the original fails its test, the checkpoint is unusable or held by
+        another run) and `ModelUnusable` (the model was given up; the checkpoint keeps what was done)."""
+        original = self.candidates.original
+        store = checkpoint.Checkpoint(checkpoint.paths_for(self.config.output_path, original.path), original.path)
+        try:
+            store.open()
+        except checkpoint.CheckpointError as e:
+            raise BadInput(str(e)) from None
+        try:
+            return await self._optimize(store, resume)
+        finally:
+            store.close()
+
+    async def _optimize(self, store: checkpoint.Checkpoint, resume: bool) -> OptimizeResult:
         cfg = self.config
         original = self.candidates.original
-        paths = checkpoint.CheckpointPaths(Path(cfg.output_path), Path(original.path).stem)
-        try:
-            checkpoint.check_writable(paths.root)
-        except ValueError as e:
-            raise BadInput(str(e)) from None
         baseline = await self.candidates.start()
         if not baseline.ok:
             raise BadInput(
                 f"{original.path} does not pass its own test, so there is nothing to optimize from: {baseline.message}"
             )
-        memory, usage_before = self._memory(paths, resume, baseline)
+        memory, usage_before = self._memory(store, resume, baseline)
         runtime = self.candidates.runtime
         timing = bool(self.candidates.timing)
         device = (
@@ -118,10 +127,11 @@ class GeakAgent:
             else "a GPU (none is visible here: kernels run in Triton's CPU interpreter, speed is not measured)"
         )
         knowledge = knowledge_for(runtime.get("backend"), runtime.get("arch"), cfg.target_gpu) if cfg.knowledge else ""
-        run = _Run(memory, prompts.Context(original, device, knowledge, timing, self.kernel), paths, usage_before)
+        run = _Run(memory, prompts.Context(original, device, knowledge, timing, self.kernel), store, usage_before)
         base = f"baseline {self.candidates.baseline_ms:.4f} ms" if self.candidates.baseline_ms else "no timing"
         focus = f" (kernel {self.kernel})" if self.kernel else ""
         self._emit("start", f"optimizing {original.path}{focus} on {runtime.get('device')} ({base})")
+        self._emit("start", f"checkpoint: {store.paths.latest}")
         if self.model is None:
             self._emit("start", "no model configured (model_id, --model): tuning launch parameters by measurement")
         try:
@@ -134,24 +144,32 @@ class GeakAgent:
             self._save(run)
         return final
 
-    def _memory(self, paths, resume: bool, baseline: Evaluation) -> tuple[ProblemMemory, dict]:
+    def _memory(
+        self, store: checkpoint.Checkpoint, resume: bool, baseline: Evaluation
+    ) -> tuple[ProblemMemory, dict[str, int]]:
+        """The memory to start from (a fresh one, or a checkpoint's), and the token usage so far; starts `store`."""
         cfg = self.config
         original = self.candidates.original
         key = Path(original.path).name
-        if cfg.mem_file:
-            mem_file = Path(cfg.mem_file)
-        elif cfg.result_path:
-            mem_file = checkpoint.memory_for_results(Path(cfg.result_path))
-        else:
-            mem_file = paths.latest
+        loaded = None
         if resume or cfg.mem_file or cfg.result_path:
             try:
-                problems, usage = checkpoint.load(mem_file)
-            except ValueError as e:
-                raise BadInput(str(e)) from e
-            if key not in problems:
-                raise BadInput(f"the checkpoint {mem_file} has no problem {key!r} (it has {sorted(problems)})")
-            memory = problems[key]
+                if cfg.mem_file:
+                    mem_file = Path(cfg.mem_file)
+                elif cfg.result_path:
+                    mem_file = checkpoint.memory_for_results(Path(cfg.result_path))
+                else:
+                    mem_file = store.paths.latest
+                    if not mem_file.exists():
+                        raise checkpoint.CheckpointError(
+                            f"no checkpoint of {original.path} to resume in {cfg.output_path} (looked for {mem_file})"
+                        )
+                loaded = checkpoint.load(mem_file)
+            except checkpoint.CheckpointError as e:
+                raise BadInput(str(e)) from None
+            memory, usage = loaded.memory, loaded.usage
+            if memory.file != key:
+                raise BadInput(f"the checkpoint {mem_file} is of {memory.file!r}, not {key!r}")
             if memory.original_code != original.kernel_section:
                 raise BadInput(f"{original.path} changed since the checkpoint {mem_file} was written: start afresh")
             while len(memory.chains) < cfg.parallel:
@@ -160,9 +178,19 @@ class GeakAgent:
                 state.round = max(state.round, cfg.start_iter)
             self._emit("start", f"resuming from {mem_file}: {len(memory.candidates)} candidate(s) kept")
         else:
-            memory, usage = ProblemMemory(key, original.kernel_section), {}
+            memory, usage = ProblemMemory(key, original.kernel_section, original_text=original.text), {}
             memory.chains = [ChainState(i, round=cfg.start_iter) for i in range(cfg.parallel)]
         memory.baseline = baseline
+        try:
+            store.start(memory, loaded)
+        except OSError as e:
+            raise BadInput(f"cannot write the checkpoint in {store.paths.root}: {e.strerror}") from None
+        if store.moved_to is not None:
+            self._emit(
+                "start",
+                f"an earlier checkpoint of {original.path} was kept: moved to {store.moved_to} "
+                "(--resume continues the latest instead of starting afresh)",
+            )
         return memory, usage
 
     def _total_usage(self, run: _Run) -> dict[str, int]:
@@ -174,7 +202,7 @@ class GeakAgent:
         return usage
 
     def _save(self, run: _Run) -> None:
-        checkpoint.save(run.paths, {run.memory.file: run.memory}, self.config.to_public_dict(), self._total_usage(run))
+        run.store.save(self.config.to_public_dict(), self._total_usage(run))
 
     def _round_finished(self, run: _Run, round_: int) -> None:
         done = self._round_waiters.get(round_, 0) + 1
@@ -182,7 +210,7 @@ class GeakAgent:
         if done == len(run.memory.chains):
             run.memory.completed_rounds = round_ + 1
             self._save(run)
-            checkpoint.snapshot(run.paths, round_, {run.memory.file: run.memory})
+            run.store.snapshot(round_)
 
     # ------------------------------------------------------------------------------------------ chains
 
@@ -379,8 +407,7 @@ class GeakAgent:
             ev = candidate.evaluation
             memory.candidates.append(candidate)
             self._report(run, candidate)
-            self._save(run)
-            return _trial(source, ev)
+            return _trial(source, ev)  # saved by on_trial, outside the search's net for failed evaluations
 
         baseline_values: dict[str, int] = {}
 
@@ -391,6 +418,7 @@ class GeakAgent:
             if mine is not None:
                 changed = {k: v for k, v in trial.values.items() if baseline_values.get(k) != v}
                 mine.note = ", ".join(f"{k.split('@')[0]}={v}" for k, v in changed.items()) or "baseline"
+            self._save(run)
 
         result = await search_launch_params(
             start,
@@ -453,7 +481,7 @@ class GeakAgent:
             exec_accuracy=sum(c.passed for c in llm) / len(llm) if llm else None,
             usage=self._total_usage(run) if self.model is not None or run.usage_before else {},
             usage_this_run=dict(vars(self.model.usage)) if self.model is not None else {},
-            checkpoint=str(run.paths.latest),
+            checkpoint=str(run.store.paths.latest),
             stopped=self._stop,
         )
         self._emit("done", message, best_speedup=best.evaluation.speedup if best and best.evaluation else None)

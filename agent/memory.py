@@ -80,6 +80,7 @@ class ProblemMemory:
     baseline: Evaluation | None = None
     completed_rounds: int = 0
     search_done: bool = False
+    original_text: str = ""  # the whole original file (`original_code` is its kernel section)
 
     def get(self, candidate_id: str | None) -> Candidate | None:
         return next((c for c in self.candidates if c.id == candidate_id), None)

@@ -49,10 +49,22 @@ def main(argv: list[str] | None = None) -> int:
             stream=sys.stderr,
             format="%(levelname)s %(name)s: %(message)s",
         )
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(_MaskedCredentials())
         return args.run(args)
     except KeyboardInterrupt:
         print("geak: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+class _MaskedCredentials:
+    """A logging filter: URLs in log lines (the HTTP client's included) never show a password."""
+
+    def filter(self, record) -> bool:
+        from geak.agent.config import mask_credentials_in_text
+
+        record.msg, record.args = mask_credentials_in_text(record.getMessage()), None
+        return True
 
 
 def _exit_interrupted(signum: int, frame: object) -> None:

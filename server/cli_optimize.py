@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
+from geak.agent.checkpoint import paths_for
 from geak.agent.config import ConfigError, load_config
 from geak.agent.llm import LLMError
 from geak.agent.loop import ProgressEvent
@@ -116,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _kept(cfg, file: str) -> str:
-    checkpoint = Path(cfg.output_path) / f"{Path(file).stem}_mem.json"
+    checkpoint = paths_for(cfg.output_path, file).latest
     if checkpoint.exists():
         return f"the checkpoint is kept at {checkpoint} (continue with --resume)"
     return "no candidate was finished, so there is no checkpoint to resume from"
@@ -139,8 +140,10 @@ def _print_progress(event: ProgressEvent) -> None:
 def print_result(result: OptimizeResult) -> None:
     out = console()
     notes = [_shorten(c.note or "", NOTE_WIDTH) for c in result.candidates]
+    timed = any(c.evaluation and (c.evaluation.latency_ms or c.evaluation.speedup) for c in result.candidates)
     table = Table(title="candidates", title_justify="left", show_edge=False)
-    for column in ("id", "origin", "verdict", "ms", "speedup [95% CI]", "% BW"):
+    columns = ("id", "origin", "verdict", "ms", "speedup [95% CI]", "% BW") if timed else ("id", "origin", "verdict")
+    for column in columns:
         table.add_column(column, no_wrap=True)
     longest_word = max((len(w) for note in notes for w in note.split()), default=4)
     table.add_column("note", min_width=min(longest_word, NOTE_WIDTH))  # wraps between words only
@@ -148,15 +151,12 @@ def print_result(result: OptimizeResult) -> None:
         ev = c.evaluation
         verdict = "pass" if c.passed else f"fail ({ev.stage})" if ev else "-"
         speed = f"{ev.speedup:.3f} [{ev.speedup_low:.3f}, {ev.speedup_high:.3f}]" if ev and ev.speedup else "-"
-        table.add_row(
-            escape(c.id),
-            c.origin,
-            escape(verdict),
+        timing = (
             f"{ev.latency_ms:.4f}" if ev and ev.latency_ms else "-",
             speed,
             f"{ev.pct_peak_bw:.0f}" if ev and ev.pct_peak_bw else "-",
-            escape(note),
         )
+        table.add_row(escape(c.id), c.origin, escape(verdict), *(timing if timed else ()), escape(note))
     if result.candidates:
         out.print(table)
     if result.baseline_ms:

@@ -154,9 +154,9 @@ def test_checkpoint_resume_and_no_secrets(scripted_llm, tmp_path, monkeypatch):
     cfg = config(scripted_llm, tmp_path, max_iteration=1, api_key_env="GEAK_TEST_KEY")
     first, _ = asyncio.run(run_agent(cfg))
     assert first.best is first.candidates[0]
-    paths = checkpoint.CheckpointPaths(tmp_path / "runs", "add_native")
+    paths = checkpoint.paths_for(tmp_path / "runs", ORIGINAL)
     assert paths.latest.exists() and paths.memory(0).exists() and paths.results(0).exists()
-    for f in (tmp_path / "runs").iterdir():
+    for f in paths.root.iterdir():
         assert "sk-very-secret" not in f.read_text()
     line = json.loads(paths.results(0).read_text().splitlines()[0])
     assert line["exe_pass"] and abs(line["speedup"] - 1.25) < 1e-9
@@ -174,7 +174,7 @@ def test_fatal_model_errors_stop_the_run(scripted_llm, tmp_path):
     with pytest.raises(LLMError) as info:
         asyncio.run(run_agent(config(scripted_llm, tmp_path)))
     assert info.value.kind == "auth"
-    assert (tmp_path / "runs" / "add_native_mem.json").exists()  # the checkpoint is still written
+    assert checkpoint.paths_for(tmp_path / "runs", ORIGINAL).latest.exists()  # the checkpoint is still written
 
 
 def test_session_refuses_a_kernel_the_file_does_not_have(tmp_path):

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from geak.agent.checkpoint import paths_for
+
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
@@ -68,7 +70,7 @@ def test_optimize_without_model_on_cpu(tmp_path):
     data = json.loads(p.stdout)
     assert not data["improved"] and "speed cannot be measured" in data["message"]
     assert len(data["candidates"]) == 3 and data["candidates"][0]["origin"] == "search"
-    assert (tmp_path / "add_native_mem.json").exists()
+    assert paths_for(tmp_path, FIXTURES / "add_native.py").latest.exists()
 
 
 def test_optimize_rejects_a_key_in_the_config(tmp_path):
@@ -85,7 +87,7 @@ def test_ctrl_c_keeps_the_checkpoint_and_resume_continues(tmp_path):
     cmd = [sys.executable, "-m", "geak.server.cli", "optimize", str(FIXTURES / "add_native.py"), "--budget", "12",
            "--output", str(tmp_path), "--backend", "interpreter"]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    checkpoint = tmp_path / "add_native_mem.json"
+    checkpoint = paths_for(tmp_path, FIXTURES / "add_native.py").latest
     deadline = time.time() + 120
     while not checkpoint.exists() and time.time() < deadline:
         time.sleep(0.2)
@@ -94,7 +96,7 @@ def test_ctrl_c_keeps_the_checkpoint_and_resume_continues(tmp_path):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "checkpoint is kept" in err
-    kept = json.loads(checkpoint.read_text())["problems"]["add_native.py"]["candidates"]
+    kept = [json.loads(line) for line in checkpoint.with_name("add_native_candidates.jsonl").read_text().splitlines()]
     assert kept, "the finished candidates were lost"
 
     p = geak("optimize", str(FIXTURES / "add_native.py"), "--budget", "12", "--output", str(tmp_path), "--resume",
