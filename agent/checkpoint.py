@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -230,9 +231,11 @@ class Checkpoint:
             self._bytes = loaded.candidate_bytes
             self._written = loaded.records
             return
-        if self.paths.root.exists():
+        if self.paths.latest.exists():
             self.moved_to = _free_name(self.paths.root)
             os.replace(self.paths.root, self.moved_to)
+        elif self.paths.root.exists():  # a run stopped before its first candidate: nothing to keep
+            shutil.rmtree(self.paths.root)
         self.paths.root.mkdir(parents=True)
         _atomic_write(self.paths.original, memory.original_text)
         _atomic_write(self.paths.original_kernel, memory.original_code)

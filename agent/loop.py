@@ -494,11 +494,14 @@ def _trial(source: str, ev: Evaluation) -> Trial:
 
 
 async def _all_or_none(coroutines: Iterable[Awaitable[T]]) -> list[T]:
-    """Run concurrently; if one raises, cancel the others (and wait for them) before raising."""
+    """Run concurrently; if one raises, cancel the others (and wait for their clean-up) before raising."""
     tasks = [asyncio.ensure_future(c) for c in coroutines]
     try:
         return list(await asyncio.gather(*tasks))
-    finally:
+    except asyncio.CancelledError:
+        raise  # gather has cancelled them; a second cancel would interrupt their clean-up (killing jobs)
+    except BaseException:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        raise
