@@ -23,13 +23,13 @@ from typing import Any
 from geak.evaluator.api import BadInput
 from geak.evaluator.triton_file import TritonFileError
 
-from . import metrics
+from . import checkpoint, metrics
 from .config import AgentConfig
 from .dataloaders import Dataloader, ProblemError, ProblemState, reference_file
 from .eval_slots import EvalSlot, eval_options, local_slots
 from .evaluation import CandidateEvaluator
-from .llm import ChatModel, LLMError
-from .loop import FATAL_LLM_ERRORS, GeakAgent, ProgressEvent
+from .llm import ChatModel, LLMError, ModelUnusable
+from .loop import GeakAgent, ProgressEvent
 from .outcome import OptimizeResult
 from .retrieval import KernelCorpus
 from .run_config import RunConfig
@@ -261,14 +261,14 @@ class BatchRun:
                 progress=on_progress,
                 instruction=ps.instruction if generate else None,
             )
-            resume = self.resume and (self.out / "problems" / f"{reference.stem}_mem.json").exists()
+            resume = self.resume and checkpoint.paths_for(cfg.output_path, reference).latest.exists()
             result = await agent.optimize(resume=resume)
             await self._fill(record, result, candidates, generate)
         except (BadInput, ProblemError, TritonFileError) as e:
             record.update(error=str(e), reference_error=True)
+        except ModelUnusable:
+            raise
         except LLMError as e:
-            if e.kind in FATAL_LLM_ERRORS:
-                raise
             record["error"] = f"model: {e}"
         except Exception as e:  # a bug must not take the other problems down; it is recorded and logged
             log.exception("problem %s failed", ps.filename)

@@ -50,7 +50,7 @@ def test_run_search_mode_over_fixture_suite(tmp_path, capsys):
     assert "interpreter 0: cpu" in json.loads((out / "run.json").read_text())["evaluators"][0]
     assert (out / "scaling.png").read_bytes()[:8] == PNG_MAGIC
     assert json.loads((out / "summary.json").read_text())["curves"][0]["iteration"] == 1
-    assert (out / "problems" / "add_example_mem.json").exists()  # each problem's agent checkpoint
+    assert list((out / "problems").glob("add_example-*/add_example_mem.json"))  # each problem's agent checkpoint
 
 
 def test_run_refuses_to_mix_with_an_earlier_run(tmp_path, capsys):
