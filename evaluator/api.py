@@ -26,7 +26,7 @@ from .protocol import probe_input_file
 from .results import BenchResult, CheckResult, Diagnostic, Peaks
 from .timing_rules import REMEASURE_ABOVE, BatchClock
 from .triton_cache import cache_request
-from .triton_file import TritonFile, TritonFileError, parse_triton_file, read_source, read_triton_file
+from .triton_file import Composed, TritonFile, TritonFileError, parse_triton_file, read_source, read_triton_file
 
 Progress = Callable[[str], None]
 
@@ -110,6 +110,29 @@ class Evaluator:
                 duration_s=time.perf_counter() - started,
             )
         composed = (reference or candidate).compose(candidate.kernel_section)
+        poison = ref_run.poison if ref_run is not None else True
+        result = await self._candidate_job(composed, candidate, reference, ref_run, label, poison, progress)
+        if ref_run is None and poison and not result.ok and result.stage == "call" and not result.not_checkable:
+            # The user's own file raised or crashed: only because new allocations are poisoned? (A wrong result,
+            # which an unwritten output gives, is never retried.)
+            unpoisoned = await self._candidate_job(composed, candidate, None, None, label, False, progress)
+            if unpoisoned.ok:
+                result, poison = unpoisoned, False
+        if not poison:
+            result = replace(result, caveats=(*result.caveats, check_stage.UNPOISONED_CAVEAT))
+        return _with_duration(result, time.perf_counter() - started)
+
+    async def _candidate_job(
+        self,
+        composed: Composed,
+        candidate: TritonFile,
+        reference: TritonFile | None,
+        ref_run: check_stage.ReferenceRun | None,
+        label: str,
+        poison: bool,
+        progress: Progress | None,
+    ) -> CheckResult:
+        """One check job of `composed` (a candidate with the reference's test, or a file alone) and its verdict."""
         job_dir = self._new_dir("cand")
         path = job_dir / "candidate.py"
         path.write_text(composed.text)
@@ -124,11 +147,13 @@ class Evaluator:
             cache = cache_request(seed=ref_run.cache_key, keep=None)
         else:  # the user's own file
             cache = cache_request(seed=_text_key(composed.text), keep=_text_key(composed.text))
-        job = check_stage.check_job(path, self._module_name("cand"), owner, job_dir, self.options, probes, cache)
+        job = check_stage.check_job(
+            path, self._module_name("cand"), owner, job_dir, self.options, probes, cache, poison
+        )
         _say(progress, f"running the tests of {Path(label).name}")
         try:
             outcome = await self.pool.run(job, timeout_s=self.options.timeout_s, on_event=_relay(progress))
-            result = await asyncio.to_thread(
+            return await asyncio.to_thread(
                 check_stage.verdict,
                 outcome,
                 composed,
@@ -142,7 +167,6 @@ class Evaluator:
             )
         finally:
             shutil.rmtree(job_dir, ignore_errors=True)
-        return _with_duration(result, time.perf_counter() - started)
 
     async def _reference_run(self, reference: TritonFile, progress: Progress | None) -> check_stage.ReferenceRun:
         composed = reference.compose()
@@ -150,34 +174,43 @@ class Evaluator:
         cached = self._references.get(key)
         if cached is not None:
             return cached
-        job_dir = self._new_dir("ref")
-        path = job_dir / "reference.py"
-        path.write_text(composed.text)
         make = {"make": {"seed": secrets.randbits(31)}} if self.options.fresh_inputs else None
         cache = cache_request(seed=key, keep=key)
-        job = check_stage.check_job(path, self._module_name("ref"), reference, job_dir, self.options, make, cache)
-        _say(progress, f"running the reference {Path(reference.path).name}")
-        try:
-            outcome = await self.pool.run(job, timeout_s=self.options.timeout_s, on_event=_relay(progress))
-        except BaseException:  # cancelled: nothing is cached, so nothing is kept
+        first_problem = ""
+        for poison in (True, False):  # without poisoning only if it fails with it: see UNPOISONED_CAVEAT
+            job_dir = self._new_dir("ref")
+            path = job_dir / "reference.py"
+            path.write_text(composed.text)
+            job = check_stage.check_job(
+                path, self._module_name("ref"), reference, job_dir, self.options, make, cache, poison, True
+            )
+            _say(progress, f"running the reference {Path(reference.path).name}")
+            try:
+                outcome = await self.pool.run(job, timeout_s=self.options.timeout_s, on_event=_relay(progress))
+            except BaseException:  # cancelled: nothing is cached, so nothing is kept
+                shutil.rmtree(job_dir, ignore_errors=True)
+                raise
+            own = check_stage.verdict(
+                outcome, composed, reference, None, None, job_dir, self.options, self.pool.info, reference.path
+            )
+            if own.not_checkable is not None:
+                shutil.rmtree(job_dir, ignore_errors=True)
+                run = check_stage.ReferenceRun(reference, outcome, job_dir, None, own, key)
+                self._references[key] = run
+                return run
+            problem = check_stage.reference_problem(outcome)
+            if not problem:
+                break
             shutil.rmtree(job_dir, ignore_errors=True)
-            raise
-        own = check_stage.verdict(
-            outcome, composed, reference, None, None, job_dir, self.options, self.pool.info, reference.path
+            first_problem = first_problem if not poison else problem
+            if not poison or not check_stage.failed_by_error(outcome):
+                raise BadInput(f"the reference {reference.path} does not pass its own test: {first_problem}")
+        result, outputs = outcome.result or {}, job_dir / "outputs"
+        probes = await asyncio.to_thread(check_stage.judge_reference_probes, result, outputs, self.options)
+        unstable = await asyncio.to_thread(check_stage.unstable_outputs, result, outputs, self.options)
+        run = check_stage.ReferenceRun(
+            reference, outcome, job_dir, probes, cache_key=key, unstable=unstable, poison=poison
         )
-        problem = check_stage.reference_problem(outcome)
-        if own.not_checkable is not None:
-            shutil.rmtree(job_dir, ignore_errors=True)
-            run = check_stage.ReferenceRun(reference, outcome, job_dir, None, own, key)
-            self._references[key] = run
-            return run
-        if problem:
-            shutil.rmtree(job_dir, ignore_errors=True)
-            raise BadInput(f"the reference {reference.path} does not pass its own test: {problem}")
-        probes = await asyncio.to_thread(
-            check_stage.judge_reference_probes, outcome.result or {}, job_dir / "outputs", self.options
-        )
-        run = check_stage.ReferenceRun(reference, outcome, job_dir, probes, cache_key=key)
         self._references[key] = run
         return run
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,11 @@ from .protocol import output_file_of_test, probe_output_file
 from .results import FAILED_KINDS, NOT_RUN_KINDS, TEST_KINDS, CheckResult, Comparison, Diagnostic, Mismatch, TestOutcome
 from .triton_file import Composed, TritonFile, sanitized_test_id, test_function
 
+UNPOISONED_CAVEAT = (
+    "checked without poisoned allocations: the test fails when memory from torch.empty is filled with NaN / the "
+    "largest integer, because it reads memory nothing wrote (its results then depend on leftovers); an output a "
+    "kernel never writes is not caught for this file"
+)
 INTERPRETER_CAVEAT = (
     "checked with Triton's CPU interpreter: a pre-check, not a sign-off (bf16 arithmetic, TF32 rounding of "
     "tl.dot, races and out-of-bounds loads are not modelled; run on a GPU to be sure)"
@@ -31,6 +36,8 @@ def check_job(
     options: EvalOptions,
     probes: dict[str, Any] | None,
     cache: dict[str, Any] | None = None,
+    poison: bool = True,
+    reference_run: bool = False,
 ) -> dict[str, Any]:
     """`probes`: {"make": {"seed": S}} for a reference run (draw, save and run fresh-input probes), {"replay":
     [probe, ...]} for a candidate (run the reference's saved probes, copied into `job_dir`), or None. `cache`:
@@ -49,6 +56,8 @@ def check_job(
         "max_calls": options.max_fresh_calls,
         "seed": options.seed,
         "probes": probes,
+        "repeat_tests": reference_run,  # a reference runs its tests twice: which outputs reproduce?
+        "poison": poison,
         "cache": cache,
         "cwd": str(Path(owner.path).resolve().parent) if Path(owner.path).exists() else None,
     }
@@ -75,6 +84,27 @@ class ReferenceRun:
     probes: ReferenceProbes | None  # None when not checkable
     not_checkable: CheckResult | None = None  # the reference's own verdict when this backend cannot check it
     cache_key: str | None = None  # its trusted compile cache (triton_cache.py)
+    unstable: dict[str, tuple[str, ...]] = field(default_factory=dict)  # test -> outputs that do not reproduce
+    poison: bool = True  # False: its tests read memory nothing wrote, so jobs run without poisoned allocations
+
+
+def unstable_outputs(result: dict[str, Any], out_dir: Path, options: EvalOptions) -> dict[str, tuple[str, ...]]:
+    """The outputs of each test that differ between the reference's two runs on the same inputs (races,
+    duplicate scatter indices, memory nothing wrote): where they sit in the test's output."""
+    unstable = {}
+    for test in result.get("tests", []):
+        again = out_dir / output_file_of_test(test["name"], "again")
+        if test.get("kind") != "pass" or not again.exists():
+            continue
+        try:
+            first = load_output(out_dir / output_file_of_test(test["name"]))
+            second = load_output(again)
+        except UnreadableOutput:
+            continue
+        paths = tuple(m.where for m in compare(first, second, "", options.tolerances))
+        if paths:
+            unstable[test["name"]] = paths
+    return unstable
 
 
 def judge_reference_probes(result: dict[str, Any], out_dir: Path, options: EvalOptions) -> ReferenceProbes:
@@ -113,6 +143,14 @@ def isolation_caveats(runtime: dict[str, Any]) -> tuple[str, ...]:
         f"isolation: {PROCESS_ONLY} ({why}): the code ran as the caller's user, with the caller's files, "
         "processes and network in reach (the environment was still reduced)",
     )
+
+
+def failed_by_error(outcome: JobOutcome) -> bool:
+    """Did the job fail by raising or crashing (not by a wrong result, not by running out of time)?"""
+    if outcome.status == "crashed":
+        return True
+    tests = (outcome.result or {}).get("tests") or []
+    return outcome.status == "ok" and any(t.get("kind") in ("error", "crash") for t in tests)
 
 
 def reference_problem(outcome: JobOutcome) -> str | None:
@@ -384,7 +422,11 @@ def _compare_with_reference(
         if ref_out is _MISSING or cand_out is _MISSING:
             continue
         compared += 1
-        mismatches += compare(ref_out, cand_out, where, options.tolerances)
+        unstable = ref_run.unstable.get(test["name"], ())
+        for m in compare(ref_out, cand_out, where, options.tolerances):
+            path = m.where[len(where) :]
+            if not any(path == u or path.startswith(u) for u in unstable):
+                mismatches.append(m)
 
     probes = ref_run.probes
     cand_fresh = {f.get("index"): f for f in result.get("fresh") or [] if isinstance(f, dict)}
@@ -418,7 +460,11 @@ def _compare_with_reference(
                 "depend on the kernels (the work ran elsewhere, e.g. in PyTorch)",
             )
         )
-    notes = probes.skipped
+    notes = probes.skipped + tuple(
+        f"{test}: the reference's own output{' ' + ', '.join(paths) if any(paths) else ''} differs between two runs "
+        "on the same inputs (nondeterministic), so that part is not compared"
+        for test, paths in ref_run.unstable.items()
+    )
     if probes.usable and not probes.informative:
         notes = (*notes, "ghost replay not possible: no probe's outputs depend on the reference's kernels")
     return Comparison(

@@ -13,12 +13,13 @@ import re
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 
-def output_file_of_test(test: str) -> str:
-    """The output file of a test (a function name or a pytest node id), safe as a file name."""
+def output_file_of_test(test: str, run: str = "") -> str:
+    """The output file of a test (a function name or a pytest node id), safe as a file name. `run`: "" (the
+    test's run), or "again" (the reference's second run, which shows whether its output is reproducible)."""
     safe = _UNSAFE.sub("_", test)[:80]
     if safe != test:
         safe += "-" + hashlib.sha256(test.encode()).hexdigest()[:10]
-    return f"{safe}.pt"
+    return f"{safe}{'.' + run if run else ''}.pt"
 
 
 def probe_input_file(index: int) -> str:

@@ -278,7 +278,7 @@ def run_check(job: dict[str, Any], info: Any, send) -> dict[str, Any]:
     out_dir = Path(job["outputs_dir"])
     path = job["path"]
     seed = job["seed"]
-    sandbox.set_poisoning(True)
+    sandbox.set_poisoning(job["poison"])
     result: dict[str, Any] = {"tests": [], "import_error": None, "fresh": []}
     running = {"test": None}
     if not gpu:
@@ -331,6 +331,18 @@ def run_check(job: dict[str, Any], info: Any, send) -> dict[str, Any]:
         if entry["kind"] != "pass":
             entry.pop("_return", None)
         record(entry, error)
+    if job.get("repeat_tests") and not fatal:  # the reference: is each test's output reproducible?
+        for entry in [t for t in result["tests"] if t["kind"] == "pass" and t["name"] in direct_tests]:
+            starting(f"{entry['name']} (again)")
+            sandbox.seed_everything(seed)
+            again, error = _run_test(module, entry["name"], path, recorder, gpu)
+            if again["kind"] == "pass":
+                with contextlib.suppress(Exception):
+                    output = to_portable(again.pop("_return", None))
+                    torch.save(output, out_dir / output_file_of_test(entry["name"], "again"))
+            if error is not None and sandbox.context_lost(gpu, str(error)):
+                fatal = "the GPU context was lost after a fault in a repeated test"
+                break
 
     probes = job.get("probes")
     if probes and not fatal:

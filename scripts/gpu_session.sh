@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One lease on the GPU machine, in parts (each part fits one 10-minute device call):
-#   bash scripts/gpu_session.sh PART...   with PART in: env native isolation trust evaluator suites lsp batch
+#   bash scripts/gpu_session.sh PART...   with PART in: env native isolation trust evaluator suites some lsp batch
 # Python packages missing there travel as wheels in .whl/ (see the device notes); GEAK itself is put on the path
 # as a namespace package (a copy, no install). Every part writes its logs and JSON under $OUT.
 set -uo pipefail
@@ -38,6 +38,13 @@ part_suites() {
     --jobs "${JOBS:-8}" --timeout 120 --out "$OUT/tb" 2>&1 | grep -v '^\['
   timeout "${ROCM_S:-150}" python3 scripts/suite_report.py "$ROCM" --native-json "$native/rocm/native.json" \
     --jobs "${JOBS:-8}" --timeout 120 --out "$OUT/rocm" 2>&1 | grep -v '^\['
+}
+part_some() {  # the suite files named in $TB_FILES / $ROCM_FILES (e.g. what an earlier call did not reach)
+  local native=${NATIVE:-$OUT}
+  timeout "${TB_S:-150}" python3 scripts/suite_report.py "$TB" --files-from "$TB_FILES" --native-json \
+    "$native/tb/native.json" --jobs "${JOBS:-12}" --timeout 200 --out "$OUT/tb" 2>&1 | grep -v '^\['
+  timeout "${ROCM_S:-60}" python3 scripts/suite_report.py "$ROCM" --files-from "$ROCM_FILES" --native-json \
+    "$native/rocm/native.json" --jobs 5 --timeout 300 --out "$OUT/rocm" 2>&1 | grep -v '^\['
 }
 part_lsp() {
   timeout 150 python3 scripts/lsp_bench.py 2>&1 | tail -25

@@ -64,7 +64,9 @@ def row(file: Path, native: dict, verdict: FileVerdict) -> dict:
 
 
 async def main_async(args: argparse.Namespace) -> int:
-    files = [f.resolve() for f in triton_files([args.suite])]  # native runs start in each file's folder
+    names = Path(args.files_from).read_text().split() if args.files_from else []
+    paths = [Path(args.suite) / n for n in names] if names else [args.suite]
+    files = [f.resolve() for f in triton_files(paths)]  # native runs start in each file's folder
     if args.limit:
         files = files[: args.limit]
     out = Path(args.out)
@@ -139,6 +141,7 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=180, help="per GEAK job, seconds")
     parser.add_argument("--native-timeout", type=float, default=300)
     parser.add_argument("--limit", type=int, default=0, help="only the first N files")
+    parser.add_argument("--files-from", help="only the files of the suite named in this file (one name a line)")
     parser.add_argument("--shim", help="folder to put on PYTHONPATH for native runs (the geak_eval shim)")
     parser.add_argument("--only", choices=("native",), help="run the files natively only (writes native.json)")
     parser.add_argument("--native-json", help="take the native results from this native.json instead of running")

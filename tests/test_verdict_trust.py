@@ -151,3 +151,25 @@ def test_an_autograd_candidate_that_replays_a_cached_output_is_caught_by_probes(
     r = check("autograd_cached.py", "autograd_entry.py")
     assert not r.ok and r.stage == "exec"
     assert any(m.where.startswith("fresh inputs") for m in r.comparison.mismatches)
+
+
+def test_reference_outputs_that_do_not_reproduce_are_not_compared_but_the_rest_is():
+    same = check("unstable_output.py", "unstable_output.py")
+    assert same.ok, same.message
+    assert any("['racy']" in n and "not compared" in n for n in same.comparison.notes)
+    wrong = check("unstable_output_wrong.py", "unstable_output.py")
+    assert not wrong.ok and any("['doubled']" in m.where for m in wrong.comparison.mismatches)
+
+
+def test_a_file_that_reads_unwritten_memory_is_checked_unpoisoned_and_says_so():
+    alone = check("reads_unwritten_memory.py", None)
+    assert alone.ok, alone.message
+    assert any("without poisoned allocations" in c for c in alone.caveats)
+    itself = check("reads_unwritten_memory.py", "reads_unwritten_memory.py")
+    assert itself.ok, itself.message
+    assert any("without poisoned allocations" in c for c in itself.caveats)
+
+
+def test_an_unwritten_output_is_never_retried_without_poisoning():
+    r = check("unwritten_output.py", "add_tritonbench.py")
+    assert not r.ok and not any("without poisoned" in c for c in r.caveats)
