@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -252,21 +252,18 @@ def _sorted(flat: torch.Tensor) -> bool:
 
 def probe_tensors(args: tuple, kwargs: dict) -> list[torch.Tensor]:
     """The tensors of a probe's arguments in a fixed order (args, then kwargs), for `torch.save`."""
-    found: list[torch.Tensor] = []
+    return list(iter_tensors((*args, *kwargs.values())))
 
-    def visit(v: Any) -> None:
+
+def iter_tensors(values: Iterable[Any]) -> Iterator[torch.Tensor]:
+    """The tensors in `values`, in order, also inside lists, tuples and dicts."""
+    for v in values:
         if isinstance(v, torch.Tensor):
-            found.append(v)
+            yield v
         elif isinstance(v, (list, tuple)):
-            for x in v:
-                visit(x)
+            yield from iter_tensors(v)
         elif isinstance(v, dict):
-            for x in v.values():
-                visit(x)
-
-    for v in (*args, *kwargs.values()):
-        visit(v)
-    return found
+            yield from iter_tensors(v.values())
 
 
 def rebuild_probe(spec: dict[str, Any], tensors: list[torch.Tensor], device: str) -> tuple[tuple, dict]:
@@ -392,21 +389,8 @@ def bytes_moved(args: tuple, kwargs: dict, result: Any) -> int:
     """Bytes of the distinct tensors read and written by a call (inputs and outputs, each counted once)."""
     seen: set[int] = set()
     total = 0
-
-    def visit(v: Any) -> None:
-        nonlocal total
-        if isinstance(v, torch.Tensor):
-            key = v.data_ptr()
-            if key not in seen and v.numel():
-                seen.add(key)
-                total += v.numel() * v.element_size()
-        elif isinstance(v, (list, tuple)):
-            for x in v:
-                visit(x)
-        elif isinstance(v, dict):
-            for x in v.values():
-                visit(x)
-
-    for v in (*args, *kwargs.values(), result):
-        visit(v)
+    for t in iter_tensors((*args, *kwargs.values(), result)):
+        if t.data_ptr() not in seen and t.numel():
+            seen.add(t.data_ptr())
+            total += t.numel() * t.element_size()
     return total
