@@ -13,7 +13,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from . import check as check_stage
 from . import peaks as peaks_cache
 from .options import EvalOptions
 from .pool import WorkerPool
-from .protocol import probe_input_file
+from .protocol import PeaksJob, probe_input_file
 from .results import BenchResult, CheckResult, Diagnostic, Peaks
 from .timing_rules import REMEASURE_ABOVE, BatchClock
 from .triton_cache import cache_request
@@ -112,9 +112,9 @@ class Evaluator:
         composed = (reference or candidate).compose(candidate.kernel_section)
         poison = ref_run.poison if ref_run is not None else True
         result = await self._candidate_job(composed, candidate, reference, ref_run, label, poison, progress)
-        if ref_run is None and poison and not result.ok and result.stage == "call" and not result.not_checkable:
-            # The user's own file raised or crashed: only because new allocations are poisoned? (A wrong result,
-            # which an unwritten output gives, is never retried.)
+        if ref_run is None and poison and not result.ok and any(t.kind == "error" for t in result.tests):
+            # The user's own file raised: only because new allocations are poisoned? (A wrong result, which an
+            # unwritten output gives, a crash or a hang are never retried.)
             unpoisoned = await self._candidate_job(composed, candidate, None, None, label, False, progress)
             if unpoisoned.ok:
                 result, poison = unpoisoned, False
@@ -294,10 +294,10 @@ class Evaluator:
         """One bench job: the variants timed interleaved in one process, the caller's clock over the timed batch."""
         job_dir = self._new_dir("bench")
         modules = [self._bench_module(name, text, owner, job_dir) for name, text in texts.items()]
-        job = bench_stage.bench_job(modules, owner, self.options, job_dir / "outputs", rounds, input_seed)
         # Compiled code is taken from the reference (or the file alone) and kept only when no candidate is in the job.
         first = _text_key(next(iter(texts.values())))
-        job["cache"] = cache_request(seed=first, keep=first if len(texts) == 1 and reference is None else None)
+        cache = cache_request(seed=first, keep=first if len(texts) == 1 and reference is None else None)
+        job = bench_stage.bench_job(modules, owner, self.options, job_dir / "outputs", rounds, input_seed, cache)
         clock = BatchClock()
         relay = _relay(progress)
 
@@ -333,7 +333,7 @@ class Evaluator:
             self._peaks = cached
             return cached
         _say(progress, "measuring the device's peaks and noise floor (once per device)")
-        job = {"kind": "peaks", "measure": self.options.measure_peaks}
+        job = asdict(PeaksJob(kind="peaks", measure=self.options.measure_peaks))
         outcome = await self.pool.run(job, timeout_s=self.options.timeout_s, on_event=_relay(progress))
         found = (outcome.result or {}).get("peaks") if outcome.status == "ok" else None
         peaks = peaks_cache.validate(found, str(info.get("device")))

@@ -4,11 +4,13 @@ noise floor), after the timing rules of ``timing_rules`` have accepted the timin
 from __future__ import annotations
 
 import statistics
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import timing_rules as rules
 from .pool import JobOutcome
+from .protocol import BenchJob
 from .results import BenchResult, CallTiming, CheckResult, Diagnostic, Peaks
 from .speedup import speedup_interval
 from .triton_file import TritonFile
@@ -25,23 +27,28 @@ def bench_job(
     outputs_dir: Path,
     rounds: int | None = None,
     input_seed: int = 0,
+    cache: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """`outputs_dir`: inside the job's directory (its modules are there), the only one the job may write to."""
+    """`outputs_dir`: inside the job's directory (its modules are there), the only one the job may write to.
+    `cache`: the trusted compile cache to start from (``triton_cache.cache_request``)."""
     functions = list(owner.benches or owner.tests)
-    return {
-        "kind": "bench",
-        "scratch": str(outputs_dir.parent),
-        "modules": modules,
-        "functions": functions,
-        "pytest_functions": [f for f in functions if owner.runs_under_pytest(f)],
-        "rounds": rounds or options.bench_rounds,
-        "seed": options.seed,
-        "rep_ms": options.rep_ms,
-        "max_calls": options.max_bench_calls,
-        "profile": options.profile_kernels,
-        "outputs_dir": str(outputs_dir),
-        "input_seed": input_seed,
-    }
+    return asdict(
+        BenchJob(
+            kind="bench",
+            scratch=str(outputs_dir.parent),
+            modules=modules,
+            functions=functions,
+            pytest_functions=[f for f in functions if owner.runs_under_pytest(f)],
+            rounds=rounds or options.bench_rounds,
+            seed=options.seed,
+            rep_ms=options.rep_ms,
+            max_calls=options.max_bench_calls,
+            profile=options.profile_kernels,
+            outputs_dir=str(outputs_dir),
+            input_seed=input_seed,
+            cache=cache,
+        )
+    )
 
 
 def bench_result(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +13,7 @@ from .diagnostics import definition_line, error_diagnostic
 from .isolation import PROCESS_ONLY
 from .options import EvalOptions
 from .pool import JobOutcome
-from .protocol import output_file_of_test, probe_output_file
+from .protocol import CheckJob, output_file_of_test, probe_output_file
 from .results import FAILED_KINDS, NOT_RUN_KINDS, TEST_KINDS, CheckResult, Comparison, Diagnostic, Mismatch, TestOutcome
 from .triton_file import Composed, TritonFile, sanitized_test_id, test_function
 
@@ -42,25 +42,27 @@ def check_job(
     """`probes`: {"make": {"seed": S}} for a reference run (draw, save and run fresh-input probes), {"replay":
     [probe, ...]} for a candidate (run the reference's saved probes, copied into `job_dir`), or None. `cache`:
     the trusted compile cache to start from and to keep into (``triton_cache.cache_request``)."""
-    return {
-        "kind": "check",
-        "scratch": str(job_dir),  # the only directory the job may write to
-        "path": str(path),
-        "module_name": module_name,
-        "tests": list(owner.tests),
-        "test_style": owner.test_style,
-        "output_source": owner.output_source,
-        "benchmarks": list(owner.benches) if owner.test_style == "pytest" else [],
-        "wrappers": list(owner.entry_points),
-        "outputs_dir": str(job_dir / "outputs"),
-        "max_calls": options.max_fresh_calls,
-        "seed": options.seed,
-        "probes": probes,
-        "repeat_tests": reference_run,  # a reference runs its tests twice: which outputs reproduce?
-        "poison": poison,
-        "cache": cache,
-        "cwd": str(Path(owner.path).resolve().parent) if Path(owner.path).exists() else None,
-    }
+    return asdict(
+        CheckJob(
+            kind="check",
+            scratch=str(job_dir),
+            path=str(path),
+            module_name=module_name,
+            tests=list(owner.tests),
+            test_style=owner.test_style,
+            output_source=owner.output_source,
+            benchmarks=list(owner.benches) if owner.test_style == "pytest" else [],
+            wrappers=list(owner.entry_points),
+            outputs_dir=str(job_dir / "outputs"),
+            max_calls=options.max_fresh_calls,
+            seed=options.seed,
+            probes=probes,
+            repeat_tests=reference_run,
+            poison=poison,
+            cache=cache,
+            cwd=str(Path(owner.path).resolve().parent) if Path(owner.path).exists() else None,
+        )
+    )
 
 
 @dataclass(frozen=True)
@@ -146,11 +148,9 @@ def isolation_caveats(runtime: dict[str, Any]) -> tuple[str, ...]:
 
 
 def failed_by_error(outcome: JobOutcome) -> bool:
-    """Did the job fail by raising or crashing (not by a wrong result, not by running out of time)?"""
-    if outcome.status == "crashed":
-        return True
+    """Did a test of the job raise (not a wrong result, a crash or running out of time)?"""
     tests = (outcome.result or {}).get("tests") or []
-    return outcome.status == "ok" and any(t.get("kind") in ("error", "crash") for t in tests)
+    return outcome.status == "ok" and any(t.get("kind") == "error" for t in tests)
 
 
 def reference_problem(outcome: JobOutcome) -> str | None:

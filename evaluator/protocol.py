@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import dataclass, fields
+from typing import Any, Literal
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
@@ -43,3 +45,69 @@ def timed_output_file(label: str, call: int, input_set: int, run: str = "") -> s
     if label not in ("reference", "candidate"):
         raise ValueError(f"unknown variant {label!r}")
     return f"timed_{label}_{int(call)}_{int(input_set)}{'_' + run if run else ''}.pt"
+
+
+# ----------------------------------------------------------------------------------------- jobs
+# What the trusted side asks a worker to do. Built only by `check.check_job`, `bench.bench_job` and the evaluator's
+# peaks request, from `EvalOptions` (where every default lives); sent as JSON; read back by the worker with
+# `job_from_dict`, which refuses a job with a field missing or unknown. No field has a default here.
+
+
+@dataclass(frozen=True)
+class CheckJob:
+    kind: Literal["check"]
+    scratch: str  # the only directory the job may write to
+    path: str
+    module_name: str
+    tests: list[str]
+    test_style: str
+    output_source: str
+    benchmarks: list[str]
+    wrappers: list[str]
+    outputs_dir: str
+    max_calls: int
+    seed: int
+    probes: dict[str, Any] | None  # {"make": {"seed": S}} (reference) or {"replay": [probe, ...]} (candidate)
+    repeat_tests: bool  # a reference runs its tests twice: which outputs reproduce?
+    poison: bool  # fill new allocations with NaN / the largest integer
+    cache: dict[str, Any] | None  # triton_cache.cache_request
+    cwd: str | None
+
+
+@dataclass(frozen=True)
+class BenchJob:
+    kind: Literal["bench"]
+    scratch: str
+    modules: list[dict[str, Any]]
+    functions: list[str]
+    pytest_functions: list[str]
+    rounds: int
+    seed: int
+    rep_ms: float
+    max_calls: int
+    profile: bool
+    outputs_dir: str
+    input_seed: int
+    cache: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class PeaksJob:
+    kind: Literal["peaks"]
+    measure: bool
+
+
+Job = CheckJob | BenchJob | PeaksJob
+_KINDS: dict[str, type] = {"check": CheckJob, "bench": BenchJob, "peaks": PeaksJob}
+
+
+def job_from_dict(data: dict[str, Any]) -> Job:
+    """The job a worker was sent; ValueError when it is not exactly one of the three kinds."""
+    cls = _KINDS.get(data.get("kind"))  # type: ignore[arg-type]
+    if cls is None:
+        raise ValueError(f"unknown job kind {data.get('kind')!r}")
+    names = {f.name for f in fields(cls)}
+    if set(data) != names:
+        missing, unknown = sorted(names - set(data)), sorted(set(data) - names)
+        raise ValueError(f"{data['kind']} job: missing {missing}, unknown {unknown}")
+    return cls(**data)

@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from .protocol import BenchJob, CheckJob, PeaksJob, job_from_dict
+
 # Imported once in the zygote so that job processes inherit them instead of importing them per job.
 PRELOAD = (
     "triton.testing",
@@ -194,9 +196,14 @@ def _job_process(
     if os.read(go_read, 1) != b"g":  # wait until the zygote has announced this process
         return
     os.close(go_read)
-    job = request["job"]
     try:
-        confinement.enter(job.get("scratch"))  # from here on (in the sandbox's PID 1, if any) user code may run
+        job = job_from_dict(request["job"])
+    except (TypeError, ValueError) as e:
+        send({"event": "result", "worker_error": f"a malformed job: {e}"})
+        return
+    try:
+        # From here on (in the sandbox's PID 1, if any) user code may run.
+        confinement.enter(getattr(job, "scratch", None))
     except BaseException as e:
         detail = "".join(traceback.format_exception(type(e), e, e.__traceback__))
         send({"event": "result", "worker_error": f"isolating the job failed:\n{detail}"})
@@ -207,10 +214,10 @@ def _job_process(
         detail = "".join(traceback.format_exception(type(e), e, e.__traceback__))
         send({"event": "result", "worker_error": f"opening the {info.backend} runtime failed:\n{detail}"})
         return
-    if job.get("cwd") and confinement.policy is None:  # a sandboxed job works in its own directory
-        os.chdir(job["cwd"])
+    if isinstance(job, CheckJob) and job.cwd and confinement.policy is None:  # sandboxed: in its own directory
+        os.chdir(job.cwd)
     try:
-        handler = {"check": run_check, "bench": run_bench, "peaks": run_peaks}[job["kind"]]
+        handler = {"check": run_check, "bench": run_bench, "peaks": run_peaks}[job.kind]
         result = handler(job, info, send)
     except BaseException as e:  # the worker's own failure, reported rather than lost
         result = {"worker_error": "".join(traceback.format_exception(type(e), e, e.__traceback__))}
@@ -266,7 +273,7 @@ def _prctl(option: int, value: int) -> None:
 # ----------------------------------------------------------------------------------------- check
 
 
-def run_check(job: dict[str, Any], info: Any, send) -> dict[str, Any]:
+def run_check(job: CheckJob, info: Any, send) -> dict[str, Any]:
     import torch
 
     from . import rocm_bench, sandbox
@@ -275,10 +282,10 @@ def run_check(job: dict[str, Any], info: Any, send) -> dict[str, Any]:
     from .protocol import output_file_of_test
 
     gpu = info.backend != "interpreter"
-    out_dir = Path(job["outputs_dir"])
-    path = job["path"]
-    seed = job["seed"]
-    sandbox.set_poisoning(job["poison"])
+    out_dir = Path(job.outputs_dir)
+    path = job.path
+    seed = job.seed
+    sandbox.set_poisoning(job.poison)
     result: dict[str, Any] = {"tests": [], "import_error": None, "fresh": []}
     running = {"test": None}
     if not gpu:
@@ -289,14 +296,14 @@ def run_check(job: dict[str, Any], info: Any, send) -> dict[str, Any]:
             send({"event": "progress", "test": running["test"], "programs": programs, "at": time.time()})
 
         interpreter_shims.report_programs(heartbeat, HEARTBEAT_S)
-    rocm_bench.install(Path(job["scratch"]))  # GEAK-eval's benchmark module, for this job's file only
+    rocm_bench.install(Path(job.scratch))  # GEAK-eval's benchmark module, for this job's file only
     try:
         sandbox.seed_everything(seed)
-        module = sandbox.load_module(path, job["module_name"])
+        module = sandbox.load_module(path, job.module_name)
     except BaseException as e:
         result["import_error"] = sandbox.describe_error(e, path, None)
         return result
-    recorder = CallRecorder(module, job["wrappers"], keep_args="integers")
+    recorder = CallRecorder(module, job.wrappers, keep_args="integers")
     fatal = None
 
     def record(entry: dict[str, Any], error: BaseException | None) -> str | None:
@@ -317,10 +324,10 @@ def run_check(job: dict[str, Any], info: Any, send) -> dict[str, Any]:
         running["test"] = name
         send({"event": "progress", "test": name})
 
-    if job.get("test_style") == "pytest":
+    if job.test_style == "pytest":
         not_run = _run_pytest(job, module, recorder, gpu, record, starting, lambda: sandbox.seed_everything(seed))
         result["tests"] += not_run
-    direct_tests = () if job.get("test_style") == "pytest" else job["tests"]
+    direct_tests = () if job.test_style == "pytest" else job.tests
     for name in direct_tests:
         if fatal:
             result["tests"].append({"name": name, "kind": "error", "message": f"not run: {fatal}"})
@@ -331,7 +338,7 @@ def run_check(job: dict[str, Any], info: Any, send) -> dict[str, Any]:
         if entry["kind"] != "pass":
             entry.pop("_return", None)
         record(entry, error)
-    if job.get("repeat_tests") and not fatal:  # the reference: is each test's output reproducible?
+    if job.repeat_tests and not fatal:  # the reference: is each test's output reproducible?
         for entry in [t for t in result["tests"] if t["kind"] == "pass" and t["name"] in direct_tests]:
             starting(f"{entry['name']} (again)")
             sandbox.seed_everything(seed)
@@ -344,27 +351,27 @@ def run_check(job: dict[str, Any], info: Any, send) -> dict[str, Any]:
                 fatal = "the GPU context was lost after a fault in a repeated test"
                 break
 
-    probes = job.get("probes")
+    probes = job.probes
     if probes and not fatal:
         send({"event": "progress", "test": "fresh-input probes"})
         describe = lambda e: sandbox.describe_error(e, path, module)["message"]
         if "make" in probes:
-            made = make_probes(recorder, probes["make"]["seed"], seed, job["max_calls"], out_dir, gpu, describe)
+            made = make_probes(recorder, probes["make"]["seed"], seed, job.max_calls, out_dir, gpu, describe)
             result["fresh"] = made
         else:
             result["fresh"] = replay_probes(recorder, probes["replay"], seed, out_dir, gpu, describe)
     return result
 
 
-def _run_pytest(job: dict[str, Any], module, recorder, gpu: bool, record, starting, before_test) -> list[dict]:
+def _run_pytest(job: CheckJob, module, recorder, gpu: bool, record, starting, before_test) -> list[dict]:
     """Run the file's pytest-style tests with pytest itself (each case goes to `record`); returns outcomes of what
     did not run as a case (collection errors, cases left after a stop)."""
     from .pytest_plugin import GeakPlugin, SessionPlan, run_session
 
-    plan = SessionPlan(frozenset(job["tests"]), frozenset(job.get("benchmarks", ())), job["output_source"])
-    path = Path(job["path"])
+    plan = SessionPlan(frozenset(job.tests), frozenset(job.benchmarks), job.output_source)
+    path = Path(job.path)
     plugin = GeakPlugin(module, path, plan, recorder, gpu, on_case=record, before_test=before_test, on_start=starting)
-    return run_session(plugin, Path(job["scratch"]))
+    return run_session(plugin, Path(job.scratch))
 
 
 def _run_test(module, name: str, path: str, recorder, gpu: bool) -> tuple[dict[str, Any], BaseException | None]:
@@ -403,7 +410,7 @@ def _run_test(module, name: str, path: str, recorder, gpu: bool) -> tuple[dict[s
 # ----------------------------------------------------------------------------------------- bench
 
 
-def run_bench(job: dict[str, Any], info: Any, send) -> dict[str, Any]:
+def run_bench(job: BenchJob, info: Any, send) -> dict[str, Any]:
     """Time the captured calls of each variant (reference first, if any) interleaved, on shared input sets that
     rotate and change values between timed calls; report samples, launches and device time per call, and save the
     outputs of late timed-like calls for the caller to compare (``timing_rules``)."""
@@ -436,28 +443,28 @@ def run_bench(job: dict[str, Any], info: Any, send) -> dict[str, Any]:
             v = variants[label]
             send({"event": "progress", "bench": f"{label}:{base_call.signature}"})
             fn = v["recorder"].originals[v["calls"][i].wrapper]
-            sets = timing.InputSets(base, count, seed=job.get("input_seed", 0))
+            sets = timing.InputSets(base, count, seed=job.input_seed)
             entry, estimate = _prepare_call(fn, sets, v["module"], base_call)
             prepared[label] = (fn, sets, estimate)
             per_call[label].append(entry)
         fastest = min(estimate for _, _, estimate in prepared.values())
         per_graph = timing.graph_calls(fastest, count) if fastest < timing.GRAPH_BELOW_MS else None
         for label, (fn, sets, estimate) in prepared.items():
-            timer = timing.make_timer(fn, sets, estimate, job.get("rep_ms", 25), per_graph)
+            timer = timing.make_timer(fn, sets, estimate, job.rep_ms, per_graph)
             try:
                 timing.guard(lambda fn=fn, sets=sets: sets.call(fn, 0), estimate)
             except timing.TimingFooled as e:
                 return {"error": f"{label}: {e}", "fooled": True, "label": label}
             timers[label].append(timer)
             per_call[label][i].update(method=timer.method, input_sets=len(sets), per_graph=timer.per_graph)
-            if job.get("profile", True):
+            if job.profile:
                 per_call[label][i]["kernel_ms"] = timing.kernel_times(
                     lambda fn=fn, sets=sets: sets.call(fn, 0), variants[label]["kernels"]
                 )
 
     send({"event": "progress", "bench": "timed rounds", "batch": "start"})
     try:
-        rounds = timing.interleaved(timers, job.get("rounds", 15), seed=job.get("seed", 0))
+        rounds = timing.interleaved(timers, job.rounds, seed=job.seed)
     except timing.TimingFooled as e:
         return {"error": str(e), "fooled": True}
     except Exception as e:  # user code that fails only when timed
@@ -476,7 +483,7 @@ def run_bench(job: dict[str, Any], info: Any, send) -> dict[str, Any]:
     if len(labels) > 1:
         send({"event": "progress", "bench": "checking the outputs of the timed calls"})
         try:
-            _save_timed_outputs(timers, Path(job["outputs_dir"]), save)
+            _save_timed_outputs(timers, Path(job.outputs_dir), save)
         except Exception as e:
             detail = sandbox.describe_error(e, "", None)
             return {"error": "a call failed when the outputs of the timed calls were checked", "error_detail": detail}
@@ -484,14 +491,14 @@ def run_bench(job: dict[str, Any], info: Any, send) -> dict[str, Any]:
     return {"calls": per_call, "rounds": rounds, "labels": labels, "device_ms": device_ms}
 
 
-def _bench_variants(job: dict[str, Any], send: Send) -> dict[str, Any]:
+def _bench_variants(job: BenchJob, send: Send) -> dict[str, Any]:
     """Load each variant's module and run its bench functions once, capturing the wrapper calls (with cloned
     arguments); {"error": ...} when one fails."""
     from . import rocm_bench, timing
 
     variants: dict[str, Any] = {}
-    rocm_bench.install(Path(job["scratch"]))  # GEAK-eval's benchmark module, for these files only
-    for spec in job["modules"]:
+    rocm_bench.install(Path(job.scratch))  # GEAK-eval's benchmark module, for these files only
+    for spec in job.modules:
         captured = capture_bench_calls(job, spec, send, timing.estimate_ms)
         if "error" in captured:
             return captured
@@ -499,7 +506,7 @@ def _bench_variants(job: dict[str, Any], send: Send) -> dict[str, Any]:
     return variants
 
 
-def capture_bench_calls(job: dict[str, Any], spec: dict[str, Any], send: Send, estimate=None) -> dict[str, Any]:
+def capture_bench_calls(job: BenchJob, spec: dict[str, Any], send: Send, estimate=None) -> dict[str, Any]:
     """Import one variant and run its bench functions (pytest benchmark cases through pytest), capturing the wrapper
     calls to time: {"module", "recorder", "calls", "kernels"}, or an error result. `estimate(fn)`: GEAK's first
     timing of a benchmarked callable, which `PytestBenchmarker.run_benchmark` reports (None: no GPU)."""
@@ -508,7 +515,7 @@ def capture_bench_calls(job: dict[str, Any], spec: dict[str, Any], send: Send, e
     from . import rocm_bench, sandbox
     from .capture import CallRecorder
 
-    seed = job["seed"]
+    seed = job.seed
     label = spec["label"]
     try:
         sandbox.seed_everything(seed)
@@ -523,11 +530,11 @@ def capture_bench_calls(job: dict[str, Any], spec: dict[str, Any], send: Send, e
     collector = rocm_bench.Collector(recorder, estimate)
     recorder.recording = True
     with rocm_bench.collecting(collector):
-        pytest_functions = job.get("pytest_functions") or []
+        pytest_functions = job.pytest_functions
         failed = _bench_pytest(job, spec, module, recorder, send) if pytest_functions else None
         if failed:
             return failed
-        for name in (n for n in job["functions"] if n not in pytest_functions):
+        for name in (n for n in job.functions if n not in pytest_functions):
             send({"event": "progress", "bench": f"{label}:{name}"})
             try:
                 sandbox.seed_everything(seed)
@@ -540,9 +547,9 @@ def capture_bench_calls(job: dict[str, Any], spec: dict[str, Any], send: Send, e
                     "error_detail": sandbox.describe_error(e, spec["path"], module),
                 }
     recorder.recording = False
-    calls = collector.timed_calls(job.get("max_calls", 16))
+    calls = collector.timed_calls(job.max_calls)
     if not calls:
-        what = ", ".join(collector.unwrapped()) or ", ".join(job["functions"])
+        what = ", ".join(collector.unwrapped()) or ", ".join(job.functions)
         return {
             "error": f"{label}: {what} called no wrapper function (a function that launches the kernels), so there "
             "is no call to time"
@@ -550,7 +557,7 @@ def capture_bench_calls(job: dict[str, Any], spec: dict[str, Any], send: Send, e
     return {"module": module, "recorder": recorder, "calls": calls, "kernels": set(spec["kernels"])}
 
 
-def _bench_pytest(job: dict[str, Any], spec: dict[str, Any], module, recorder, send: Send) -> dict[str, Any] | None:
+def _bench_pytest(job: BenchJob, spec: dict[str, Any], module, recorder, send: Send) -> dict[str, Any] | None:
     """Run the file's pytest benchmark cases (the wrapper calls of their benchmarked callables are captured); the
     error result of the first case that fails, else None."""
     from . import sandbox
@@ -568,14 +575,14 @@ def _bench_pytest(job: dict[str, Any], spec: dict[str, Any], module, recorder, s
     plugin = GeakPlugin(
         module,
         path,
-        SessionPlan(frozenset(job["pytest_functions"])),
+        SessionPlan(frozenset(job.pytest_functions)),
         recorder,
         True,
         on_case=record,
-        before_test=lambda: sandbox.seed_everything(job["seed"]),
+        before_test=lambda: sandbox.seed_everything(job.seed),
         on_start=lambda name: send({"event": "progress", "bench": f"{label}:{name}"}),
     )
-    failures += [e for e in run_session(plugin, Path(job["scratch"])) if e["kind"] == "error"]
+    failures += [e for e in run_session(plugin, Path(job.scratch)) if e["kind"] == "error"]
     if not failures:
         return None
     first = failures[0]
@@ -639,7 +646,7 @@ def _save_timed_outputs(timers, out_dir: Path, save) -> None:
         sandbox.set_poisoning(False)
 
 
-def run_peaks(job: dict[str, Any], info: Any, send) -> dict[str, Any]:
+def run_peaks(job: PeaksJob, info: Any, send) -> dict[str, Any]:
     """Measure the device's ceilings and A/A noise margin (no user code runs in this job)."""
     from dataclasses import asdict
 
@@ -648,7 +655,7 @@ def run_peaks(job: dict[str, Any], info: Any, send) -> dict[str, Any]:
     if info.backend == "interpreter":
         return {"error": "no GPU: nothing to measure"}
     send({"event": "progress", "bench": "measuring the device's peaks and noise floor"})
-    return {"peaks": asdict(measure(job.get("measure", True)))}
+    return {"peaks": asdict(measure(job.measure))}
 
 
 def _counted(module, name: str, call) -> int | None:

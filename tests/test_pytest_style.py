@@ -184,6 +184,7 @@ from geak.evaluator import rocm_bench, sandbox, worker
 from geak.evaluator.bench import bench_job
 from geak.evaluator.options import EvalOptions
 from geak.evaluator.triton_file import read_triton_file
+from geak.evaluator.protocol import job_from_dict
 
 sandbox.prepare_zygote("interpreter")
 t = read_triton_file(sys.argv[1])
@@ -192,7 +193,7 @@ path = scratch / "candidate.py"
 path.write_text(t.compose().text)
 spec = {"label": "candidate", "path": str(path), "module_name": "geak_capture", "wrappers": list(t.wrappers),
         "kernels": [k.name for k in t.kernels]}
-job = bench_job([spec], t, EvalOptions(), scratch / "outputs")
+job = job_from_dict(bench_job([spec], t, EvalOptions(), scratch / "outputs"))
 rocm_bench.install(scratch)
 captured = worker.capture_bench_calls(job, spec, lambda event: None)
 calls = [{"signature": c.signature, "flops": c.flops} for c in captured["calls"]]
@@ -201,7 +202,7 @@ for c in captured["calls"]:
 from geak_eval.perf.ROCm.performance_utils_pytest import PYTEST_BENCHMARK_RESULTS, save_all_benchmark_results
 records = {k: len(v) for k, v in PYTEST_BENCHMARK_RESULTS.items()}
 save_all_benchmark_results(sys.argv[3])
-print(json.dumps({"job": job["pytest_functions"], "calls": calls, "records": records}))
+print(json.dumps({"job": job.pytest_functions, "calls": calls, "records": records}))
 """
 
 

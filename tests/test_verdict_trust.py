@@ -173,3 +173,21 @@ def test_a_file_that_reads_unwritten_memory_is_checked_unpoisoned_and_says_so():
 def test_an_unwritten_output_is_never_retried_without_poisoning():
     r = check("unwritten_output.py", "add_tritonbench.py")
     assert not r.ok and not any("without poisoned" in c for c in r.caveats)
+
+
+def test_jobs_are_typed_and_a_malformed_one_is_refused():
+    from geak.evaluator.check import check_job
+    from geak.evaluator.options import EvalOptions as Options
+    from geak.evaluator.protocol import CheckJob, job_from_dict
+    from geak.evaluator.triton_file import read_triton_file
+
+    owner = read_triton_file(FIXTURES / "add_native.py")
+    job = check_job(FIXTURES / "add_native.py", "m", owner, Path("/tmp/x"), Options(seed=7), None)
+    typed = job_from_dict(job)
+    assert isinstance(typed, CheckJob) and typed.seed == 7 and typed.poison and typed.tests == ["test_add"]
+    with pytest.raises(ValueError, match="missing"):
+        job_from_dict({k: v for k, v in job.items() if k != "seed"})
+    with pytest.raises(ValueError, match="unknown"):
+        job_from_dict({**job, "extra": 1})
+    with pytest.raises(ValueError, match="kind"):
+        job_from_dict({"kind": "rm -rf"})

@@ -84,7 +84,7 @@ def test_failures_are_reported_and_the_same_zygote_serves_the_next_check():
             for fixture, message in failures.items():
                 failed = await ev.check(FIXTURES / fixture)
                 assert not failed.ok and failed.stage == "call"
-                assert failed.message == message
+                assert failed.message.startswith(message)  # (the interpreter adds what a crash there means)
                 again = await ev.check(ADD)
                 assert again.ok, f"after {fixture}: {again.message}"
                 assert the_zygote_pid(ev.pool) == zygote, f"the zygote was replaced after {fixture}"
