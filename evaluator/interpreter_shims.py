@@ -10,11 +10,11 @@ on takes the path it takes on the GPUs GEAK targets, and tests that need "arch 9
   Triton's and other installed packages' code still see the truth;
 * ``torch.cuda``: ``device(...)`` / ``_DeviceGuard`` / ``device_of`` (any index, also ``None``), ``set_device``,
   ``current_device``, ``device_count``, ``is_available``, ``get_device_properties`` / ``_capability`` / ``_name``,
-  streams and events (the host clock), ``synchronize`` and the memory statistics;
+  streams and events (the host clock), Philox generator states, ``synchronize`` and the memory statistics;
 * Triton: ``triton.runtime.driver.active`` (target, device properties, current device and stream, a benchmarker
   that times nothing, so ``@triton.autotune`` keeps its first config), string annotations (``BLOCK:
-  "tl.constexpr"``), grids given as lists, and vendor libdevice math (``tl.extra.cuda/hip.libdevice``,
-  ``triton.language.extra.libdevice``), computed with NumPy/SciPy.
+  "tl.constexpr"``), grids given as lists, integer-held masks, ``and`` / ``or`` on tensors, and vendor libdevice math
+  (``tl.extra.cuda/hip.libdevice``, ``triton.language.extra.libdevice``), computed with NumPy/SciPy.
 
 What the interpreter still cannot run is recognized by ``cpu_support`` and reported as "not checkable on CPU".
 """
@@ -51,6 +51,8 @@ def install() -> None:
     _autotune_without_timing()
     _accept_string_annotations()
     _accept_list_grids()
+    _boolean_masks()
+    _tensor_boolean_operators()
     _map_libdevice()
     CudaToCpu().__enter__()
 
@@ -80,7 +82,7 @@ def report_programs(callback: Callable[[int], None], every_s: float) -> None:
 
 
 def _is_gpu_device(device: Any) -> bool:
-    """"cuda", "cuda:1", torch.device("cuda"), or a bare index (`device=torch.cuda.current_device()`)."""
+    """ "cuda", "cuda:1", torch.device("cuda"), or a bare index (`device=torch.cuda.current_device()`)."""
     if isinstance(device, int) and not isinstance(device, bool):
         return True
     try:
@@ -206,11 +208,45 @@ class _Event:
         return (end.at - self.at) * 1000.0
 
 
-class _DefaultGenerators:
-    """`torch.cuda.default_generators[i]`: the CPU generator (GPU-written tests draw their CUDA tensors from it)."""
+class _CudaGenerator:
+    """`torch.cuda.default_generators[i]`: a CUDA (Philox) generator's state is a seed and an offset (16 bytes),
+    which code that drives its own Philox kernels reads and advances. Seeded from torch's seed at first use, so the
+    reference and a candidate (seeded alike) draw alike."""
 
-    def __getitem__(self, index: int) -> torch.Generator:
-        return torch.default_generator
+    def __init__(self) -> None:
+        self._seed: int | None = None
+        self._offset = 0
+        self.device = torch.device("cuda", 0)
+
+    def initial_seed(self) -> int:
+        if self._seed is None:
+            self._seed = torch.initial_seed() & (2**63 - 1)
+        return self._seed
+
+    def manual_seed(self, seed: int) -> _CudaGenerator:
+        self._seed, self._offset = int(seed) & (2**63 - 1), 0
+        return self
+
+    def get_state(self) -> torch.Tensor:
+        return torch.tensor([self.initial_seed(), self._offset], dtype=torch.int64).view(torch.uint8)
+
+    def set_state(self, state: torch.Tensor) -> None:
+        seed, offset = state.view(torch.int64).tolist()
+        self._seed, self._offset = seed, offset
+
+    def get_offset(self) -> int:
+        return self._offset
+
+    def set_offset(self, offset: int) -> None:
+        self._offset = int(offset)
+
+
+class _DefaultGenerators:
+    def __init__(self) -> None:
+        self._generator = _CudaGenerator()
+
+    def __getitem__(self, index: int) -> _CudaGenerator:
+        return self._generator
 
     def __len__(self) -> int:
         return 1
@@ -403,6 +439,73 @@ def _tuple_grid(grid: Callable[[Any], Any]) -> Callable[[Any], Any]:
         return tuple(value) if isinstance(value, list) else value
 
     return as_tuple
+
+
+def _boolean_masks() -> None:
+    """A mask is int1 to Triton, but the interpreter sometimes holds it as int32 data (a scalar comparison broadcast
+    to a block), which its load and store then refuse ("mask has unsupported dtype")."""
+    from triton.runtime import interpreter
+
+    builder_cls = type(interpreter.interpreter_builder)
+    load, store = builder_cls.create_masked_load, builder_cls.create_masked_store
+
+    def as_bool(mask: Any) -> Any:
+        if mask is not None and mask.data.dtype != np.bool_:
+            return interpreter.TensorHandle(mask.data.astype(np.bool_), mask.dtype)
+        return mask
+
+    builder_cls.create_masked_load = lambda self, ptrs, mask, *rest: load(self, ptrs, as_bool(mask), *rest)
+    builder_cls.create_masked_store = lambda self, ptrs, value, mask, *rest: store(
+        self, ptrs, value, as_bool(mask), *rest
+    )
+
+
+def _tensor_boolean_operators() -> None:
+    """`mask = (rows < M) and (cols < N)` in a kernel: Triton's compiler makes `and` / `or` on tensors elementwise
+    (constexpr operands still short-circuit); plain Python, which the interpreter runs, would keep only one operand
+    (a block tensor is always truthy), so masks lose a bound and loads run out of bounds. Rewrite them as the
+    compiler reads them."""
+    from triton.runtime import interpreter
+
+    rewriter = interpreter.FunctionRewriter
+    first = rewriter.ast_transformer
+
+    class BooleanOperators(ast.NodeTransformer):
+        def visit_BoolOp(self, node: ast.BoolOp) -> ast.AST:
+            self.generic_visit(node)
+            method = "logical_and" if isinstance(node.op, ast.And) else "logical_or"
+            no_args = ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[])
+            thunks = [ast.Lambda(args=no_args, body=value) for value in node.values]
+            call = ast.Call(ast.Name("_geak_boolean_op", ast.Load()), [ast.Constant(method), *thunks], [])
+            return ast.copy_location(call, node)
+
+    class Both:
+        def visit(self, tree: ast.AST) -> ast.AST:
+            return BooleanOperators().visit(first.visit(tree))
+
+    rewriter.ast_transformer = Both()
+    interpreter._geak_boolean_op = _boolean_op  # the interpreter hands its globals to the kernels it rewrites
+
+
+def _boolean_op(method: str, *operands: Callable[[], Any]) -> Any:
+    """`a and b` / `a or b` as Triton's compiler evaluates them: Python values short-circuit, tensors combine
+    elementwise (`logical_and` / `logical_or`)."""
+    import triton.language as tl
+
+    tensors: list[Any] = []
+    value: Any = None
+    for operand in operands:
+        value = operand()
+        if isinstance(value, tl.core.tensor):
+            tensors.append(value)
+        elif bool(value) is (method == "logical_or"):
+            return value
+    if not tensors:
+        return value
+    result = tensors[0]
+    for other in tensors[1:]:
+        result = getattr(result, method)(other)
+    return result
 
 
 def _np_erf(x: np.ndarray) -> np.ndarray:
