@@ -63,8 +63,8 @@ def crash_hint(message: str) -> str:
     kernel's bug, so it stays a failure, with this explanation."""
     if any(s in message for s in ("SIGSEGV", "SIGABRT", "SIGBUS")):
         return (
-            f"{message} (under the interpreter this is an out-of-bounds memory access by a kernel, which a GPU may "
-            "silently tolerate)"
+            f"{message} (under the interpreter this is usually a kernel's out-of-bounds memory access, which a GPU "
+            "may silently tolerate)"
         )
     return message
 
