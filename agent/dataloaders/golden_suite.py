@@ -67,14 +67,29 @@ def read_jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
 
 
 class GoldenFileSuite:
-    """Base of the built-in loaders. Subclasses fill `problem_states` in `_load_suite` and may add instruction
-    variants to match (`_instructions`)."""
+    """Base of the built-in loaders: golden files in a folder (`folder` under the suite folder) and a JSON list of
+    instructions (`instructions`). Subclasses turn each listed item with a golden file into a problem
+    (`_problem`) and may add instruction variants to match (`_instructions`)."""
 
     suite = "suite"
+    folder = ""  # the golden files' folder inside the suite folder
+    instructions = ""  # the instruction JSON inside the suite folder
 
-    def __init__(self, py_folder: str | Path, instruction_path: str | Path):
-        self.py_folder = Path(py_folder).expanduser()
-        self.instruction_path = Path(instruction_path).expanduser()
+    def __init__(
+        self,
+        data_path: str | Path | None = None,
+        *,
+        py_folder: str | Path | None = None,
+        instruction_path: str | Path | None = None,
+    ):
+        """`data_path` is the suite folder; `py_folder` and `instruction_path` override either part."""
+        if data_path is None and (py_folder is None or instruction_path is None):
+            raise SuiteError(f"{self.suite}: give data_path (the suite folder), or py_folder and instruction_path")
+        root = Path(data_path).expanduser() if data_path is not None else None
+        self.py_folder = Path(py_folder if py_folder is not None else root / self.folder).expanduser()
+        self.instruction_path = Path(
+            instruction_path if instruction_path is not None else root / self.instructions
+        ).expanduser()
         if not self.py_folder.is_dir():
             raise SuiteError(f"{self.suite} golden files: {self.py_folder} is not a folder")
         self.skipped: list[str] = []  # instruction entries without a golden file, or the reverse
@@ -85,6 +100,24 @@ class GoldenFileSuite:
         self._by_file = {ps.filename: ps for ps in self.problem_states}
 
     def _load_suite(self) -> list[ProblemState]:
+        states = []
+        for item in read_json_list(self.instruction_path, f"{self.suite} instructions"):
+            name = str(item.get("file", ""))
+            path = self.py_folder / name
+            if not name or not path.is_file():
+                self.skipped.append(f"{name or '(no file)'}: no golden file in {self.py_folder}")
+                continue
+            _, test_code = split_golden(path)
+            states.append(self._problem(item, name, path, test_code))
+        listed = {ps.filename for ps in states}
+        self.skipped += [
+            f"{p.name}: not in {self.instruction_path.name}"
+            for p in sorted(self.py_folder.glob("*.py"))
+            if p.name not in listed
+        ]
+        return states
+
+    def _problem(self, item: dict[str, Any], name: str, path: Path, test_code: str) -> ProblemState:
         raise NotImplementedError
 
     def _instructions(self, ps: ProblemState) -> list[str]:
