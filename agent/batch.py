@@ -34,6 +34,7 @@ from .outcome import OptimizeResult
 from .retrieval import KernelCorpus
 from .run_config import RunConfig
 from .scaling_plot import plot_scaling
+from .tasks import all_or_none
 
 log = logging.getLogger(__name__)
 RESULTS, SUMMARY, PLOT, RUN_INFO = "results.jsonl", "summary.json", "scaling.png", "run.json"
@@ -216,13 +217,7 @@ class BatchRun:
                     record=record,
                 )
 
-        tasks = [asyncio.create_task(one(ps)) for ps in pending]
-        try:
-            await asyncio.gather(*tasks)
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+        await all_or_none(one(ps) for ps in pending)
 
     async def _append(self, record: dict[str, Any]) -> None:
         async with self._write_lock:

@@ -14,6 +14,7 @@ from typing import Any
 
 from .dataloaders import GoldenFileSuite, ProblemState, reference_file, score_code
 from .eval_slots import EvalSlot
+from .tasks import all_or_none
 
 
 @dataclass
@@ -61,13 +62,7 @@ async def score_predictions(
         if on_record is not None:
             on_record(record, len(states))
 
-    tasks = [asyncio.create_task(one(i, ps)) for i, ps in enumerate(states)]
-    try:
-        await asyncio.gather(*tasks)
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+    await all_or_none(one(i, ps) for i, ps in enumerate(states))
     records.sort(key=lambda r: r["line"])
     return EvalOutcome(records, list(suite.unmatched), time.perf_counter() - started)
 

@@ -11,10 +11,9 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
 
 from geak.evaluator.api import BadInput
 
@@ -29,6 +28,7 @@ from .llm import ChatModel, LLMError, ModelUnusable
 from .memory import Candidate, ChainState, Evaluation, ProblemMemory
 from .outcome import OptimizeResult, pass_at_k
 from .retrieval import KernelCorpus
+from .tasks import all_or_none
 
 log = logging.getLogger(__name__)
 WAITING_REPORT_S = 15.0  # how often a `waiting` progress event says how long the model has been thinking
@@ -45,7 +45,6 @@ class ProgressEvent:
 
 
 ProgressCallback = Callable[[ProgressEvent], None]
-T = TypeVar("T")
 
 
 @dataclass
@@ -136,7 +135,7 @@ class GeakAgent:
             self._emit("start", "no model configured (model_id, --model): tuning launch parameters by measurement")
         try:
             if self.model is not None and self.config.model_configured:
-                await _all_or_none(self._chain(run, state) for state in memory.chains)
+                await all_or_none(self._chain(run, state) for state in memory.chains)
             if not memory.search_done and (cfg.search or self.model is None) and not self._stop:
                 await self._search(run)
             final = await self._final(run)
@@ -245,7 +244,7 @@ class GeakAgent:
                 state.debug_count += 0 if new[0].passed else 1
             else:
                 base = current if current is not None else None
-                new = await _all_or_none(self._improve(run, state, base, note) for _ in range(cfg.descendant_num))
+                new = await all_or_none(self._improve(run, state, base, note) for _ in range(cfg.descendant_num))
                 state.debug_count = 0
             chosen = sorted(new, key=lambda c: (not c.passed, c.evaluation.sort_key if c.evaluation else math.inf))
             state.current = chosen[0].id
@@ -491,17 +490,3 @@ class GeakAgent:
 def _trial(source: str, ev: Evaluation) -> Trial:
     faster = ev.faster if ev.speedup_verdict else None
     return Trial({}, source, ev.ok, ev.latency_ms if ev.timed else None, ev.message, faster)
-
-
-async def _all_or_none(coroutines: Iterable[Awaitable[T]]) -> list[T]:
-    """Run concurrently; if one raises, cancel the others (and wait for their clean-up) before raising."""
-    tasks = [asyncio.ensure_future(c) for c in coroutines]
-    try:
-        return list(await asyncio.gather(*tasks))
-    except asyncio.CancelledError:
-        raise  # gather has cancelled them; a second cancel would interrupt their clean-up (killing jobs)
-    except BaseException:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
