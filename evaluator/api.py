@@ -49,6 +49,7 @@ class Evaluator:
         )
         self._scratch = Path(tempfile.mkdtemp(prefix="geak-eval-"))
         self._references: dict[str, check_stage.ReferenceRun] = {}
+        self._reruns: dict[str | None, asyncio.Lock] = {}
         self._peaks: Peaks | None = None
         self._serial = 0
 
@@ -153,20 +154,49 @@ class Evaluator:
         _say(progress, f"running the tests of {Path(label).name}")
         try:
             outcome = await self.pool.run(job, timeout_s=self.options.timeout_s, on_event=_relay(progress))
-            return await asyncio.to_thread(
-                check_stage.verdict,
-                outcome,
-                composed,
-                candidate,
-                reference,
-                ref_run,
-                job_dir,
-                self.options,
-                self.pool.info,
-                label,
+            judge = lambda: check_stage.verdict(
+                outcome, composed, candidate, reference, ref_run, job_dir, self.options, self.pool.info, label
             )
+            result = await asyncio.to_thread(judge)
+            differs = result.comparison is not None and bool(result.comparison.mismatches)
+            if differs and ref_run is not None and await self._rerun_reference(ref_run, progress):
+                result = await asyncio.to_thread(judge)
+            return result
         finally:
             shutil.rmtree(job_dir, ignore_errors=True)
+
+    async def _rerun_reference(self, ref_run: check_stage.ReferenceRun, progress: Progress | None) -> bool:
+        """A candidate's outputs differ from the reference's: run the reference once more in a fresh process (its
+        tests twice, its usable probes once) so that outputs it does not reproduce leave the comparison
+        (``check.rerun_variation``). Once per reference; concurrent candidates wait for that one run. Returns
+        whether the verdict must be judged again (the reference was rerun, now or before)."""
+        async with self._reruns.setdefault(ref_run.cache_key, asyncio.Lock()):
+            if ref_run.reran:
+                return True
+            job_dir = self._new_dir("ref")
+            path = job_dir / "reference.py"
+            path.write_text(ref_run.tfile.compose().text)
+            probes = None
+            if ref_run.probes is not None and ref_run.probes.usable:
+                for probe in ref_run.probes.usable:
+                    name = probe_input_file(probe["index"])
+                    shutil.copyfile(ref_run.outputs / "outputs" / name, job_dir / "outputs" / name)
+                probes = {"replay": list(ref_run.probes.usable)}
+            cache = cache_request(seed=ref_run.cache_key, keep=None)
+            job = check_stage.check_job(
+                path, self._module_name("ref"), ref_run.tfile, job_dir, self.options, probes, cache, ref_run.poison,
+                True,
+            )  # fmt: skip
+            _say(progress, f"running the reference {Path(ref_run.tfile.path).name} again (is it deterministic?)")
+            try:
+                outcome = await self.pool.run(job, timeout_s=self.options.timeout_s, on_event=_relay(progress))
+                found = outcome.status == "ok" and outcome.result is not None and await asyncio.to_thread(
+                    check_stage.rerun_variation, ref_run, outcome.result, job_dir / "outputs", self.options
+                )
+            finally:
+                shutil.rmtree(job_dir, ignore_errors=True)
+            ref_run.reran = True
+            return found
 
     async def _reference_run(self, reference: TritonFile, progress: Progress | None) -> check_stage.ReferenceRun:
         composed = reference.compose()

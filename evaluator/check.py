@@ -88,6 +88,7 @@ class ReferenceRun:
     cache_key: str | None = None  # its trusted compile cache (triton_cache.py)
     unstable: dict[str, tuple[str, ...]] = field(default_factory=dict)  # test -> outputs that do not reproduce
     poison: bool = True  # False: its tests read memory nothing wrote, so jobs run without poisoned allocations
+    reran: bool = False  # ran again after a candidate disagreed with it (``rerun_variation``)
 
 
 def unstable_outputs(result: dict[str, Any], out_dir: Path, options: EvalOptions) -> dict[str, tuple[str, ...]]:
@@ -107,6 +108,59 @@ def unstable_outputs(result: dict[str, Any], out_dir: Path, options: EvalOptions
         if paths:
             unstable[test["name"]] = paths
     return unstable
+
+
+def rerun_variation(ref_run: ReferenceRun, result: dict[str, Any], rerun_dir: Path, options: EvalOptions) -> bool:
+    """Fold a rerun of the reference (a fresh process, the same seeded inputs: its tests twice, its usable probes
+    once) into `ref_run`: an output that differs from the first run's is nondeterministic, however rarely, so it
+    leaves the comparison (tests) or the probes (probes). A candidate's mismatch then only stands where the
+    reference reproduces itself. Returns whether anything new was found."""
+    first_dir, found = ref_run.outputs / "outputs", False
+    for test in result.get("tests", []):
+        if test.get("kind") != "pass":
+            continue
+        paths = set(ref_run.unstable.get(test["name"], ()))
+        before = len(paths)
+        for run in ("", "again"):
+            try:
+                first = load_output(first_dir / output_file_of_test(test["name"]))
+                again = load_output(rerun_dir / output_file_of_test(test["name"], run))
+            except UnreadableOutput:
+                continue
+            paths.update(m.where for m in compare(first, again, "", options.tolerances))
+        if len(paths) > before:
+            ref_run.unstable[test["name"]] = tuple(sorted(paths))
+            found = True
+    probes = ref_run.probes
+    if probes is None:
+        return found
+    replayed = {f.get("index"): f for f in result.get("fresh") or [] if isinstance(f, dict)}
+    usable, skipped = [], list(probes.skipped)
+    for probe in probes.usable:
+        index, entry = probe["index"], replayed.get(probe["index"])
+        where = f"fresh inputs #{index + 1} {probe['signature']}"
+        try:
+            differs = entry is not None and entry.get("status") == "ok" and bool(
+                compare(
+                    load_output(first_dir / probe_output_file(index)),
+                    load_output(rerun_dir / probe_output_file(index)),
+                    where,
+                    options.tolerances,
+                )
+            )
+        except UnreadableOutput:
+            differs = False
+        if differs:
+            skipped.append(f"{where}: the reference gave a different result when run again on the same inputs "
+                           "(nondeterministic), so it cannot judge a candidate there")
+            found = True
+        else:
+            usable.append(probe)
+    ref_run.probes = ReferenceProbes(
+        tuple(usable), frozenset(i for i in probes.informative if any(p["index"] == i for p in usable)),
+        tuple(skipped),
+    )
+    return found
 
 
 def judge_reference_probes(result: dict[str, Any], out_dir: Path, options: EvalOptions) -> ReferenceProbes:

@@ -161,6 +161,23 @@ def test_reference_outputs_that_do_not_reproduce_are_not_compared_but_the_rest_i
     assert not wrong.ok and any("['doubled']" in m.where for m in wrong.comparison.mismatches)
 
 
+def test_a_mismatch_stands_only_where_the_reference_reproduces_itself_in_a_fresh_process():
+    async def go():
+        opts = EvalOptions(backend="interpreter", timeout_s=90, spares=0)
+        reference = FIXTURES / "unstable_across_processes.py"
+        async with Evaluator(opts) as ev:
+            said: list[str] = []
+            same = await ev.check(reference, against=reference, progress=said.append)
+            wrong = await ev.check(FIXTURES / "unstable_across_processes_wrong.py", against=reference)
+            return same, wrong, said
+
+    same, wrong, said = asyncio.run(go())
+    assert same.ok, same.message  # its two runs in one process agree; the candidate's process differs
+    assert any("again (is it deterministic?)" in s for s in said)
+    assert any("['layout']" in n and "not compared" in n for n in same.comparison.notes)
+    assert not wrong.ok and [m.where for m in wrong.comparison.mismatches][0].endswith("['doubled']")
+
+
 def test_a_file_that_reads_unwritten_memory_is_checked_unpoisoned_and_says_so():
     alone = check("reads_unwritten_memory.py", None)
     assert alone.ok, alone.message
