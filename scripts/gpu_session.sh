@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # One lease on the GPU machine, in parts (each part fits one 10-minute device call):
-#   bash scripts/gpu_session.sh PART...   with PART in: env native isolation trust evaluator suites some lsp batch
+#   bash scripts/gpu_session.sh PART...   with PART in: env native isolation trust evaluator suites tb rocm some lsp
+#                                         eval batch scaling split
+# `split` runs groups of parts at once, each on its GPUs: SPLIT="0:tb 1:native,rocm 2:trust 3:eval 4,5:scaling" (logs
+# in $OUT/gpuN.log). A machine with several GPUs then does in one call what one GPU does in several.
 # Python packages missing there travel as wheels in .whl/ (see the device notes); GEAK itself is put on the path
 # as a namespace package (a copy, no install). Every part writes its logs and JSON under $OUT.
 set -uo pipefail
@@ -8,11 +11,13 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/geak-out}
 SITE=/opt/geak-site  # not under /tmp or the project, which isolated jobs do not see
 mkdir -p "$OUT" "$SITE/geak"
-if [ -d .whl ] && [ ! -e "$SITE/.installed" ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" .whl/*.whl \
-    && touch "$SITE/.installed"
+if [ -z "${SITE_READY:-}" ]; then  # set by `split` for its groups, which share one copy
+  if [ -d .whl ] && [ ! -e "$SITE/.installed" ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" \
+      .whl/*.whl && touch "$SITE/.installed"
+  fi
+  for d in evaluator agent server snippets; do rm -rf "${SITE:?}/geak/$d"; cp -r "$d" "$SITE/geak/$d"; done
 fi
-for d in evaluator agent server snippets; do rm -rf "${SITE:?}/geak/$d"; cp -r "$d" "$SITE/geak/$d"; done
 export PYTHONPATH=$SITE PYTHONUNBUFFERED=1
 TB=shared/suites/tritonbench_revised/TritonBench_G_v1
 ROCM=shared/suites/rocm/ROCm_v1
@@ -27,7 +32,7 @@ part_native() {
   python3 scripts/suite_report.py "$ROCM" --only native --native-jobs 14 --native-timeout 150 \
     --shim evaluator/shims --out "$OUT/rocm" | tail -2
 }
-part_trust() { timeout 300 python3 scripts/gpu_trust_report.py --out "$OUT" --budget-s "${TRUST_S:-240}" 2>&1 | tee "$OUT/trust.log"; }
+part_trust() { timeout "$(( ${TRUST_S:-240} + 60 ))" python3 scripts/gpu_trust_report.py --out "$OUT" --budget-s "${TRUST_S:-240}" 2>&1 | tee "$OUT/trust.log"; }
 part_isolation() {
   timeout 200 python3 scripts/isolation_cost.py tests/fixtures/add_native.py --checks 20 --backend gpu 2>&1
 }
@@ -38,6 +43,14 @@ part_suites() {
     --jobs "${JOBS:-8}" --timeout 120 --out "$OUT/tb" 2>&1 | grep -v '^\['
   timeout "${ROCM_S:-150}" python3 scripts/suite_report.py "$ROCM" --native-json "$native/rocm/native.json" \
     --jobs "${JOBS:-8}" --timeout 120 --out "$OUT/rocm" 2>&1 | grep -v '^\['
+}
+part_tb() {
+  timeout "${TB_S:-540}" python3 scripts/suite_report.py "$TB" --native-json "${NATIVE:-$OUT}/tb/native.json" \
+    --jobs "${JOBS:-12}" --timeout 150 --out "$OUT/tb" 2>&1 | grep -v '^\['
+}
+part_rocm() {
+  timeout "${ROCM_S:-330}" python3 scripts/suite_report.py "$ROCM" --native-json "${NATIVE:-$OUT}/rocm/native.json" \
+    --jobs "${JOBS:-8}" --timeout 300 --out "$OUT/rocm" 2>&1 | grep -v '^\['
 }
 part_some() {  # the suite files named in $TB_FILES / $ROCM_FILES (e.g. what an earlier call did not reach)
   local native=${NATIVE:-$OUT}
@@ -53,6 +66,27 @@ part_lsp() {
 part_batch() {
   timeout 330 python3 scripts/gpu_batch_report.py --data shared/suites/tritonbench_revised --problems "${PROBLEMS:-20}" \
     --budget 2 --eval-problems "${EVAL_PROBLEMS:-40}" --rounds 5 --deadline-s "${BATCH_S:-300}" --out "$OUT/batch" 2>&1 | tail -40
+}
+part_eval() {  # `geak eval` of the golden files as their own predictions (one GPU)
+  timeout "${EVAL_S:-520}" python3 scripts/gpu_batch_report.py --data shared/suites/tritonbench_revised --parts eval \
+    --eval-problems "${EVAL_PROBLEMS:-184}" --rounds 5 --deadline-s "$(( ${EVAL_S:-520} - 20 ))" --out "$OUT/eval" \
+    2>&1 | tail -60
+}
+part_scaling() {  # `geak run` (search, no model) on one GPU, then on two
+  timeout "${BATCH_S:-540}" python3 scripts/gpu_batch_report.py --data shared/suites/tritonbench_revised \
+    --parts run1,run2 --problems "${PROBLEMS:-24}" --budget 2 --rounds 5 --deadline-s "$(( ${BATCH_S:-540} - 20 ))" \
+    --out "$OUT/scaling" 2>&1 | tail -60
+}
+part_split() {
+  local pids=() group gpu parts
+  for group in ${SPLIT:?}; do
+    gpu=${group%%:*}
+    parts=${group#*:}
+    (export SITE_READY=1 CUDA_VISIBLE_DEVICES=$gpu; for p in ${parts//,/ }; do echo "=== $p ($(date +%T))"; \
+      "part_$p"; done) > "$OUT/gpu${gpu//,/-}.log" 2>&1 &
+    pids+=($!)
+  done
+  wait "${pids[@]}"
 }
 for part in "$@"; do
   echo "=== $part ($(date +%T))"
