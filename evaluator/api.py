@@ -29,6 +29,7 @@ from .triton_cache import cache_request
 from .triton_file import Composed, TritonFile, TritonFileError, parse_triton_file, read_source, read_triton_file
 
 Progress = Callable[[str], None]
+REFERENCE_RERUNS = 3  # fresh processes that rerun a reference a candidate disagrees with (see _rerun_reference)
 
 
 class BadInput(ValueError):
@@ -159,20 +160,21 @@ class Evaluator:
             )
             result = await asyncio.to_thread(judge)
             differs = result.comparison is not None and bool(result.comparison.mismatches)
-            if differs and ref_run is not None and await self._rerun_reference(ref_run, progress):
+            if differs and ref_run is not None:
+                await self._rerun_reference(ref_run, progress)
                 result = await asyncio.to_thread(judge)
             return result
         finally:
             shutil.rmtree(job_dir, ignore_errors=True)
 
-    async def _rerun_reference(self, ref_run: check_stage.ReferenceRun, progress: Progress | None) -> bool:
-        """A candidate's outputs differ from the reference's: run the reference once more in a fresh process (its
-        tests twice, its usable probes once) so that outputs it does not reproduce leave the comparison
-        (``check.rerun_variation``). Once per reference; concurrent candidates wait for that one run. Returns
-        whether the verdict must be judged again (the reference was rerun, now or before)."""
+    async def _rerun_reference(self, ref_run: check_stage.ReferenceRun, progress: Progress | None) -> None:
+        """A candidate's outputs differ from the reference's: run the reference again in fresh processes (its tests
+        twice, its usable probes once; up to REFERENCE_RERUNS times, until one shows variation) so that outputs it
+        does not reproduce leave the comparison (``check.rerun_variation``). Once per reference; concurrent
+        candidates wait for it."""
         async with self._reruns.setdefault(ref_run.cache_key, asyncio.Lock()):
             if ref_run.reran:
-                return True
+                return
             job_dir = self._new_dir("ref")
             path = job_dir / "reference.py"
             path.write_text(ref_run.tfile.compose().text)
@@ -187,16 +189,19 @@ class Evaluator:
                 path, self._module_name("ref"), ref_run.tfile, job_dir, self.options, probes, cache, ref_run.poison,
                 True,
             )  # fmt: skip
-            _say(progress, f"running the reference {Path(ref_run.tfile.path).name} again (is it deterministic?)")
             try:
-                outcome = await self.pool.run(job, timeout_s=self.options.timeout_s, on_event=_relay(progress))
-                found = outcome.status == "ok" and outcome.result is not None and await asyncio.to_thread(
-                    check_stage.rerun_variation, ref_run, outcome.result, job_dir / "outputs", self.options
-                )
+                for attempt in range(1, REFERENCE_RERUNS + 1):  # until it shows variation
+                    _say(progress, f"running the reference {Path(ref_run.tfile.path).name} again ({attempt} of "
+                                   f"{REFERENCE_RERUNS}: is it deterministic?)")  # fmt: skip
+                    outcome = await self.pool.run(job, timeout_s=self.options.timeout_s, on_event=_relay(progress))
+                    found = outcome.status == "ok" and outcome.result is not None and await asyncio.to_thread(
+                        check_stage.rerun_variation, ref_run, outcome.result, job_dir / "outputs", self.options
+                    )
+                    if found or outcome.status != "ok":
+                        break
             finally:
                 shutil.rmtree(job_dir, ignore_errors=True)
             ref_run.reran = True
-            return found
 
     async def _reference_run(self, reference: TritonFile, progress: Progress | None) -> check_stage.ReferenceRun:
         composed = reference.compose()

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from . import isolation as sandboxing
+from .device_share import TIMED_KINDS, DeviceShare
 from .redaction import known_secrets, redact, redact_data
 
 log = logging.getLogger(__name__)
@@ -173,6 +174,7 @@ class WorkerPool:
         self._bwrap_checked: tuple[bool, str] | None = None
         self._triton_cache = tempfile.mkdtemp(prefix="geak-triton-")  # the zygotes' trusted compile cache
         self._semaphore = asyncio.Semaphore(self.max_concurrent)
+        self._device = DeviceShare()
         self._idle: list[_Zygote] = []
         self._busy: set[_Zygote] = set()
         self._starting: set[asyncio.Task[_Zygote]] = set()
@@ -218,8 +220,9 @@ class WorkerPool:
         on_event: Callable[[dict[str, Any]], None] | None = None,
     ) -> JobOutcome:
         """Run one job in a fresh process; never raises for what the user's code does. `on_event` receives the
-        "started" event ({"pid": job process}) and the job's "progress" events."""
-        async with self._semaphore:
+        "started" event ({"pid": job process}) and the job's "progress" events. A timing job runs alone on the
+        device (``device_share``)."""
+        async with self._device.use(alone=job.get("kind") in TIMED_KINDS), self._semaphore:
             zygote = await self._acquire()
             self._keep_warm()
             try:

@@ -32,7 +32,17 @@ part_native() {
   python3 scripts/suite_report.py "$ROCM" --only native --native-jobs 14 --native-timeout 150 \
     --shim evaluator/shims --out "$OUT/rocm" | tail -2
 }
-part_trust() { timeout "$(( ${TRUST_S:-240} + 60 ))" python3 scripts/gpu_trust_report.py --out "$OUT" --budget-s "${TRUST_S:-240}" 2>&1 | tee "$OUT/trust.log"; }
+part_trust() {  # TRUST_ARGS e.g. "--parts hostile,aa --hostile forged_timer.py"
+  timeout "$(( ${TRUST_S:-240} + 60 ))" python3 scripts/gpu_trust_report.py --out "$OUT" --budget-s "${TRUST_S:-240}" \
+    ${TRUST_ARGS:-} 2>&1 | tee "$OUT/trust.log"
+}
+part_sanitize() {  # the golden files named in $SANITIZE under compute-sanitizer (memcheck), then 10 native runs each
+  local f
+  for f in ${SANITIZE:-}; do
+    echo "## $f"; (cd "$TB" && timeout 120 compute-sanitizer --tool memcheck --print-limit 5 python3 "$f" 2>&1 | tail -25)
+    (cd "$TB" && for i in 1 2 3 4 5 6 7 8 9 10; do timeout 60 python3 "$f" >/dev/null 2>&1 && echo -n "ok " || echo -n "FAIL "; done; echo)
+  done
+}
 part_isolation() {
   timeout 200 python3 scripts/isolation_cost.py tests/fixtures/add_native.py --checks 20 --backend gpu 2>&1
 }
@@ -54,10 +64,10 @@ part_rocm() {
 }
 part_some() {  # the suite files named in $TB_FILES / $ROCM_FILES (e.g. what an earlier call did not reach)
   local native=${NATIVE:-$OUT}
-  timeout "${TB_S:-150}" python3 scripts/suite_report.py "$TB" --files-from "$TB_FILES" --native-json \
-    "$native/tb/native.json" --jobs "${JOBS:-12}" --timeout 200 --out "$OUT/tb" 2>&1 | grep -v '^\['
-  timeout "${ROCM_S:-60}" python3 scripts/suite_report.py "$ROCM" --files-from "$ROCM_FILES" --native-json \
-    "$native/rocm/native.json" --jobs 5 --timeout 300 --out "$OUT/rocm" 2>&1 | grep -v '^\['
+  [ -z "${TB_FILES:-}" ] || timeout "${TB_S:-150}" python3 scripts/suite_report.py "$TB" --files-from "$TB_FILES" \
+    --native-json "$native/tb/native.json" --jobs "${JOBS:-12}" --timeout 200 --out "$OUT/tb" 2>&1 | grep -v '^\['
+  [ -z "${ROCM_FILES:-}" ] || timeout "${ROCM_S:-60}" python3 scripts/suite_report.py "$ROCM" --files-from \
+    "$ROCM_FILES" --native-json "$native/rocm/native.json" --jobs 5 --timeout 300 --out "$OUT/rocm" 2>&1 | grep -v '^\['
 }
 part_lsp() {
   timeout 150 python3 scripts/lsp_bench.py 2>&1 | tail -25

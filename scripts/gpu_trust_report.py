@@ -85,7 +85,7 @@ def variant(source: Path, tmp: Path, name: str, *edits: tuple[str, str]) -> Path
     return path
 
 
-async def run(report: Report, tmp: Path, real_cache: Path) -> None:
+async def run(report: Report, tmp: Path, real_cache: Path, parts: set[str], hostile: tuple[str, ...]) -> None:
     async with Evaluator(EvalOptions(timeout_s=120, spares=1)) as ev:
         info = await ev.runtime()
         if info.get("backend") == "interpreter":
@@ -111,7 +111,7 @@ async def run(report: Report, tmp: Path, real_cache: Path) -> None:
             "2^24": FIXTURES / "add_native.py",
             "2^16": variant(FIXTURES / "add_native.py", tmp, "add_native_small.py", ("1 << 24", "1 << 16")),
         }
-        for fixture in HOSTILE:
+        for fixture in hostile if "hostile" in parts else ():
             for size, reference in references.items():
                 case = f"hostile {fixture} @{size}"
                 if report.out_of_time:
@@ -121,15 +121,16 @@ async def run(report: Report, tmp: Path, real_cache: Path) -> None:
                 rejected = not b.ok and "rejected" in b.message
                 report.add(case, "rejected", rejected, speedup_text(b), seconds=round(b.duration_s, 1))
 
-        slow = FIXTURES / "add_slow.py"
-        edits = (("cdiv(n, 32)", "cdiv(n, 1024)"), ("BLOCK=32, num_warps=1", "BLOCK=1024, num_warps=4"))
-        fixed = variant(slow, tmp, "add_slow_fixed.py", *edits)
-        b = await ev.bench(fixed, against=slow, check_first=False)
-        s = b.speedup
-        real = b.ok and s is not None and s.verdict == "faster" and s.low >= 1.2
-        report.add("add_slow fixed (BLOCK 32 -> 1024) vs add_slow", "faster >= 1.2x", real, speedup_text(b))
+        if "speedup" in parts:
+            slow = FIXTURES / "add_slow.py"
+            edits = (("cdiv(n, 32)", "cdiv(n, 1024)"), ("BLOCK=32, num_warps=1", "BLOCK=1024, num_warps=4"))
+            fixed = variant(slow, tmp, "add_slow_fixed.py", *edits)
+            b = await ev.bench(fixed, against=slow, check_first=False)
+            s = b.speedup
+            real = b.ok and s is not None and s.verdict == "faster" and s.low >= 1.2
+            report.add("add_slow fixed (BLOCK 32 -> 1024) vs add_slow", "faster >= 1.2x", real, speedup_text(b))
 
-        for kernel in AA_KERNELS:
+        for kernel in AA_KERNELS if "aa" in parts else ():
             case = f"A/A {kernel}"
             if report.out_of_time:
                 report.add(case, "within noise", None, "skipped: out of time")
@@ -152,13 +153,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("."), help="directory for trust_report.json")
     parser.add_argument("--budget-s", type=float, default=280.0, help="stop starting new cases after this long")
+    parser.add_argument("--parts", default="hostile,speedup,aa", help="comma-separated: hostile, speedup, aa")
+    parser.add_argument("--hostile", default=",".join(HOSTILE), help="comma-separated hostile fixtures to time")
     args = parser.parse_args()
     started = time.perf_counter()
     report = Report(args.budget_s)
     real_cache = peaks_cache.cache_file()
     with tempfile.TemporaryDirectory(prefix="geak-trust-") as tmp:
         os.environ["GEAK_CACHE_DIR"] = tmp  # an empty cache: the peaks and the A/A margin are measured now
-        asyncio.run(run(report, Path(tmp), real_cache))
+        asyncio.run(run(report, Path(tmp), real_cache, set(args.parts.split(",")), tuple(args.hostile.split(","))))
     table(report.rows)
     failed = [r["case"] for r in report.rows if r["passed"] is False]
     print(f"\n{len(report.rows)} cases in {time.perf_counter() - started:.0f} s; failed: {failed or 'none'}")
