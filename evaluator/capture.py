@@ -53,17 +53,22 @@ class CallRecorder:
         @functools.wraps(fn)
         def proxy(*args, **kwargs):
             depth = getattr(_DEPTH, "value", 0)
+            call = None
             if self.recording and depth == 0 and len(self.calls) < self.limit:
-                self._record(name, args, kwargs)
+                call = self._record(name, args, kwargs)
             _DEPTH.value = depth + 1
             try:
                 return fn(*args, **kwargs)
+            except BaseException:  # a call that raised (a test of the wrapper's own checks) is no call to replay
+                if call is not None:
+                    self.calls.remove(call)
+                raise
             finally:
                 _DEPTH.value = depth
 
         return proxy
 
-    def _record(self, name: str, args: tuple, kwargs: dict) -> None:
+    def _record(self, name: str, args: tuple, kwargs: dict) -> RecordedCall:
         spec = {"args": [arg_spec(a) for a in args], "kwargs": {k: arg_spec(v) for k, v in kwargs.items()}}
         call = RecordedCall(name, spec, signature(name, args, kwargs))
         if self.keep_args:
@@ -71,6 +76,7 @@ class CallRecorder:
             call.args = tuple(_clone(a, only_integers) for a in args)
             call.kwargs = {k: _clone(v, only_integers) for k, v in kwargs.items()}
         self.calls.append(call)
+        return call
 
     def unique_calls(self, limit: int) -> list[RecordedCall]:
         return unique_calls(self.calls, limit)

@@ -87,6 +87,23 @@ def _record(fn_args: tuple):
     return recorder.calls[0]
 
 
+def test_a_call_that_raised_is_not_kept_for_replay_or_timing():
+    import types
+
+    def f(x):
+        assert x.shape[0] % 8 == 0, "the wrapper's own check"
+        return x
+
+    module = types.ModuleType("m")
+    module.f = f
+    recorder = CallRecorder(module, ["f"], keep_args="integers")
+    recorder.recording = True
+    module.f(torch.zeros(16))
+    with pytest.raises(AssertionError):
+        module.f(torch.zeros(15))  # e.g. a test case that checks the wrapper refuses a bad shape
+    assert [c.signature for c in recorder.calls] == ["f(f32[16])"]
+
+
 def test_probe_permutes_integers_keeps_sorted_offsets_and_redraws_floats():
     index = torch.randperm(100)
     offsets = torch.tensor([0, 3, 3, 10, 50])
