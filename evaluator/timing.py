@@ -38,6 +38,26 @@ FLUSH_BYTES = 256 << 20  # what do_bench zeroes before each call: far beyond any
 ESCAPE_TOLERANCE_MS = 0.002  # side-stream work may end this long after the timed stream's end event
 CHECK_STEP = 1 << 20  # value steps used to check outputs, beyond any step a timing reaches
 _SCALED = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+# The timer's clocks, bound when the worker starts, before any user code is imported: a file that replaces
+# torch.cuda.Event, its methods or time.perf_counter (a forged clock) does not reach these. On CUDA and ROCm builds
+# the event base is a C type, whose methods cannot be reassigned.
+_Event = torch.cuda.Event
+_EventBase = torch._C._CudaEventBase  # without CUDA or ROCm, a placeholder without methods (nothing is timed there)
+_record_on = getattr(_EventBase, "record", None)  # (event, stream)
+_elapsed_ms = getattr(_EventBase, "elapsed_time", None)  # (start, end)
+_wait_for = getattr(_EventBase, "synchronize", None)  # (event)
+_current_stream = torch.cuda.current_stream
+_synchronize = torch.cuda.synchronize
+_host_clock = time.perf_counter
+
+
+def _timing_event() -> torch.cuda.Event:
+    return _Event(enable_timing=True)
+
+
+def _record(event: torch.cuda.Event, stream: torch.cuda.Stream | None = None) -> None:
+    _record_on(event, stream if stream is not None else _current_stream())
 _GOLDEN = (math.sqrt(5) - 1) / 2
 
 
@@ -147,11 +167,11 @@ class Timer:
 
     def _sample_flushed(self) -> float:
         flush = _flush_buffer()
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
+        starts = [_timing_event() for _ in range(self.reps)]
+        ends = [_timing_event() for _ in range(self.reps)]
         side: list[tuple[int, torch.cuda.Event]] = []  # (call, an event after its work on another stream)
         before = Counter(sandbox.LAUNCHES)
-        timed_stream = torch.cuda.current_stream().cuda_stream
+        timed_stream = _current_stream().cuda_stream
         with sandbox.streams_tracked():
             for i in range(self.reps):
                 step = self.sets.next_step()
@@ -159,22 +179,22 @@ class Timer:
                 self.sets.refresh(k, step)
                 flush.zero_()
                 sandbox.LAUNCH_STREAMS.clear()
-                starts[i].record()
+                _record(starts[i])
                 self.sets.call(self.fn, k)
-                ends[i].record()
+                _record(ends[i])
                 for handle in set(sandbox.LAUNCH_STREAMS) - {timed_stream}:
-                    done = torch.cuda.Event(enable_timing=True)
-                    done.record(torch.cuda.ExternalStream(handle))
+                    done = _timing_event()
+                    _record(done, torch.cuda.ExternalStream(handle))
                     side.append((i, done))
-        torch.cuda.synchronize()
+        _synchronize()
         self.launches.update(sandbox.LAUNCHES - before)
-        escaped = [i for i, done in side if ends[i].elapsed_time(done) > ESCAPE_TOLERANCE_MS]
+        escaped = [i for i, done in side if _elapsed_ms(ends[i], done) > ESCAPE_TOLERANCE_MS]
         if escaped:
             raise TimingFooled(
                 f"{len(escaped)} timed call(s) launched kernels on a side stream that the timed stream does not "
                 "wait for (their work ends after the timer stops): timing rejected"
             )
-        times = [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
+        times = [_elapsed_ms(s, e) for s, e in zip(starts, ends, strict=True)]
         self.device_ms += sum(times)
         self.timed_calls += self.reps
         return statistics.median(times)
@@ -184,12 +204,12 @@ class Timer:
         times = []
         for _ in range(self.reps):
             self._refresh_all(self.sets.next_step())
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
+            start, end = _timing_event(), _timing_event()
+            _record(start)
             self._graph.replay()
-            end.record()
-            end.synchronize()
-            ms = start.elapsed_time(end)
+            _record(end)
+            _wait_for(end)
+            ms = _elapsed_ms(start, end)
             times.append(ms / self.per_graph)
             self.device_ms += ms
         self.timed_calls += self.reps * self.per_graph
@@ -212,13 +232,13 @@ class Timer:
         if self._graph is not None:
             self._refresh_all(step)
             self._graph.replay()
-            torch.cuda.synchronize()
+            _synchronize()
             return {k: (self._graph_outputs[k], *self.sets.sets[k]) for k in sets if k in self._graph_outputs}
         out = {}
         for k in sets:
             self.sets.refresh(k, step * len(self.sets) + k)
             ret = self.sets.call(self.fn, k)
-            torch.cuda.synchronize()
+            _synchronize()
             out[k] = (ret, *self.sets.sets[k])
         return out
 
@@ -255,7 +275,7 @@ def _graph_timer(fn: Callable, sets: InputSets, rep_ms: float, per_graph: int) -
             for k in range(len(sets)):  # warm up: every set is seen once before the capture
                 sets.call(fn, k)
         torch.cuda.current_stream().wait_stream(stream)
-        torch.cuda.synchronize()
+        _synchronize()
         graph = torch.cuda.CUDAGraph()
         before = Counter(sandbox.LAUNCHES)
         with torch.cuda.graph(graph):
@@ -264,9 +284,9 @@ def _graph_timer(fn: Callable, sets: InputSets, rep_ms: float, per_graph: int) -
                 timer._graph_outputs[k] = sets.call(fn, k)
         captured = sandbox.LAUNCHES - before
         graph.replay()
-        torch.cuda.synchronize()
+        _synchronize()
     except Exception:  # capture refused: host sync, allocation pattern, side stream...
-        torch.cuda.synchronize()
+        _synchronize()
         return None
     timer._graph = graph
     timer._captured = captured
@@ -287,12 +307,12 @@ def guard(fn: Callable[[], object], median_ms: float, iters: int = 5) -> None:
     threads_before = {t.ident for t in threading.enumerate()}
     synced, host = [], []
     for _ in range(iters):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
+        _synchronize()
+        t0 = _host_clock()
         fn()
-        t1 = time.perf_counter()
-        torch.cuda.synchronize()
-        t2 = time.perf_counter()
+        t1 = _host_clock()
+        _synchronize()
+        t2 = _host_clock()
         host.append((t1 - t0) * 1e3)
         synced.append((t2 - t0) * 1e3)
     new_threads = {t.ident for t in threading.enumerate() if t.is_alive()} - threads_before
@@ -325,11 +345,11 @@ def kernel_times(fn: Callable[[], object], kernel_names: set[str], iters: int = 
     try:
         from torch.profiler import ProfilerActivity, profile
 
-        torch.cuda.synchronize()
+        _synchronize()
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             for _ in range(iters):
                 fn()
-            torch.cuda.synchronize()
+            _synchronize()
         totals: dict[str, float] = {}
         for evt in prof.key_averages():
             name = _match_kernel(evt.key, kernel_names)

@@ -6,6 +6,7 @@ import json
 import math
 import random
 from dataclasses import asdict, replace
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -382,12 +383,32 @@ class FakeEvent:
 def host_timer(monkeypatch):
     from geak.evaluator import timing
 
-    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
-    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
-    monkeypatch.setattr(torch.cuda, "current_stream", lambda: SimpleNamespace(cuda_stream=1))
+    main = SimpleNamespace(cuda_stream=1)
+    monkeypatch.setattr(timing, "_Event", FakeEvent)
+    monkeypatch.setattr(timing, "_record_on", lambda event, stream: event.record(None if stream is main else stream))
+    monkeypatch.setattr(timing, "_elapsed_ms", FakeEvent.elapsed_time)
+    monkeypatch.setattr(timing, "_wait_for", FakeEvent.synchronize)
+    monkeypatch.setattr(timing, "_current_stream", lambda: main)
+    monkeypatch.setattr(timing, "_synchronize", lambda: None)
     monkeypatch.setattr(torch.cuda, "ExternalStream", lambda handle: handle)
     monkeypatch.setattr(timing, "_flush_buffer", lambda: torch.empty(16))
     return timing
+
+
+def test_the_timer_reads_clocks_bound_before_user_code(monkeypatch):
+    """A file that forges torch.cuda.Event's clock or time.perf_counter at import (tests/fixtures/forged_timer.py)
+    does not reach the timer: it bound the C-level event methods and the host clock when the worker started."""
+    import re
+    import time
+
+    from geak.evaluator import timing
+
+    monkeypatch.setattr(torch.cuda.Event, "elapsed_time", lambda self, end: 0.0, raising=False)
+    monkeypatch.setattr(time, "perf_counter", lambda: 0.0)
+    assert timing._elapsed_ms is getattr(torch._C._CudaEventBase, "elapsed_time", None)
+    assert timing._host_clock is not time.perf_counter and timing._host_clock() > 0
+    code = Path(timing.__file__).read_text()
+    assert not re.search(r"\.elapsed_time\(|\.record\(|torch\.cuda\.(synchronize|Event)\(|time\.perf_counter\(", code)
 
 
 def honest_add(x, y):
