@@ -3,7 +3,8 @@
 A timing job measured while another job of the same pool runs on the GPU measures the other job too (time-slicing
 between processes delays its kernels, and the wall-clock guard sees the device busy after the call), so bench and
 peaks jobs wait until the running jobs finish, and no job starts while one of them runs. Waiting timings go first,
-so a stream of checks cannot starve them.
+so a stream of checks cannot starve them. A job that ran out of GPU memory while sharing the device may only have
+lacked what the others held: the pool runs it once more alone (``out_of_device_memory``).
 """
 
 from __future__ import annotations
@@ -11,8 +12,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from typing import Any
 
 TIMED_KINDS = frozenset({"bench", "peaks"})  # job kinds (``protocol``) that measure time
+OUT_OF_MEMORY = ("CUDA out of memory", "HIP out of memory", "OutOfMemoryError", "hipErrorOutOfMemory")
+
+
+def out_of_device_memory(result: dict[str, Any] | None) -> bool:
+    """Did a test, the import or a probe of the job fail for lack of GPU memory?"""
+    if not result:
+        return False
+    entries = [*(result.get("tests") or []), *(result.get("fresh") or []), result.get("import_error") or {}]
+    return any(isinstance(e, dict) and any(m in str(e.get("message", "")) for m in OUT_OF_MEMORY) for e in entries)
 
 
 class DeviceShare:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from . import isolation as sandboxing
-from .device_share import TIMED_KINDS, DeviceShare
+from .device_share import TIMED_KINDS, DeviceShare, out_of_device_memory
 from .redaction import known_secrets, redact, redact_data
 
 log = logging.getLogger(__name__)
@@ -221,8 +221,18 @@ class WorkerPool:
     ) -> JobOutcome:
         """Run one job in a fresh process; never raises for what the user's code does. `on_event` receives the
         "started" event ({"pid": job process}) and the job's "progress" events. A timing job runs alone on the
-        device (``device_share``)."""
-        async with self._device.use(alone=job.get("kind") in TIMED_KINDS), self._semaphore:
+        device, and so does, once more, a job that ran out of GPU memory while others shared it
+        (``device_share``)."""
+        alone = job.get("kind") in TIMED_KINDS
+        outcome = await self._run_sharing(job, timeout_s, on_event, alone)
+        if not alone and self.max_concurrent > 1 and out_of_device_memory(outcome.result):
+            outcome = await self._run_sharing(job, timeout_s, on_event, True)
+        return outcome
+
+    async def _run_sharing(
+        self, job: dict[str, Any], timeout_s: float, on_event: Callable[[dict[str, Any]], None] | None, alone: bool
+    ) -> JobOutcome:
+        async with self._device.use(alone=alone), self._semaphore:
             zygote = await self._acquire()
             self._keep_warm()
             try:

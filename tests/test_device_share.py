@@ -48,3 +48,31 @@ def test_checks_share_the_device():
 
     assert asyncio.run(go()) == 4
     assert {"bench", "peaks"} == TIMED_KINDS
+
+
+def test_out_of_device_memory_is_read_from_tests_probes_and_the_import():
+    from geak.evaluator.device_share import out_of_device_memory
+
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 6.00 GiB"
+    assert out_of_device_memory({"tests": [{"name": "t", "kind": "error", "message": oom}]})
+    assert out_of_device_memory({"tests": [], "fresh": [{"status": "error", "message": oom}]})
+    assert out_of_device_memory({"import_error": {"message": "HIP out of memory"}})
+    assert not out_of_device_memory({"tests": [{"name": "t", "kind": "assert", "message": "3 != 4"}]})
+    assert not out_of_device_memory(None)
+
+
+def test_a_job_out_of_device_memory_runs_once_more_alone_only_where_jobs_share_the_device():
+    from pathlib import Path
+
+    from geak.evaluator.api import EvalOptions, Evaluator
+
+    async def jobs_for(max_concurrent: int) -> tuple[int, str]:
+        options = EvalOptions(backend="interpreter", timeout_s=60, spares=0, max_concurrent=max_concurrent)
+        async with Evaluator(options) as ev:
+            result = await ev.check(Path(__file__).parent / "fixtures" / "out_of_device_memory.py")
+            return ev.pool.jobs_run, result.message
+
+    shared, message = asyncio.run(jobs_for(2))
+    alone, _ = asyncio.run(jobs_for(1))
+    assert "out of memory" in message
+    assert shared == 2 * alone
