@@ -70,7 +70,7 @@ part_some() {  # the suite files named in $TB_FILES / $ROCM_FILES (e.g. what an 
     "$ROCM_FILES" --native-json "$native/rocm/native.json" --jobs 5 --timeout 300 --out "$OUT/rocm" 2>&1 | grep -v '^\['
 }
 part_lsp() {
-  timeout 150 python3 scripts/lsp_bench.py 2>&1 | tail -25
+  timeout "${LSP_BENCH_S:-280}" python3 scripts/lsp_bench.py --budget "${LSP_BUDGET:-4}" 2>&1 | tail -25
   timeout 200 python3 scripts/lsp_session_report.py --kernel tests/fixtures/add_slow.py --budget 16 2>&1 | tail -60
 }
 part_batch() {

@@ -96,6 +96,8 @@ async def main(args: argparse.Namespace) -> dict:
         status = await until(lambda: [s for s in client.statuses if s.backend], 300, "the evaluator")
         text = kernel.read_text()
         saves = await save_to_diagnostics(client, uri, text, args.saves)
+        print(f"didSave -> diagnostics (warm, n={len(saves)}): median {statistics.median(saves) * 1000:.0f} ms, "
+              f"min {min(saves) * 1000:.0f}, max {max(saves) * 1000:.0f}", file=sys.stderr, flush=True)  # fmt: skip
         idle = await request_latencies(client, uri, args.requests // 3)
 
         optimizing = asyncio.ensure_future(
