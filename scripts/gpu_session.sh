@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One lease on the GPU machine, in parts (each part fits one 10-minute device call):
 #   bash scripts/gpu_session.sh PART...   with PART in: env native isolation trust evaluator suites tb rocm some lsp
-#                                         eval batch scaling split
+#                                         eval batch scaling check sanitize split
 # `split` runs groups of parts at once, each on its GPUs: SPLIT="0:tb 1:native,rocm 2:trust 3:eval 4,5:scaling" (logs
 # in $OUT/gpuN.log). A machine with several GPUs then does in one call what one GPU does in several.
 # Python packages missing there travel as wheels in .whl/ (see the device notes); GEAK itself is put on the path
@@ -82,9 +82,15 @@ part_eval() {  # `geak eval` of the golden files as their own predictions (one G
     --eval-problems "${EVAL_PROBLEMS:-184}" --rounds 5 --deadline-s "$(( ${EVAL_S:-520} - 20 ))" --out "$OUT/eval" \
     2>&1 | tail -60
 }
-part_scaling() {  # `geak run` (search, no model) on one GPU, then on two
+part_check() {  # `geak check` of the files named in $CHECK_FILES (paths), one by one, 300 s per run of the tests
+  local f
+  for f in ${CHECK_FILES:-}; do
+    timeout 330 python3 -m geak.server.cli check "$f" --timeout 300; echo "exit $? for $f"
+  done
+}
+part_scaling() {  # `geak run` (search, no model) on one GPU, then on two (SCALING_PARTS=run1 for one GPU only)
   timeout "${BATCH_S:-540}" python3 scripts/gpu_batch_report.py --data shared/suites/tritonbench_revised \
-    --parts run1,run2 --problems "${PROBLEMS:-24}" --budget 2 --rounds 5 --deadline-s "$(( ${BATCH_S:-540} - 20 ))" \
+    --parts "${SCALING_PARTS:-run1,run2}" --problems "${PROBLEMS:-24}" --budget 2 --rounds 5 --deadline-s "$(( ${BATCH_S:-540} - 20 ))" \
     --out "$OUT/scaling" 2>&1 | tail -60
 }
 part_split() {
