@@ -31,8 +31,9 @@ class CpuLimit:
 ERROR_LIMITS = (
     CpuLimit(
         ("Block pointers have been removed",),
-        "block pointers (tl.make_block_ptr / tl.advance) are gone from Triton {triton}, the interpreter's version "
-        "(check on a GPU whose Triton has them, or port the kernel to tensor descriptors)",
+        "block pointers (tl.make_block_ptr / tl.advance) are gone from Triton {triton}, the interpreter's version, "
+        "and this use escapes GEAK's emulation of them (check on a GPU whose Triton has them, or port the kernel to "
+        "tensor descriptors)",
     ),
     CpuLimit(
         ("inline_asm not supported in interpreter mode",),

@@ -13,8 +13,10 @@ on takes the path it takes on the GPUs GEAK targets, and tests that need "arch 9
   streams and events (the host clock), Philox generator states, ``synchronize`` and the memory statistics;
 * Triton: ``triton.runtime.driver.active`` (target, device properties, current device and stream, a benchmarker
   that times nothing, so ``@triton.autotune`` keeps its first config), string annotations (``BLOCK:
-  "tl.constexpr"``), grids given as lists, integer-held masks, ``and`` / ``or`` on tensors, and vendor libdevice math
-  (``tl.extra.cuda/hip.libdevice``, ``triton.language.extra.libdevice``), computed with NumPy/SciPy.
+  "tl.constexpr"``), grids given as lists, float arguments (fp32 scalars, as on a GPU), pointer arguments without a
+  torch storage, integer-held masks, ``and`` / ``or`` on tensors, vendor libdevice math (``tl.extra.cuda/hip
+  .libdevice``, ``triton.language.extra.libdevice``), computed with NumPy/SciPy, and block pointers where the
+  installed Triton has dropped them (``interpreter_block_pointers``).
 
 What the interpreter still cannot run is recognized by ``cpu_support`` and reported as "not checkable on CPU".
 """
@@ -37,6 +39,8 @@ import numpy as np
 import torch
 from torch.overrides import TorchFunctionMode
 
+from . import interpreter_block_pointers
+
 CAPABILITY = (9, 0)
 WARP_SIZE = 32
 DEVICE_NAME = "cpu (Triton interpreter)"
@@ -51,9 +55,13 @@ def install() -> None:
     _autotune_without_timing()
     _accept_string_annotations()
     _accept_list_grids()
+    _float_arguments()
+    _storageless_pointer_arguments()
     _boolean_masks()
     _tensor_boolean_operators()
     _map_libdevice()
+    if interpreter_block_pointers.interpreter_lacks_block_pointers():
+        interpreter_block_pointers.install()
     CudaToCpu().__enter__()
 
 
@@ -433,6 +441,50 @@ def _accept_list_grids() -> None:
     interpreter.GridExecutor.__init__ = init_with_tuple_grid
 
 
+def _float_arguments() -> None:
+    """A Python float passed to a kernel is an fp32 scalar on a GPU (`x.to(...)` works, `scale * h` with an fp16 `h`
+    is fp32); the interpreter would hand the kernel the bare float."""
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    convert = interpreter._implicit_cvt
+
+    def implicit_cvt(arg: Any) -> Any:
+        if isinstance(arg, float):
+            return tl.tensor(interpreter.TensorHandle(np.array([arg], dtype=np.float32), tl.float32), tl.float32)
+        return convert(arg)
+
+    interpreter._implicit_cvt = implicit_cvt  # also used, by name, for the items of a tuple argument
+
+
+def _storageless_pointer_arguments() -> None:
+    """A kernel argument with `data_ptr()` and `dtype` but no torch storage (a strided view class of the file's own)
+    is a pointer on a GPU; the interpreter, which copies every tensor argument's storage to the host and back,
+    would fail on it. On CPU its address is host memory already, so it passes through as it is."""
+    from triton.runtime import interpreter
+
+    executor = interpreter.GridExecutor
+    to_host, back = executor._init_args_hst, executor._restore_args_dev
+
+    def storageless(arg: Any) -> bool:
+        return hasattr(arg, "data_ptr") and not hasattr(interpreter._unwrap_tensor(arg), "untyped_storage")
+
+    def without(args: Any, kwargs: dict) -> tuple[list, dict]:
+        keep = {k: None if storageless(v) else v for k, v in kwargs.items()}
+        return [None if storageless(a) else a for a in args], keep
+
+    def init_args_hst(self, args_dev, kwargs):
+        args_hst, kwargs_hst = to_host(self, *without(args_dev, kwargs))
+        args_hst = [a if storageless(a) else h for a, h in zip(args_dev, args_hst, strict=True)]
+        return args_hst, {k: v if storageless(v) else kwargs_hst[k] for k, v in kwargs.items()}
+
+    def restore_args_dev(self, args_dev, args_hst, kwargs, kwargs_hst):
+        (args_dev, kwargs), (args_hst, kwargs_hst) = without(args_dev, kwargs), without(args_hst, kwargs_hst)
+        back(self, args_dev, args_hst, kwargs, kwargs_hst)
+
+    executor._init_args_hst, executor._restore_args_dev = init_args_hst, restore_args_dev
+
+
 def _tuple_grid(grid: Callable[[Any], Any]) -> Callable[[Any], Any]:
     def as_tuple(meta: Any) -> Any:
         value = grid(meta)
@@ -674,7 +726,8 @@ def _map_libdevice() -> None:
     for module in reversed(backends):  # the CUDA version wins where both have a function
         by_name.update({n: m for n, m in vars(module).items() if tl.core.is_builtin(m)})
     stub_names = [n for n, v in vars(generic).items() if callable(v) and n in by_name] if generic else []
-    known = {id(m): m for m in by_name.values()} | {id(getattr(generic, n)): by_name[n] for n in stub_names}
+    imported = {id(m): m for module in backends for m in vars(module).values() if tl.core.is_builtin(m)}
+    known = imported | {id(getattr(generic, n)): by_name[n] for n in stub_names}  # also HIP's where CUDA has one
     patch_lang = interpreter._patch_lang
 
     def patch_lang_with_libdevice(fn):

@@ -25,9 +25,11 @@ CASES = {
     "driver": (INTERP / "driver.py", None),
     "libdevice": (INTERP / "libdevice.py", None),
     "boolean_ops": (INTERP / "boolean_ops.py", None),
+    "arguments": (INTERP / "arguments.py", None),
     "block_ptr": (INTERP / "block_ptr.py", None),
     "block_ptr_against_itself": (INTERP / "block_ptr.py", INTERP / "block_ptr.py"),
     "inline_asm": (INTERP / "inline_asm.py", None),
+    "inline_asm_against_itself": (INTERP / "inline_asm.py", INTERP / "inline_asm.py"),
     "spin_wait": (INTERP / "spin_wait.py", None),
     "slow": (INTERP / "slow.py", None),
     "hang": (FIXTURES / "hang.py", None),
@@ -69,7 +71,8 @@ def test_triton_driver_autotune_and_string_constexpr_annotations(verdicts):
 
 
 def test_vendor_libdevice_math_is_computed(verdicts):
-    """tl.extra.cuda/hip.libdevice and `from triton.language.extra.libdevice import tanh`, against torch."""
+    """tl.extra.cuda/hip.libdevice, `from triton.language.extra.libdevice import tanh` and `from
+    triton.language.extra.hip.libdevice import isinf` (CUDA's module has one too), against torch."""
     _passes(verdicts["libdevice"])
 
 
@@ -77,23 +80,32 @@ def test_and_or_between_tensors_are_elementwise_as_in_the_compiler(verdicts):
     _passes(verdicts["boolean_ops"])
 
 
-def test_block_pointers_are_not_checkable_not_failed(verdicts):
-    import triton.language as tl
+def test_float_and_storageless_pointer_arguments_are_read_as_on_a_gpu(verdicts):
+    """A Python float is an fp32 scalar in the kernel; an object with data_ptr() and dtype is a pointer."""
+    _passes(verdicts["arguments"])
+    assert len(verdicts["arguments"].tests) == 2
 
-    if "removed" not in (tl.make_block_ptr.__doc__ or ""):
-        pytest.skip("this Triton's interpreter still runs block pointers")
-    _not_checkable(verdicts["block_ptr"], "block pointers", "tl.make_block_ptr")
-    assert verdicts["block_ptr"].diagnostics[0].line == 9  # the make_block_ptr line of the kernel
+
+def test_block_pointers_run_as_on_a_gpu(verdicts):
+    """make_block_ptr / advance / ptr.advance, loads with boundary_check and padding "zero" / "nan" / none, stores
+    with boundary_check, order=(0, 1), a K-loop tl.dot, on odd shapes: each test compares with torch (on a Triton
+    whose interpreter dropped block pointers, through GEAK's emulation)."""
+    for name in ("block_ptr", "block_ptr_against_itself"):
+        _passes(verdicts[name])
+        assert [t.name for t in verdicts[name].tests if t.ok] == [
+            "test_tile_copy_pads_zero_and_nan_on_odd_shapes",
+            "test_store_with_boundary_check_leaves_the_rest_untouched",
+            "test_k_loop_matmul_with_advance",
+            "test_transposed_block_pointer",
+            "test_nan_padding_of_integers_is_refused_as_by_the_compiler",
+        ]
+    assert verdicts["block_ptr_against_itself"].comparison.compared_outputs
 
 
 def test_a_reference_the_interpreter_cannot_run_makes_the_comparison_not_checkable(verdicts):
-    import triton.language as tl
-
-    if "removed" not in (tl.make_block_ptr.__doc__ or ""):
-        pytest.skip("this Triton's interpreter still runs block pointers")
-    r = verdicts["block_ptr_against_itself"]
-    _not_checkable(r, "block pointers")
-    assert "in the reference block_ptr.py" in r.message
+    r = verdicts["inline_asm_against_itself"]
+    _not_checkable(r, "inline assembly")
+    assert "in the reference inline_asm.py" in r.message
 
 
 def test_inline_assembly_is_not_checkable(verdicts):
@@ -170,8 +182,9 @@ SUITE_CASES = {
     "add_example.py": "pass",  # BLOCK_SIZE: "tl.constexpr"
     "l2_norm_triton1.py": "pass",  # with torch.cuda.device(x.device.index)
     "geglu_tanh_triton.py": "pass",  # from triton.language.extra.libdevice import tanh
-    "triton_argmax.py": "pass",  # with torch.cuda.device(inp.device); mask = (m < M) and (n < N)
-    "int_scaled_matmul.py": "block pointers",
+    "mean_reduction.py": "pass",  # with torch.cuda.device(x.device); mask = row_mask and col_mask
+    "int_scaled_matmul.py": "pass",  # tl.make_block_ptr, tl.advance, boundary_check, tl.dot
+    "relu_strided_buffer.py": "pass",  # block pointers; a kernel argument with data_ptr() but no torch storage
 }
 
 
