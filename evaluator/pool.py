@@ -18,7 +18,7 @@ import shutil
 import signal
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,6 +47,24 @@ class JobOutcome:
     last_progress: dict[str, Any] | None = None
     log_tail: str = ""
     duration_s: float = 0.0
+
+
+DEVICE_MASKS = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
+
+
+def pin_device(environ: Mapping[str, str], gpu_id: int) -> dict[str, str]:
+    """The device mask that shows a worker only GPU `gpu_id`, counted as the caller sees its GPUs: where the caller
+    already has a mask (CUDA_VISIBLE_DEVICES=2,3), id 0 is its first entry (2), not the machine's GPU 0."""
+    masks = {name: environ[name] for name in DEVICE_MASKS if environ.get(name, "").strip()}
+    if not masks:
+        return dict.fromkeys(DEVICE_MASKS, str(gpu_id))
+    pinned = {}
+    for name, mask in masks.items():
+        entries = [e.strip() for e in mask.split(",") if e.strip()]
+        if not 0 <= gpu_id < len(entries):
+            raise WorkerStartError(f"GPU {gpu_id} is not visible: {name}={mask} shows {len(entries)} GPU(s)")
+        pinned[name] = entries[gpu_id]
+    return pinned
 
 
 @dataclass(eq=False)
@@ -166,6 +184,8 @@ class WorkerPool:
         self.max_concurrent = max(1, max_concurrent)
         self.spares = min(max(0, spares), self.max_concurrent)
         self.gpu_id = gpu_id
+        if gpu_id is not None:
+            pin_device(os.environ, gpu_id)  # a GPU that is not visible is refused now, not at the first job
         self.startup_timeout_s = startup_timeout_s
         self.python = python
         self.isolation = isolation
@@ -426,7 +446,7 @@ class WorkerPool:
         if self.backend != "interpreter":
             env.pop("TRITON_INTERPRET", None)
         if self.gpu_id is not None:
-            env["CUDA_VISIBLE_DEVICES"] = env["HIP_VISIBLE_DEVICES"] = str(self.gpu_id)
+            env.update(pin_device(os.environ, self.gpu_id))
         policy = None if self.isolation == "process" else sandboxing.default_policy(self.hide)
         prefix: list[str] = []
         if policy is not None and self.bwrap:

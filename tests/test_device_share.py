@@ -76,3 +76,20 @@ def test_a_job_out_of_device_memory_runs_once_more_alone_only_where_jobs_share_t
     alone, _ = asyncio.run(jobs_for(1))
     assert "out of memory" in message
     assert shared == 2 * alone
+
+
+def test_a_gpu_id_counts_among_the_gpus_the_caller_sees(monkeypatch):
+    import pytest
+
+    from geak.evaluator.pool import WorkerPool, WorkerStartError, pin_device
+
+    assert pin_device({}, 1) == {"CUDA_VISIBLE_DEVICES": "1", "HIP_VISIBLE_DEVICES": "1"}
+    assert pin_device({"CUDA_VISIBLE_DEVICES": "2,3"}, 0) == {"CUDA_VISIBLE_DEVICES": "2"}
+    assert pin_device({"CUDA_VISIBLE_DEVICES": "2, 3"}, 1) == {"CUDA_VISIBLE_DEVICES": "3"}
+    assert pin_device({"HIP_VISIBLE_DEVICES": "1,0"}, 0) == {"HIP_VISIBLE_DEVICES": "1"}
+    assert pin_device({"CUDA_VISIBLE_DEVICES": "GPU-5a1c,GPU-77b2"}, 1) == {"CUDA_VISIBLE_DEVICES": "GPU-77b2"}
+    with pytest.raises(WorkerStartError, match="GPU 2 is not visible: CUDA_VISIBLE_DEVICES=3 shows 1 GPU"):
+        pin_device({"CUDA_VISIBLE_DEVICES": "3"}, 2)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    with pytest.raises(WorkerStartError, match="not visible"):
+        WorkerPool(gpu_id=5, spares=0)
