@@ -29,6 +29,7 @@ from .triton_cache import cache_request
 from .triton_file import Composed, TritonFile, TritonFileError, parse_triton_file, read_source, read_triton_file
 
 Progress = Callable[[str], None]
+CANDIDATE_LABEL = "<candidate>"  # a source checked without a file name
 REFERENCE_RERUNS = 3  # fresh processes that rerun a reference a candidate disagrees with (see _rerun_reference)
 
 
@@ -51,6 +52,7 @@ class Evaluator:
         self._scratch = Path(tempfile.mkdtemp(prefix="geak-eval-"))
         self._references: dict[str, check_stage.ReferenceRun] = {}
         self._reruns: dict[str | None, asyncio.Lock] = {}
+        self._versions: dict[str, str] = {}  # a user's file -> the text key of its last version checked
         self._peaks: Peaks | None = None
         self._serial = 0
 
@@ -81,7 +83,7 @@ class Evaluator:
         """Parse → call → exec. With `against`, the candidate's kernel code runs the reference's test, and its
         outputs must match the reference's (given test and fresh random inputs)."""
         started = time.perf_counter()
-        label = str(file) if file is not None else "<candidate>"
+        label = str(file) if file is not None else CANDIDATE_LABEL
         reference = self._read(against, "reference") if against is not None else None
         candidate_text = source if source is not None else self._text_of(file)
         try:
@@ -147,8 +149,11 @@ class Evaluator:
         owner = reference or candidate
         if ref_run is not None:  # a candidate starts from the reference's compilations and keeps none of its own
             cache = cache_request(seed=ref_run.cache_key, keep=None)
-        else:  # the user's own file
-            cache = cache_request(seed=_text_key(composed.text), keep=_text_key(composed.text))
+        else:  # the user's own file: it also starts from what its previous version compiled
+            key = _text_key(composed.text)
+            earlier = self._versions.get(label) if label != CANDIDATE_LABEL else None
+            cache = cache_request(seed=[key, earlier] if earlier and earlier != key else key, keep=key)
+            self._versions[label] = key
         job = check_stage.check_job(
             path, self._module_name("cand"), owner, job_dir, self.options, probes, cache, poison
         )
@@ -266,7 +271,7 @@ class Evaluator:
         The candidate must pass `check` first (unless `check_first=False` because the caller just did).
         `rounds` overrides the number of interleaved timing rounds (fewer for quick screening)."""
         started = time.perf_counter()
-        label = str(file) if file is not None else "<candidate>"
+        label = str(file) if file is not None else CANDIDATE_LABEL
         check = await self.check(file, source=source, against=against, progress=progress) if check_first else None
         info = await self.pool.runtime_info()
         if check is not None and not check.ok:

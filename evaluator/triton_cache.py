@@ -6,6 +6,8 @@ helper that Triton builds with a C compiler) more than doubled the time of a war
 keeps a *trusted* cache per source text, filled only from jobs the trusted side marks as trusted (a reference run,
 or a check of the user's own file): before a job starts, the cache of the text it names is copied into its private
 cache; after a trusted job, what it compiled is kept under its text's key. A candidate's compilations are never kept.
+A check of the user's own file also starts from the cache of the file's previous version (an edit that leaves the
+kernels alone compiles nothing again: the editor's save-to-diagnostics time).
 """
 
 from __future__ import annotations
@@ -22,21 +24,23 @@ MAX_KEPT_BYTES = 512 << 20  # a trusted job that compiled more than this is not 
 JOB_CACHE = ".triton-cache"  # inside the job's scratch folder (``isolation.confine`` points Triton there)
 
 
-def cache_request(seed: str | None, keep: str | None) -> dict[str, Any]:
-    """The job's `cache` field: which trusted cache to start from, and under which key to keep what it compiles."""
+def cache_request(seed: str | list[str] | None, keep: str | None) -> dict[str, Any]:
+    """The job's `cache` field: which trusted caches to start from (a key, or several merged in order), and under
+    which key to keep what it compiles."""
     return {"seed": seed, "keep": keep}
 
 
 def seed_job(trusted_root: str, job: dict[str, Any]) -> None:
-    """Copy the trusted cache the job names into its private cache (before the job starts)."""
-    key = (job.get("cache") or {}).get("seed")
+    """Copy the trusted caches the job names into its private cache (before the job starts)."""
+    seed = (job.get("cache") or {}).get("seed")
     scratch = job.get("scratch")
-    if not key or not scratch:
+    if not seed or not scratch:
         return
-    source = Path(trusted_root, _safe(key))
-    if source.is_dir():
-        with contextlib.suppress(OSError):
-            shutil.copytree(source, Path(scratch, JOB_CACHE), dirs_exist_ok=True)
+    for key in [seed] if isinstance(seed, str) else seed:
+        source = Path(trusted_root, _safe(str(key)))
+        if source.is_dir():
+            with contextlib.suppress(OSError):
+                shutil.copytree(source, Path(scratch, JOB_CACHE), dirs_exist_ok=True)
 
 
 def keep_job(trusted_root: str, job: dict[str, Any]) -> None:

@@ -46,3 +46,46 @@ def test_keys_cannot_escape_the_trusted_folder(tmp_path):
     (src / JOB_CACHE / "f").write_bytes(b"1")
     keep_job(str(trusted), job(src, keep="../../escape"))
     assert [p.name for p in trusted.iterdir()] == ["escape"]
+
+
+def test_a_job_can_start_from_several_trusted_caches(tmp_path):
+    trusted = tmp_path / "trusted"
+    for key, name in (("v1", "kernel_a"), ("v2", "kernel_b")):
+        (trusted / key / name).mkdir(parents=True)
+        (trusted / key / name / "k.cubin").write_bytes(key.encode())
+    scratch = tmp_path / "job"
+    scratch.mkdir()
+    seed_job(str(trusted), job(scratch, seed=["v2", "v1", "missing"]))
+    assert sorted(p.name for p in (scratch / JOB_CACHE).iterdir()) == ["kernel_a", "kernel_b"]
+
+
+def test_a_users_file_starts_from_its_previous_versions_compilations_and_a_candidate_never_does(monkeypatch):
+    import asyncio
+    from pathlib import Path
+
+    from geak.evaluator import check as check_stage
+    from geak.evaluator.api import EvalOptions, Evaluator
+
+    seeds: list = []
+    real = check_stage.check_job
+
+    def spy(*args, **kwargs):
+        made = real(*args, **kwargs)
+        seeds.append(made["cache"])
+        return made
+
+    monkeypatch.setattr(check_stage, "check_job", spy)
+    fixture = Path(__file__).parent / "fixtures" / "add_tritonbench.py"
+    text = fixture.read_text()
+
+    async def go() -> None:
+        async with Evaluator(EvalOptions(backend="interpreter", timeout_s=60, spares=0)) as ev:
+            await ev.check(fixture, source=text)
+            await ev.check(fixture, source=text + "\n# an edit outside the kernels\n")
+            await ev.check(source=text + "\n# a source without a file name\n")
+
+    asyncio.run(go())
+    first, second, nameless = seeds
+    assert isinstance(first["seed"], str) and first["keep"] == first["seed"]
+    assert second["seed"] == [second["keep"], first["keep"]]
+    assert isinstance(nameless["seed"], str)
