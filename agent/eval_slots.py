@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from geak.evaluator.api import EvalOptions, Evaluator
+from geak.evaluator.pool import DEVICE_MASKS, pin_device
 
 from . import session
 from .config import AgentConfig
@@ -36,6 +37,8 @@ class EvalSlot:
         rt = self.runtime
         where = f"{rt.get('device')} ({rt.get('backend')}{', ' + rt['arch'] if rt.get('arch') else ''})"
         extra = f", Ray GPU ids {rt['ray_gpu_ids']} on {rt.get('node')}" if "ray_gpu_ids" in rt else ""
+        if self.gpu is not None and not extra:  # which of the machine's GPUs: proof that each slot has its own
+            extra = ", " + ", ".join(f"{k}={v}" for k, v in pin_device(os.environ, int(self.gpu)).items())
         return f"{self.name}: {where}{extra}"
 
 
@@ -45,14 +48,12 @@ def eval_options(agent: AgentConfig, backend: str, gpu_id: int | None) -> EvalOp
 
 
 def visible_gpu_ids() -> list[int]:
-    """Physical ids of the GPUs this process may use: CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES when set to
-    indices, else every device torch counts."""
-    for var in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"):
+    """Ids of the GPUs this process sees, counted as torch counts them (0..n-1): under CUDA_VISIBLE_DEVICES=2,3 they
+    are 0 and 1, which the pool pins to the machine's GPUs 2 and 3 (``pool.pin_device``)."""
+    for var in DEVICE_MASKS:
         value = os.environ.get(var)
         if value is not None:
-            entries = [v.strip() for v in value.split(",") if v.strip()]
-            if all(v.isdigit() for v in entries):
-                return [int(v) for v in entries]
+            return list(range(len([v for v in value.split(",") if v.strip()])))
     import torch
 
     return list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
