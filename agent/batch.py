@@ -194,7 +194,8 @@ class BatchRun:
         (self.out / RUN_INFO).write_text(json.dumps(info, indent=1))
 
     async def _run_all(self, pending: list[ProblemState], slots: list[EvalSlot]) -> None:
-        per_slot = 2 if self.model is not None else 1
+        on_gpus = bool(slots) and slots[0].gpu is not None
+        per_slot = max(self.run.jobs_per_gpu if on_gpus else 1, 2 if self.model is not None else 1)
         limit = asyncio.Semaphore(self.run.concurrency or len(slots) * per_slot)
 
         async def one(ps: ProblemState) -> None:

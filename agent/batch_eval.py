@@ -33,14 +33,15 @@ async def score_predictions(
     rounds: int | None = None,
     results: Path | None = None,
     on_record: Callable[[dict[str, Any], int], None] | None = None,
+    per_slot: int = 2,
 ) -> EvalOutcome:
-    """Score each line of `predictions`; records are appended to `results` (JSONL) as they finish and passed to
-    `on_record(record, total)`."""
+    """Score each line of `predictions`, `per_slot` at a time on each slot; records are appended to `results`
+    (JSONL) as they finish and passed to `on_record(record, total)`."""
     started = time.perf_counter()
     states = suite.load_ps(predictions)
     for slot in slots:
         await slot.describe()
-    limit = asyncio.Semaphore(2 * len(slots))
+    limit = asyncio.Semaphore(per_slot * len(slots))
     if results is not None:
         results.parent.mkdir(parents=True, exist_ok=True)
         results.write_text("")

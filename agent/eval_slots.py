@@ -60,7 +60,8 @@ def visible_gpu_ids() -> list[int]:
 
 
 def local_slots(run: RunConfig, agent: AgentConfig) -> list[EvalSlot]:
-    """One evaluator per GPU (run.gpu_ids, default every visible one), else `run.workers` interpreter evaluators."""
+    """One evaluator per GPU (run.gpu_ids, default every visible one) running `run.jobs_per_gpu` jobs at once, else
+    `run.workers` interpreter evaluators."""
     gpus = [] if run.backend == "interpreter" else (run.gpu_ids if run.gpu_ids is not None else visible_gpu_ids())
     if not gpus:
         if run.backend == "gpu":
@@ -69,4 +70,7 @@ def local_slots(run: RunConfig, agent: AgentConfig) -> list[EvalSlot]:
             EvalSlot(f"interpreter {i}", Evaluator(eval_options(agent, "interpreter", None)))
             for i in range(run.workers)
         ]
-    return [EvalSlot(f"gpu {g}", Evaluator(eval_options(agent, "gpu", g)), gpu=str(g)) for g in gpus]
+    return [
+        EvalSlot(f"gpu {g}", Evaluator(replace(eval_options(agent, "gpu", g), max_concurrent=run.jobs_per_gpu)), str(g))
+        for g in gpus
+    ]

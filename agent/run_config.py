@@ -42,7 +42,9 @@ class RunConfig(BaseModel):
     backend: Literal["auto", "gpu", "interpreter"] = "auto"
     gpu_ids: list[int] | None = None  # default: every visible GPU (one worker pool each)
     workers: int = Field(1, ge=1)  # evaluators without a GPU (interpreter), or Ray actors on a CPU-only cluster
-    concurrency: int | None = Field(None, ge=1)  # problems in flight; default 2 per evaluator with a model, else 1
+    jobs_per_gpu: int = Field(2, ge=1)  # jobs a GPU's evaluator runs at once (checks share it, a timing runs alone)
+    concurrency: int | None = Field(None, ge=1)  # problems in flight; default jobs_per_gpu per GPU (with a model at
+    # least 2 per evaluator, so model calls overlap evaluation), else 1
     ray_address: str | None = None  # "local" or a cluster address ("auto", "ray://host:10001")
 
     @model_validator(mode="after")

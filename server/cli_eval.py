@@ -18,6 +18,7 @@ from geak.agent.eval_slots import EvalSlot, SlotError, eval_options, local_slots
 from geak.agent.run_config import RunConfig
 
 from .batch_render import print_summary
+from .eval_options import whole_number
 from .render import console, err_console
 
 
@@ -36,6 +37,8 @@ def register(commands) -> None:
     parser.add_argument("--backend", choices=("auto", "gpu", "interpreter"), default="auto")
     parser.add_argument("--gpu-ids", type=lambda t: [int(x) for x in t.split(",") if x.strip()], default=None)
     parser.add_argument("--workers", type=int, default=1, help="interpreter evaluators without a GPU (default 1)")
+    parser.add_argument("--jobs-per-gpu", type=whole_number(1, "a whole number of at least 1"), default=2, metavar="N",
+                        help="predictions scored at once on each GPU (checks share it, timings run alone; default 2)")
     parser.add_argument("--timeout", type=float, default=300.0, metavar="S", help="time limit of one check")
     parser.add_argument("--rounds", type=int, default=15, help="interleaved timing rounds (default 15)")
     parser.add_argument("--ray-address", help="evaluate on a Ray cluster ('local' starts one)")
@@ -95,7 +98,9 @@ async def _evaluate(args: argparse.Namespace, suite, agent: AgentConfig):
 
         slots: list[EvalSlot] = ray_slots(args.ray_address, eval_options(agent, "auto", None), args.workers)
     else:
-        run_cfg = RunConfig.model_construct(backend=args.backend, gpu_ids=args.gpu_ids, workers=args.workers)
+        run_cfg = RunConfig.model_construct(
+            backend=args.backend, gpu_ids=args.gpu_ids, workers=args.workers, jobs_per_gpu=args.jobs_per_gpu
+        )
         slots = local_slots(run_cfg, agent)
     done = 0
 
@@ -121,6 +126,7 @@ async def _evaluate(args: argparse.Namespace, suite, agent: AgentConfig):
                 rounds=args.rounds,
                 results=args.output / "records.jsonl" if args.output else None,
                 on_record=on_record,
+                per_slot=args.jobs_per_gpu if slots and slots[0].gpu is not None else 2,
             )
     finally:
         await asyncio.gather(*(slot.evaluator.aclose() for slot in slots), return_exceptions=True)

@@ -27,3 +27,21 @@ def test_each_slot_says_which_gpu_of_the_machine_it_uses(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
     said = asyncio.run(EvalSlot("gpu 1", FakeEvaluator(), gpu="1").describe())
     assert said == "gpu 1: NVIDIA H100 80GB HBM3 (cuda, sm_90), CUDA_VISIBLE_DEVICES=3"
+
+
+def test_each_gpu_evaluator_runs_jobs_per_gpu_jobs_at_once(monkeypatch):
+    from geak.agent.config import AgentConfig
+    from geak.agent.eval_slots import local_slots
+    from geak.agent.run_config import RunConfig
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.delenv("HIP_VISIBLE_DEVICES", raising=False)
+    run = RunConfig.model_construct(backend="auto", gpu_ids=[0, 1], workers=1, jobs_per_gpu=3)
+    slots = local_slots(run, AgentConfig())
+    assert [(s.name, s.gpu, s.evaluator.pool.max_concurrent) for s in slots] == [("gpu 0", "0", 3), ("gpu 1", "1", 3)]
+
+    async def close() -> None:
+        await asyncio.gather(*(s.evaluator.aclose() for s in slots))
+
+    asyncio.run(close())
+    assert RunConfig.model_fields["jobs_per_gpu"].default == 2
