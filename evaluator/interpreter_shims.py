@@ -14,9 +14,9 @@ on takes the path it takes on the GPUs GEAK targets, and tests that need "arch 9
 * Triton: ``triton.runtime.driver.active`` (target, device properties, current device and stream, a benchmarker
   that times nothing, so ``@triton.autotune`` keeps its first config), string annotations (``BLOCK:
   "tl.constexpr"``), grids given as lists, float arguments (fp32 scalars, as on a GPU), pointer arguments without a
-  torch storage, integer-held masks, ``and`` / ``or`` on tensors, vendor libdevice math (``tl.extra.cuda/hip
-  .libdevice``, ``triton.language.extra.libdevice``), computed with NumPy/SciPy, and block pointers where the
-  installed Triton has dropped them (``interpreter_block_pointers``).
+  torch storage, integer-held masks, ``and`` / ``or`` on tensors, ``x[:, None]`` on a scalar, vendor libdevice math
+  (``tl.extra.cuda/hip.libdevice``, ``triton.language.extra.libdevice``), computed with NumPy/SciPy, and block
+  pointers where the installed Triton has dropped them (``interpreter_block_pointers``).
 
 What the interpreter still cannot run is recognized by ``cpu_support`` and reported as "not checkable on CPU".
 """
@@ -59,6 +59,7 @@ def install() -> None:
     _storageless_pointer_arguments()
     _boolean_masks()
     _tensor_boolean_operators()
+    _surplus_full_slices()
     _map_libdevice()
     if interpreter_block_pointers.interpreter_lacks_block_pointers():
         interpreter_block_pointers.install()
@@ -537,6 +538,35 @@ def _tensor_boolean_operators() -> None:
 
     rewriter.ast_transformer = Both()
     interpreter._geak_boolean_op = _boolean_op  # the interpreter hands its globals to the kernels it rewrites
+
+
+def _surplus_full_slices() -> None:
+    """`cond[:, None]` on a scalar: Tritons up to 3.6 (what GPUs run) skip a `:` past a tensor's rank, later ones
+    raise "too many indices"; files written for the former use it to broadcast a scalar condition as a column."""
+    import builtins
+
+    from triton.language import core
+
+    getitem = core.tensor.__getitem__
+    full_slice_types = (builtins.slice, core.slice)
+
+    @core.builtin
+    def lenient_getitem(self, slices, _semantic=None):
+        try:
+            return getitem(self, slices, _semantic=_semantic)
+        except ValueError as e:
+            if "too many indices" not in str(e):
+                raise
+        items = slices.values if isinstance(slices, core.tuple) else slices
+        result = self
+        for dim, item in enumerate(items if isinstance(items, (list, tuple)) else [items]):
+            if core._unwrap_if_constexpr(item) is None:
+                result = _semantic.expand_dims(result, min(dim, len(result.shape)))  # 3.6: list.insert's rule
+            elif not isinstance(item, full_slice_types) or (item.start, item.stop, item.step) != (None, None, None):
+                raise ValueError(f"unsupported tensor index: {item}")
+        return result
+
+    core.tensor.__getitem__ = lenient_getitem
 
 
 def _boolean_op(method: str, *operands: Callable[[], Any]) -> Any:
