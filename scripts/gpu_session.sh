@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One lease on the GPU machine, in parts (each part fits one 10-minute device call):
 #   bash scripts/gpu_session.sh PART...   with PART in: env native isolation trust evaluator suites tb rocm some lsp
-#                                         eval batch scaling check sanitize split
+#                                         eval batch scaling run1 run2 check sanitize split
 # `split` runs groups of parts at once, each on its GPUs: SPLIT="0:tb 1:native,rocm 2:trust 3:eval 4,5:scaling" (logs
 # in $OUT/gpuN.log). A machine with several GPUs then does in one call what one GPU does in several.
 # Python packages missing there travel as wheels in .whl/ (see the device notes); GEAK itself is put on the path
@@ -92,6 +92,16 @@ part_scaling() {  # `geak run` (search, no model) on one GPU, then on two (SCALI
   timeout "${BATCH_S:-540}" python3 scripts/gpu_batch_report.py --data shared/suites/tritonbench_revised \
     --parts "${SCALING_PARTS:-run1,run2}" --problems "${PROBLEMS:-24}" --budget 2 --rounds 5 --deadline-s "$(( ${BATCH_S:-540} - 20 ))" \
     --out "$OUT/scaling" 2>&1 | tail -60
+}
+part_run1() {  # `geak run` on one GPU alone (its own output folder: it can run beside part_run2 on other GPUs)
+  timeout "${BATCH_S:-540}" python3 scripts/gpu_batch_report.py --data shared/suites/tritonbench_revised \
+    --parts run1 --problems "${PROBLEMS:-24}" --budget 2 --rounds 5 --deadline-s "$(( ${BATCH_S:-540} - 20 ))" \
+    --out "$OUT/run1" 2>&1 | tail -40
+}
+part_run2() {  # the same on two GPUs
+  timeout "${BATCH_S:-540}" python3 scripts/gpu_batch_report.py --data shared/suites/tritonbench_revised \
+    --parts run2 --problems "${PROBLEMS:-24}" --budget 2 --rounds 5 --deadline-s "$(( ${BATCH_S:-540} - 20 ))" \
+    --out "$OUT/run2" 2>&1 | tail -40
 }
 part_split() {
   local pids=() group gpu parts
