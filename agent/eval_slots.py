@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from geak.evaluator.api import EvalOptions, Evaluator
-from geak.evaluator.pool import DEVICE_MASKS, pin_device
+from geak.evaluator.pool import DEVICE_MASKS, WorkerStartError, pin_device
 
 from . import session
 from .config import AgentConfig
@@ -70,6 +70,11 @@ def local_slots(run: RunConfig, agent: AgentConfig) -> list[EvalSlot]:
             EvalSlot(f"interpreter {i}", Evaluator(eval_options(agent, "interpreter", None)))
             for i in range(run.workers)
         ]
+    try:
+        for g in gpus:  # before any evaluator is made: an id that is not visible is a configuration error
+            pin_device(os.environ, g)
+    except WorkerStartError as e:
+        raise SlotError(f"gpu_ids: {e}") from e
     return [
         EvalSlot(f"gpu {g}", Evaluator(replace(eval_options(agent, "gpu", g), max_concurrent=run.jobs_per_gpu)), str(g))
         for g in gpus

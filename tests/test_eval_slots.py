@@ -45,3 +45,17 @@ def test_each_gpu_evaluator_runs_jobs_per_gpu_jobs_at_once(monkeypatch):
 
     asyncio.run(close())
     assert RunConfig.model_fields["jobs_per_gpu"].default == 2
+
+
+def test_a_gpu_id_that_is_not_visible_is_a_configuration_error(monkeypatch):
+    import pytest
+
+    from geak.agent.config import AgentConfig
+    from geak.agent.eval_slots import SlotError, local_slots
+    from geak.agent.run_config import RunConfig
+
+    monkeypatch.delenv("HIP_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    run = RunConfig.model_construct(backend="auto", gpu_ids=[0, 3], workers=1, jobs_per_gpu=2)
+    with pytest.raises(SlotError, match="gpu_ids: GPU 3 is not visible: CUDA_VISIBLE_DEVICES=0 shows 1 GPU"):
+        local_slots(run, AgentConfig())
