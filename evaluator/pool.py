@@ -184,8 +184,8 @@ class WorkerPool:
         self.max_concurrent = max(1, max_concurrent)
         self.spares = min(max(0, spares), self.max_concurrent)
         self.gpu_id = gpu_id
-        if gpu_id is not None:
-            pin_device(os.environ, gpu_id)  # a GPU that is not visible is refused now, not at the first job
+        # the workers' device mask, made now: a GPU that is not visible is refused here, not at the first job
+        self._pinned = pin_device(os.environ, gpu_id) if gpu_id is not None else {}
         self.startup_timeout_s = startup_timeout_s
         self.python = python
         self.isolation = isolation
@@ -445,8 +445,7 @@ class WorkerPool:
         env.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
         if self.backend != "interpreter":
             env.pop("TRITON_INTERPRET", None)
-        if self.gpu_id is not None:
-            env.update(pin_device(os.environ, self.gpu_id))
+        env.update(self._pinned)
         policy = None if self.isolation == "process" else sandboxing.default_policy(self.hide)
         prefix: list[str] = []
         if policy is not None and self.bwrap:
