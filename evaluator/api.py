@@ -140,12 +140,7 @@ class Evaluator:
         job_dir = self._new_dir("cand")
         path = job_dir / "candidate.py"
         path.write_text(composed.text)
-        probes = None
-        if ref_run is not None and ref_run.probes.usable:
-            for probe in ref_run.probes.usable:
-                name = probe_input_file(probe["index"])
-                shutil.copyfile(ref_run.outputs / "outputs" / name, job_dir / "outputs" / name)
-            probes = {"replay": list(ref_run.probes.usable)}
+        probes = _replay_probes(ref_run, job_dir) if ref_run is not None else None
         owner = reference or candidate
         if ref_run is not None:  # a candidate starts from the reference's compilations and keeps none of its own
             cache = cache_request(seed=ref_run.cache_key, keep=None)
@@ -183,12 +178,7 @@ class Evaluator:
             job_dir = self._new_dir("ref")
             path = job_dir / "reference.py"
             path.write_text(ref_run.tfile.compose().text)
-            probes = None
-            if ref_run.probes is not None and ref_run.probes.usable:
-                for probe in ref_run.probes.usable:
-                    name = probe_input_file(probe["index"])
-                    shutil.copyfile(ref_run.outputs / "outputs" / name, job_dir / "outputs" / name)
-                probes = {"replay": list(ref_run.probes.usable)}
+            probes = _replay_probes(ref_run, job_dir)
             cache = cache_request(seed=ref_run.cache_key, keep=None)
             job = check_stage.check_job(
                 path, self._module_name("ref"), ref_run.tfile, job_dir, self.options, probes, cache, ref_run.poison,
@@ -423,6 +413,15 @@ class Evaluator:
 
     def _module_name(self, kind: str) -> str:
         return f"geak_{kind}_{self._serial}"
+
+
+def _replay_probes(ref_run: check_stage.ReferenceRun, job_dir: Path) -> dict[str, Any] | None:
+    """The job's `probes` field for replaying the reference's usable probes, their inputs copied into `job_dir`."""
+    usable = ref_run.probes.usable if ref_run.probes is not None else ()
+    for probe in usable:
+        name = probe_input_file(probe["index"])
+        shutil.copyfile(ref_run.outputs / "outputs" / name, job_dir / "outputs" / name)
+    return {"replay": list(usable)} if usable else None
 
 
 def _text_key(text: str) -> str:
