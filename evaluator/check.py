@@ -96,18 +96,24 @@ def unstable_outputs(result: dict[str, Any], out_dir: Path, options: EvalOptions
     duplicate scatter indices, memory nothing wrote): where they sit in the test's output."""
     unstable = {}
     for test in result.get("tests", []):
-        again = out_dir / output_file_of_test(test["name"], "again")
-        if test.get("kind") != "pass" or not again.exists():
+        if test.get("kind") != "pass":
             continue
-        try:
-            first = load_output(out_dir / output_file_of_test(test["name"]))
-            second = load_output(again)
-        except UnreadableOutput:
-            continue
-        paths = tuple(m.where for m in compare(first, second, "", options.tolerances))
+        name = test["name"]
+        paths = tuple(m.where for m in _differences(out_dir / output_file_of_test(name),
+                                                    out_dir / output_file_of_test(name, "again"), options))  # fmt: skip
         if paths:
-            unstable[test["name"]] = paths
+            unstable[name] = paths
     return unstable
+
+
+def _differences(first: Path, second: Path, options: EvalOptions, where: str = "") -> list[Mismatch]:
+    """Where two saved outputs of the reference differ (nothing when either cannot be read: nothing to judge)."""
+    try:
+        later = load_output(second)  # the one most often missing (a test that did not run again)
+        earlier = load_output(first)
+    except UnreadableOutput:
+        return []
+    return compare(earlier, later, where, options.tolerances)
 
 
 def rerun_variation(ref_run: ReferenceRun, result: dict[str, Any], rerun_dir: Path, options: EvalOptions) -> bool:
@@ -119,17 +125,14 @@ def rerun_variation(ref_run: ReferenceRun, result: dict[str, Any], rerun_dir: Pa
     for test in result.get("tests", []):
         if test.get("kind") != "pass":
             continue
-        paths = set(ref_run.unstable.get(test["name"], ()))
+        name = test["name"]
+        paths = set(ref_run.unstable.get(name, ()))
         before = len(paths)
         for run in ("", "again"):
-            try:
-                first = load_output(first_dir / output_file_of_test(test["name"]))
-                again = load_output(rerun_dir / output_file_of_test(test["name"], run))
-            except UnreadableOutput:
-                continue
-            paths.update(m.where for m in compare(first, again, "", options.tolerances))
+            later = rerun_dir / output_file_of_test(name, run)
+            paths.update(m.where for m in _differences(first_dir / output_file_of_test(name), later, options))
         if len(paths) > before:
-            ref_run.unstable[test["name"]] = tuple(sorted(paths))
+            ref_run.unstable[name] = tuple(sorted(paths))
             found = True
     probes = ref_run.probes
     if probes is None:
@@ -139,27 +142,16 @@ def rerun_variation(ref_run: ReferenceRun, result: dict[str, Any], rerun_dir: Pa
     for probe in probes.usable:
         index, entry = probe["index"], replayed.get(probe["index"])
         where = f"fresh inputs #{index + 1} {probe['signature']}"
-        try:
-            differs = entry is not None and entry.get("status") == "ok" and bool(
-                compare(
-                    load_output(first_dir / probe_output_file(index)),
-                    load_output(rerun_dir / probe_output_file(index)),
-                    where,
-                    options.tolerances,
-                )
-            )
-        except UnreadableOutput:
-            differs = False
-        if differs:
+        replayed_ok = entry is not None and entry.get("status") == "ok"
+        if replayed_ok and _differences(first_dir / probe_output_file(index), rerun_dir / probe_output_file(index),
+                                        options, where):  # fmt: skip
             skipped.append(f"{where}: the reference gave a different result when run again on the same inputs "
                            "(nondeterministic), so it cannot judge a candidate there")
             found = True
         else:
             usable.append(probe)
-    ref_run.probes = ReferenceProbes(
-        tuple(usable), frozenset(i for i in probes.informative if any(p["index"] == i for p in usable)),
-        tuple(skipped),
-    )
+    kept = {p["index"] for p in usable}
+    ref_run.probes = ReferenceProbes(tuple(usable), probes.informative & kept, tuple(skipped))
     return found
 
 
