@@ -38,6 +38,7 @@ FLUSH_BYTES = 256 << 20  # what do_bench zeroes before each call: far beyond any
 ESCAPE_TOLERANCE_MS = 0.002  # side-stream work may end this long after the timed stream's end event
 CHECK_STEP = 1 << 20  # value steps used to check outputs, beyond any step a timing reaches
 _SCALED = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+_GOLDEN = (math.sqrt(5) - 1) / 2
 
 # The timer's clocks, bound when the worker starts, before any user code is imported: a file that replaces
 # torch.cuda.Event, its methods or time.perf_counter (a forged clock) does not reach these. On CUDA and ROCm builds
@@ -58,7 +59,6 @@ def _timing_event() -> torch.cuda.Event:
 
 def _record(event: torch.cuda.Event, stream: torch.cuda.Stream | None = None) -> None:
     _record_on(event, stream if stream is not None else _current_stream())
-_GOLDEN = (math.sqrt(5) - 1) / 2
 
 
 class TimingFooled(RuntimeError):
