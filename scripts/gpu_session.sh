@@ -88,21 +88,14 @@ part_check() {  # `geak check` of the files named in $CHECK_FILES (paths), one b
     timeout 330 python3 -m geak.server.cli check "$f" --timeout 300; echo "exit $? for $f"
   done
 }
-part_scaling() {  # `geak run` (search, no model) on one GPU, then on two (SCALING_PARTS=run1 for one GPU only)
+batch_report() {  # gpu_batch_report.py's `geak run` PARTS (run1: one GPU, run2: two) into $OUT/FOLDER
   timeout "${BATCH_S:-540}" python3 scripts/gpu_batch_report.py --data shared/suites/tritonbench_revised \
-    --parts "${SCALING_PARTS:-run1,run2}" --problems "${PROBLEMS:-24}" --budget 2 --rounds 5 --deadline-s "$(( ${BATCH_S:-540} - 20 ))" \
-    --out "$OUT/scaling" 2>&1 | tail -60
+    --parts "$1" --problems "${PROBLEMS:-24}" --budget 2 --rounds 5 --deadline-s "$(( ${BATCH_S:-540} - 20 ))" \
+    --out "$OUT/$2" 2>&1 | tail -60
 }
-part_run1() {  # `geak run` on one GPU alone (its own output folder: it can run beside part_run2 on other GPUs)
-  timeout "${BATCH_S:-540}" python3 scripts/gpu_batch_report.py --data shared/suites/tritonbench_revised \
-    --parts run1 --problems "${PROBLEMS:-24}" --budget 2 --rounds 5 --deadline-s "$(( ${BATCH_S:-540} - 20 ))" \
-    --out "$OUT/run1" 2>&1 | tail -40
-}
-part_run2() {  # the same on two GPUs
-  timeout "${BATCH_S:-540}" python3 scripts/gpu_batch_report.py --data shared/suites/tritonbench_revised \
-    --parts run2 --problems "${PROBLEMS:-24}" --budget 2 --rounds 5 --deadline-s "$(( ${BATCH_S:-540} - 20 ))" \
-    --out "$OUT/run2" 2>&1 | tail -40
-}
+part_scaling() { batch_report "${SCALING_PARTS:-run1,run2}" scaling; }  # one GPU, then two, in turn
+part_run1() { batch_report run1 run1; }  # one GPU alone, in its own folder: it can run beside part_run2
+part_run2() { batch_report run2 run2; }  # the same on two GPUs
 part_split() {
   local pids=() group gpu parts
   for group in ${SPLIT:?}; do
