@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from geak.evaluator.api import EvalOptions, Evaluator
-from geak.evaluator.pool import DEVICE_MASKS, WorkerStartError, pin_device
+from geak.evaluator.pool import WorkerStartError, device_masks, pin_device
 
 from . import session
 from .config import AgentConfig
@@ -50,10 +50,9 @@ def eval_options(agent: AgentConfig, backend: str, gpu_id: int | None) -> EvalOp
 def visible_gpu_ids() -> list[int]:
     """Ids of the GPUs this process sees, counted as torch counts them (0..n-1): under CUDA_VISIBLE_DEVICES=2,3 they
     are 0 and 1, which the pool pins to the machine's GPUs 2 and 3 (``pool.pin_device``)."""
-    for var in DEVICE_MASKS:
-        value = os.environ.get(var)
-        if value is not None:
-            return list(range(len([v for v in value.split(",") if v.strip()])))
+    masks = device_masks(os.environ)
+    if masks:  # every mask must show a GPU for a worker to be pinned to it
+        return list(range(min(len(entries) for entries in masks.values())))
     import torch
 
     return list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []

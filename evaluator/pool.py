@@ -52,17 +52,26 @@ class JobOutcome:
 DEVICE_MASKS = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
 
 
+def device_masks(environ: Mapping[str, str]) -> dict[str, list[str]]:
+    """The device masks set in `environ`, each as its list of GPU entries. A mask that is set but empty shows no GPU
+    (as CUDA and HIP read it), so it is kept, with no entries."""
+    return {
+        name: [entry.strip() for entry in environ[name].split(",") if entry.strip()]
+        for name in DEVICE_MASKS
+        if name in environ
+    }
+
+
 def pin_device(environ: Mapping[str, str], gpu_id: int) -> dict[str, str]:
     """The device mask that shows a worker only GPU `gpu_id`, counted as the caller sees its GPUs: where the caller
     already has a mask (CUDA_VISIBLE_DEVICES=2,3), id 0 is its first entry (2), not the machine's GPU 0."""
-    masks = {name: environ[name] for name in DEVICE_MASKS if environ.get(name, "").strip()}
+    masks = device_masks(environ)
     if not masks:
         return dict.fromkeys(DEVICE_MASKS, str(gpu_id))
     pinned = {}
-    for name, mask in masks.items():
-        entries = [e.strip() for e in mask.split(",") if e.strip()]
+    for name, entries in masks.items():
         if not 0 <= gpu_id < len(entries):
-            raise WorkerStartError(f"GPU {gpu_id} is not visible: {name}={mask} shows {len(entries)} GPU(s)")
+            raise WorkerStartError(f"GPU {gpu_id} is not visible: {name}={environ[name]} shows {len(entries)} GPU(s)")
         pinned[name] = entries[gpu_id]
     return pinned
 

@@ -90,6 +90,8 @@ def test_a_gpu_id_counts_among_the_gpus_the_caller_sees(monkeypatch):
     assert pin_device({"CUDA_VISIBLE_DEVICES": "GPU-5a1c,GPU-77b2"}, 1) == {"CUDA_VISIBLE_DEVICES": "GPU-77b2"}
     with pytest.raises(WorkerStartError, match="GPU 2 is not visible: CUDA_VISIBLE_DEVICES=3 shows 1 GPU"):
         pin_device({"CUDA_VISIBLE_DEVICES": "3"}, 2)
+    with pytest.raises(WorkerStartError, match="GPU 0 is not visible: CUDA_VISIBLE_DEVICES= shows 0 GPU"):
+        pin_device({"CUDA_VISIBLE_DEVICES": ""}, 0)  # set but empty: CUDA shows no GPU, so neither does GEAK
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
     with pytest.raises(WorkerStartError, match="not visible"):
         WorkerPool(gpu_id=5, spares=0)

@@ -20,6 +20,9 @@ def test_visible_ids_are_counted_like_torch_counts_them(monkeypatch):
     assert visible_gpu_ids() == [0]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert visible_gpu_ids() == []
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2")
+    monkeypatch.setenv("HIP_VISIBLE_DEVICES", "1")  # a worker pinned to an id must be visible under both masks
+    assert visible_gpu_ids() == [0]
 
 
 def test_each_slot_says_which_gpu_of_the_machine_it_uses(monkeypatch):
