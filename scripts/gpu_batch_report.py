@@ -48,8 +48,8 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
 
-def golden_predictions(data: Path, path: Path, limit: int) -> int:
-    items = json.loads((data / "TritonBench_G_v1.json").read_text())[:limit]
+def golden_predictions(data: Path, path: Path, start: int, limit: int) -> int:
+    items = json.loads((data / "TritonBench_G_v1.json").read_text())[start : start + limit]
     with path.open("w") as f:
         for item in items:
             code = (data / "TritonBench_G_v1" / item["file"]).read_text()
@@ -59,7 +59,7 @@ def golden_predictions(data: Path, path: Path, limit: int) -> int:
 
 def eval_part(args, out: Path, limit_s: float, gpu_ids: str) -> dict:
     preds = out / "golden_predictions.jsonl"
-    n = golden_predictions(args.data, preds, args.eval_problems)
+    n = golden_predictions(args.data, preds, args.eval_start, args.eval_problems)
     part = run_part("eval", ["eval", str(preds), "--suite", "tritonbench", "--data", str(args.data), "--rounds",
                              str(args.rounds), "--gpu-ids", gpu_ids, "--output", str(out / "eval")],
                     limit_s, out / "eval.log")  # fmt: skip
@@ -142,6 +142,7 @@ def main() -> int:
     parser.add_argument("--start-idx", type=int, default=0)
     parser.add_argument("--budget", type=int, default=3, help="search evaluations per problem")
     parser.add_argument("--eval-problems", type=int, default=184, help="golden files scored by geak eval")
+    parser.add_argument("--eval-start", type=int, default=0, help="the first golden file scored (an index)")
     parser.add_argument("--rounds", type=int, default=5, help="timing rounds (eval and the search's final)")
     parser.add_argument("--deadline-s", type=float, default=450, help="the whole report's time box")
     parser.add_argument("--parts", default="eval,run1,run2", help="comma-separated: eval, run1, run2")

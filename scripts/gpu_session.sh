@@ -79,7 +79,7 @@ part_batch() {
 }
 part_eval() {  # `geak eval` of the golden files as their own predictions (one GPU)
   timeout "${EVAL_S:-520}" python3 scripts/gpu_batch_report.py --data shared/suites/tritonbench_revised --parts eval \
-    --eval-problems "${EVAL_PROBLEMS:-184}" --rounds 5 --deadline-s "$(( ${EVAL_S:-520} - 20 ))" --out "$OUT/eval" \
+    --eval-start "${EVAL_START:-0}" --eval-problems "${EVAL_PROBLEMS:-184}" --rounds 5 --deadline-s "$(( ${EVAL_S:-520} - 20 ))" --out "$OUT/eval" \
     2>&1 | tail -60
 }
 part_check() {  # `geak check` of the files named in $CHECK_FILES (paths), one by one, 300 s per run of the tests
