@@ -118,9 +118,10 @@ def _differences(first: Path, second: Path, options: EvalOptions, where: str = "
 
 def rerun_variation(ref_run: ReferenceRun, result: dict[str, Any], rerun_dir: Path, options: EvalOptions) -> bool:
     """Fold a rerun of the reference (a fresh process, the same seeded inputs: its tests twice, its usable probes
-    once) into `ref_run`: an output that differs from the first run's is nondeterministic, however rarely, so it
-    leaves the comparison (tests) or the probes (probes). A candidate's mismatch then only stands where the
-    reference reproduces itself. Returns whether anything new was found."""
+    once; or a candidate whose program is the reference's: its tests once) into `ref_run`: an output that differs
+    from the first run's is nondeterministic, however rarely, so it leaves the comparison (tests) or the probes
+    (probes). A candidate's mismatch then only stands where the reference reproduces itself. Returns whether
+    anything new was found."""
     first_dir, found = ref_run.outputs / "outputs", False
     for test in result.get("tests", []):
         if test.get("kind") != "pass":

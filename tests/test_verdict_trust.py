@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from geak.evaluator import api
 from geak.evaluator.api import EvalOptions, Evaluator
 from geak.evaluator.capture import CallRecorder, draw_probe, probe_tensors, rebuild_probe
 from geak.evaluator.compare import UnreadableOutput, load_output
@@ -184,17 +185,47 @@ def test_a_mismatch_stands_only_where_the_reference_reproduces_itself_in_a_fresh
         reference = FIXTURES / "unstable_across_processes.py"
         async with Evaluator(opts) as ev:
             said: list[str] = []
-            same = await ev.check(reference, against=reference, progress=said.append)
-            wrong = await ev.check(FIXTURES / "unstable_across_processes_wrong.py", against=reference)
+            wrong = await ev.check(FIXTURES / "unstable_across_processes_wrong.py", against=reference,
+                                   progress=said.append)  # fmt: skip
+            same = await ev.check(reference, against=reference)
             return same, wrong, said
 
     same, wrong, said = asyncio.run(go())
-    assert same.ok, same.message  # its two runs in one process agree; the candidate's process differs
-    assert any("is it deterministic?" in s for s in said)
-    assert any("['layout']" in n and "not compared" in n for n in same.comparison.notes)
+    assert any("is it deterministic?" in s for s in said)  # its two runs in one process agree; a fresh one differs
     wheres = [m.where for m in wrong.comparison.mismatches]
     assert not wrong.ok and any(w.endswith("['doubled']") for w in wheres), wheres
     assert not any("layout" in w for w in wheres), wheres
+    assert same.ok, same.message
+    assert any("['layout']" in n and "not compared" in n for n in same.comparison.notes)
+
+
+def test_a_candidate_identical_to_the_reference_is_one_more_run_of_it(monkeypatch, tmp_path):
+    """With no reruns of the reference, only the candidate's own run can show that the reference does not reproduce
+    an output, and it counts only when the composed program is the reference's byte for byte."""
+    monkeypatch.setattr(api, "REFERENCE_RERUNS", 0)
+    reference = FIXTURES / "unstable_across_processes_tritonbench.py"
+    twin, commented, wrong = tmp_path / "twin.py", tmp_path / "commented.py", tmp_path / "wrong.py"
+    twin.write_text(reference.read_text())  # the same program under another name
+    commented.write_text("# the same kernel\n" + reference.read_text())  # harmless, but another program
+    wrong.write_text(reference.read_text().replace("* 2.0", "* 2.5"))
+
+    async def go():
+        opts = EvalOptions(backend="interpreter", timeout_s=90, spares=0)
+        async with Evaluator(opts) as ev:
+            other = await ev.check(commented, against=reference)
+            same = await ev.check(twin, against=reference)
+            bad = await ev.check(wrong, against=reference)
+            steady = await ev.check(FIXTURES / "add_tritonbench.py", against=FIXTURES / "add_tritonbench.py")
+            return other, same, bad, steady
+
+    other, same, bad, steady = asyncio.run(go())
+    assert not other.ok and [m.where for m in other.comparison.mismatches] == ["test_double → return['layout']"]
+    assert same.ok, same.message
+    assert any("['layout']" in n and "not compared" in n for n in same.comparison.notes)
+    wheres = [m.where for m in bad.comparison.mismatches]
+    assert not bad.ok and "test_double → return['doubled']" in wheres, wheres
+    assert not any("layout" in w for w in wheres), wheres  # what the twin's run showed holds for every candidate
+    assert steady.ok and not steady.comparison.notes, steady.message
 
 
 def test_a_file_that_reads_unwritten_memory_is_checked_unpoisoned_and_says_so():
