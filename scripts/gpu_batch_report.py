@@ -109,7 +109,9 @@ def run_part_on(args, out: Path, name: str, gpu_ids: list[int], limit_s: float) 
     stop, samples = threading.Event(), []
     sampler = threading.Thread(target=sample_gpus, args=(stop, samples), daemon=True)
     sampler.start()
-    part = run_part(name, ["run", str(out / f"{name}.yaml"), "--json"], limit_s, out / f"{name}.log")
+    earlier = len(read_jsonl(folder / "results.jsonl"))  # problems an earlier call finished: this one resumes
+    resume = ["--resume"] if earlier else []
+    part = run_part(name, ["run", str(out / f"{name}.yaml"), "--json", *resume], limit_s, out / f"{name}.log")
     stop.set()
     sampler.join(timeout=15)
     rows = read_jsonl(folder / "results.jsonl")
@@ -119,10 +121,11 @@ def run_part_on(args, out: Path, name: str, gpu_ids: list[int], limit_s: float) 
         for index, util, _mem in sample:
             busy.setdefault(index, 0)
             busy[index] += int(util) > 0
-    finished = len(rows)
+    finished = len(rows) - earlier
     return {
         "gpus": gpu_ids,
         "finished": finished,
+        "finished_before": earlier,
         "wall_s": part["wall_s"],
         "cut": part["cut"],
         "problems_per_hour": round(finished / part["wall_s"] * 3600, 1) if finished else None,
