@@ -327,14 +327,19 @@ def guard(fn: Callable[[], object], median_ms: float, iters: int = 5) -> None:
 
 
 def interleaved(timers: dict[str, list[Timer]], rounds: int, seed: int = 0) -> dict[str, list[list[float]]]:
-    """Time every variant's calls in `rounds` rounds, variants in random order each round.
+    """Time every variant's calls in `rounds` rounds (made even), in pairs: a random order, then the same order
+    reversed (A B | B A). A variant's place in a round (the GPU's clock still ramping up, the caches the variant
+    before it warmed) then weighs on every variant alike within each pair (``speedup.paired_ratios``).
 
     Returns variant -> round -> per-call sample (ms)."""
     rng = random.Random(seed)
     out: dict[str, list[list[float]]] = {name: [] for name in timers}
     names = list(timers)
-    for _ in range(rounds):
-        rng.shuffle(names)
+    for r in range(rounds + rounds % 2):
+        if r % 2 == 0:
+            rng.shuffle(names)
+        else:
+            names.reverse()
         for name in names:
             out[name].append([t.sample() for t in timers[name]])
     return out

@@ -19,7 +19,7 @@ from geak.evaluator.pool import JobOutcome
 from geak.evaluator.protocol import timed_output_file, timed_output_sets
 from geak.evaluator.results import DEFAULT_NOISE_MARGIN, Peaks
 from geak.evaluator.speedup import judge, speedup_interval
-from geak.evaluator.timing import InputSets, factor, set_count
+from geak.evaluator.timing import InputSets, factor, interleaved, set_count
 
 H200 = Peaks("NVIDIA H200", 4240.0, 675.0, 51.0, "measured", 60 << 20, 9800.0, 0.008)
 RUNTIME = {"backend": "cuda", "device": "NVIDIA H200", "torch_version": "2.11", "triton_version": "3.6"}
@@ -59,6 +59,52 @@ def test_verdict_needs_the_whole_interval_beyond_the_margin():
     ref, cand = rounds_with(0.006, jitter=0.0002)
     assert speedup_interval(ref, cand, margin=0.005).verdict == "faster"
     assert speedup_interval(ref, cand, margin=0.01).verdict == "within noise (±1%)"
+
+
+class PlacedTimer:
+    """A stand-in timer whose sample depends on where it runs: `second` is the factor of the later place in a round
+    (two variants, one call each), `drift` a slope per sample (a GPU still warming); `base` is its true time."""
+
+    def __init__(self, name: str, base: float, log: list, second: float = 1.0, drift: float = 0.0):
+        self.name, self.base, self.log, self.second, self.drift = name, base, log, second, drift
+
+    def sample(self) -> float:
+        place = len(self.log)
+        self.log.append(self.name)
+        return self.base * (self.second if place % 2 else 1.0) * (1 + self.drift * place)
+
+
+def placed_timers(candidate_base: float, **effect) -> tuple[dict, list]:
+    log: list[str] = []
+    timers = {"reference": [PlacedTimer("reference", 1.0, log, **effect)]}
+    timers["candidate"] = [PlacedTimer("candidate", candidate_base, log, **effect)]
+    return timers, log
+
+
+def test_rounds_come_in_pairs_whose_second_reverses_the_first():
+    timers, log = placed_timers(1.0)
+    rounds = interleaved(timers, 5, seed=3)
+    assert len(rounds["reference"]) == len(rounds["candidate"]) == 6  # made even
+    pairs = [log[i : i + 4] for i in range(0, len(log), 4)]
+    assert all(p[:2] == p[:1:-1] for p in pairs)  # A B | B A
+    assert {p[0] for p in pairs} == {"reference", "candidate"}  # the first order is still drawn at random
+
+
+@pytest.mark.parametrize("effect", [{"second": 0.85}, {"second": 1.2}, {"drift": 0.01}])
+@pytest.mark.parametrize("rounds", [3, 5, 15])
+def test_aa_is_within_noise_whatever_a_place_in_the_round_is_worth(effect, rounds):
+    # A variant that runs second in a round is 15% faster (or 20% slower), or each sample is 1% slower than the
+    # last: in unpaired rounds of random order, 5 rounds often put one variant second more often, and the A/A claimed.
+    for seed in range(20):
+        timers, _ = placed_timers(1.0, **effect)
+        s = speedup_interval(*interleaved(timers, rounds, seed=seed).values())
+        assert not s.significant and abs(s.ratio - 1.0) < 0.002, (seed, s)
+
+
+def test_a_real_speedup_is_still_claimed_whatever_a_place_is_worth():
+    timers, _ = placed_timers(1 / 1.25, second=0.85)
+    s = speedup_interval(*interleaved(timers, 15, seed=0).values())
+    assert s.verdict == "faster" and 1.24 < s.low <= s.ratio <= s.high < 1.26
 
 
 # ----------------------------------------------------------------------------------------- peaks cache
