@@ -35,6 +35,7 @@ GRAPH_BELOW_MS = 0.05
 GRAPH_TARGET_MS = 2.0
 MAX_INPUT_SETS = 4
 FLUSH_BYTES = 256 << 20  # what do_bench zeroes before each call: far beyond any L2
+BUSY_GRACE_MS = 0.5  # an empty kernel's round trip beyond this: the device serves other work (time slices ~2 ms)
 ESCAPE_TOLERANCE_MS = 0.002  # side-stream work may end this long after the timed stream's end event
 CHECK_STEP = 1 << 20  # value steps used to check outputs, beyond any step a timing reaches
 _SCALED = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -51,6 +52,7 @@ _wait_for = getattr(_EventBase, "synchronize", None)  # (event)
 _current_stream = torch.cuda.current_stream
 _synchronize = torch.cuda.synchronize
 _host_clock = time.perf_counter
+_zero = torch.Tensor.zero_  # the busy-device control's empty kernel (``guard``)
 
 
 def _timing_event() -> torch.cuda.Event:
@@ -63,6 +65,11 @@ def _record(event: torch.cuda.Event, stream: torch.cuda.Stream | None = None) ->
 
 class TimingFooled(RuntimeError):
     """The measured time cannot be right (work escaped the timed stream, or a thread outlived the call)."""
+
+
+class DeviceBusy(TimingFooled):
+    """Even an empty kernel waits long for the device: other work (another process) holds the GPU, so no timing
+    taken now can be trusted, whoever's code is timed."""
 
 
 # ----------------------------------------------------------------------------------------- input sets
@@ -302,9 +309,17 @@ def _flush_buffer() -> torch.Tensor:
     return _FLUSH[0]
 
 
-def guard(fn: Callable[[], object], median_ms: float, iters: int = 5) -> None:
-    """Reject timings that miss work: compare with a host-clock time that waits for the whole device."""
-    threads_before = {t.ident for t in threading.enumerate()}
+_PROBE: list[torch.Tensor] = []
+
+
+def _probe_buffer() -> torch.Tensor:
+    if not _PROBE:
+        _PROBE.append(torch.zeros(1, device="cuda"))
+    return _PROBE[0]
+
+
+def _round_trips(fn: Callable[[], object], iters: int) -> tuple[float, float]:
+    """Medians (ms) of a call's time until the whole device is done with it, and of its host time alone."""
     synced, host = [], []
     for _ in range(iters):
         _synchronize()
@@ -315,15 +330,34 @@ def guard(fn: Callable[[], object], median_ms: float, iters: int = 5) -> None:
         t2 = _host_clock()
         host.append((t1 - t0) * 1e3)
         synced.append((t2 - t0) * 1e3)
+    return statistics.median(synced), statistics.median(host)
+
+
+def _device_lags(synced_ms: float, host_ms: float, device_ms: float, grace_ms: float = 0.05) -> bool:
+    return synced_ms > 2.0 * max(host_ms, device_ms) + grace_ms
+
+
+def guard(fn: Callable[[], object], median_ms: float, iters: int = 5) -> None:
+    """Reject timings that miss work: compare with a host-clock time that waits for the whole device. When the
+    device lags even behind an empty kernel, it is busy with other work (``DeviceBusy``), not fooled by the code."""
+    threads_before = {t.ident for t in threading.enumerate()}
+    s, h = _round_trips(fn, iters)
     new_threads = {t.ident for t in threading.enumerate() if t.is_alive()} - threads_before
     if new_threads:
         raise TimingFooled(f"the call left {len(new_threads)} thread(s) running: its work cannot be timed")
-    s, h = statistics.median(synced), statistics.median(host)
-    if s > 2.0 * max(h, median_ms) + 0.05:
-        raise TimingFooled(
-            f"timed {median_ms:.4f} ms on the stream but the device was busy {s:.4f} ms per call "
-            "(work escaped the timed stream, e.g. a side stream): timing rejected"
+    if not _device_lags(s, h, median_ms):
+        return
+    probe = _probe_buffer()
+    empty_s, empty_h = _round_trips(lambda: _zero(probe), iters)
+    if _device_lags(empty_s, empty_h, 0.0, BUSY_GRACE_MS):
+        raise DeviceBusy(
+            f"the GPU is busy with other work (another process?): even an empty kernel took {empty_s:.3f} ms to "
+            "finish, so no timing can be trusted now: timing rejected; time again when the GPU is free"
         )
+    raise TimingFooled(
+        f"timed {median_ms:.4f} ms on the stream but the device was busy {s:.4f} ms per call "
+        "(work escaped the timed stream, e.g. a side stream): timing rejected"
+    )
 
 
 def interleaved(timers: dict[str, list[Timer]], rounds: int, seed: int = 0) -> dict[str, list[list[float]]]:
