@@ -43,8 +43,9 @@ class EvalSlot:
 
 
 def eval_options(agent: AgentConfig, backend: str, gpu_id: int | None) -> EvalOptions:
-    """An agent run's evaluator settings, on `backend`, pinned to `gpu_id`."""
-    return replace(session.eval_options(agent, backend), gpu_id=gpu_id)
+    """A batch run's evaluator settings, on `backend`, pinned to `gpu_id`. No per-kernel profile: no batch record
+    reads one, and each timing job would start the profiler for it."""
+    return replace(session.eval_options(agent, backend), gpu_id=gpu_id, profile_kernels=False)
 
 
 def visible_gpu_ids() -> list[int]:

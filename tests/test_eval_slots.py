@@ -62,3 +62,11 @@ def test_a_gpu_id_that_is_not_visible_is_a_configuration_error(monkeypatch):
     run = RunConfig.model_construct(backend="auto", gpu_ids=[0, 3], workers=1, jobs_per_gpu=2)
     with pytest.raises(SlotError, match="gpu_ids: GPU 3 is not visible: CUDA_VISIBLE_DEVICES=0 shows 1 GPU"):
         local_slots(run, AgentConfig())
+
+
+def test_batch_evaluators_skip_the_per_kernel_profile_no_record_reads():
+    from geak.agent.config import AgentConfig
+    from geak.agent.eval_slots import eval_options
+
+    options = eval_options(AgentConfig(), "gpu", 1)
+    assert options.gpu_id == 1 and options.backend == "gpu" and not options.profile_kernels

@@ -577,7 +577,7 @@ def test_a_busy_gpu_is_told_apart_from_work_that_escaped_the_timed_stream(host_t
     assert not isinstance(caught.value, host_timer.DeviceBusy)
 
     backlog["other processes"] = 0.01
-    with pytest.raises(host_timer.DeviceBusy, match="busy with other work .* empty kernel took"):
+    with pytest.raises(host_timer.DeviceBusy, match=r"busy with other work .* empty kernel took"):
         host_timer.guard(lambda: x + 1, median_ms=0.5)
     backlog["other processes"] = 0.0
     host_timer.guard(lambda: x + 1, median_ms=0.5)  # a free device: nothing to say
