@@ -8,6 +8,10 @@ or a check of the user's own file): before a job starts, the cache of the text i
 cache; after a trusted job, what it compiled is kept under its text's key. A candidate's compilations are never kept.
 A check of the user's own file also starts from the cache of the file's previous version (an edit that leaves the
 kernels alone compiles nothing again: the editor's save-to-diagnostics time).
+
+`@triton.autotune` choices travel the same way in check jobs (``reuse_autotuning``): on an H100 a TritonBench file
+with 6 configs and 4 tuning keys spent 3 s re-tuning in every process (its reference run, its candidate's, each
+rerun). Timing jobs tune afresh, every variant alone on the device.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+AUTOTUNE_CACHE_ENV = "TRITON_CACHE_AUTOTUNING"  # Triton >= 3.4: the autotuner keeps its choice in the compile cache
 MAX_KEPT_BYTES = 512 << 20  # a trusted job that compiled more than this is not kept
 JOB_CACHE = ".triton-cache"  # inside the job's scratch folder (``isolation.confine`` points Triton there)
 
@@ -28,6 +33,15 @@ def cache_request(seed: str | list[str] | None, keep: str | None) -> dict[str, A
     """The job's `cache` field: which trusted caches to start from (a key, or several merged in order), and under
     which key to keep what it compiles."""
     return {"seed": seed, "keep": keep}
+
+
+def reuse_autotuning(enabled: bool, environ: dict[str, str] | os._Environ = os.environ) -> None:
+    """In a job process, before the file is imported (the autotuner reads it when the decorator runs): a check job
+    starts from the tuning a trusted job kept and keeps its own like its compilations; a timing job tunes afresh."""
+    if enabled:
+        environ[AUTOTUNE_CACHE_ENV] = "1"
+    else:
+        environ.pop(AUTOTUNE_CACHE_ENV, None)
 
 
 def seed_job(trusted_root: str, job: dict[str, Any]) -> None:

@@ -276,7 +276,7 @@ def _prctl(option: int, value: int) -> None:
 def run_check(job: CheckJob, info: Any, send) -> dict[str, Any]:
     import torch
 
-    from . import rocm_bench, sandbox
+    from . import rocm_bench, sandbox, triton_cache
     from .capture import CallRecorder, to_portable
     from .probes import make_probes, replay_probes
     from .protocol import output_file_of_test
@@ -297,6 +297,7 @@ def run_check(job: CheckJob, info: Any, send) -> dict[str, Any]:
 
         interpreter_shims.report_programs(heartbeat, HEARTBEAT_S)
     rocm_bench.install(Path(job.scratch))  # GEAK-eval's benchmark module, for this job's file only
+    triton_cache.reuse_autotuning(gpu)
     try:
         sandbox.seed_everything(seed)
         module = sandbox.load_module(path, job.module_name)
@@ -416,12 +417,13 @@ def run_bench(job: BenchJob, info: Any, send) -> dict[str, Any]:
     outputs of late timed-like calls for the caller to compare (``timing_rules``)."""
     import torch
 
-    from . import sandbox, timing
+    from . import sandbox, timing, triton_cache
 
     if info.backend == "interpreter":
         return {"error": "timing needs a GPU: no CUDA or ROCm device is visible"}
     save = torch.save  # bound before any user code is imported
     sandbox.set_poisoning(False)
+    triton_cache.reuse_autotuning(False)
     variants = _bench_variants(job, send)
     if "error" in variants:
         return variants

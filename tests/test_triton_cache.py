@@ -89,3 +89,28 @@ def test_a_users_file_starts_from_its_previous_versions_compilations_and_a_candi
     assert isinstance(first["seed"], str) and first["keep"] == first["seed"]
     assert second["seed"] == [second["keep"], first["keep"]]
     assert isinstance(nameless["seed"], str)
+
+
+def test_check_jobs_reuse_autotuning_and_timing_jobs_tune_afresh(monkeypatch):
+    """The installed Triton's autotuner honours the switch when its decorator runs: it then keeps (and finds) its
+    choice in the job's compile cache, which travels like compilations."""
+    import triton
+    import triton.language as tl
+
+    from geak.evaluator.triton_cache import AUTOTUNE_CACHE_ENV, reuse_autotuning
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.delenv(AUTOTUNE_CACHE_ENV, raising=False)
+
+    def tuned():
+        @triton.autotune(configs=[triton.Config({"BLOCK": 32}), triton.Config({"BLOCK": 64})], key=["n"])
+        @triton.jit
+        def fill(out, n, BLOCK: tl.constexpr):
+            tl.store(out + tl.arange(0, BLOCK), 1.0)
+
+        return fill
+
+    reuse_autotuning(True)
+    assert os.environ[AUTOTUNE_CACHE_ENV] == "1" and tuned().cache_results
+    reuse_autotuning(False)
+    assert AUTOTUNE_CACHE_ENV not in os.environ and not tuned().cache_results
