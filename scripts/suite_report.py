@@ -98,7 +98,10 @@ async def main_async(args: argparse.Namespace) -> int:
         partial.flush()
 
     started = time.perf_counter()
-    verdicts = await check_many(files, options, against_self=True, on_done=on_done)
+    # Longest first (by the native run's time): a slow file started last would hold the whole run up alone.
+    slow_first = sorted(range(len(files)), key=lambda i: -float(natives[i].get("seconds") or 0))
+    found = await check_many([files[i] for i in slow_first], options, against_self=True, on_done=on_done)
+    verdicts = [found[slow_first.index(i)] for i in range(len(files))]
     geak_s = time.perf_counter() - started
     rows = [row(f, n, v) for f, n, v in zip(files, natives, verdicts, strict=True)]
     totals = {
