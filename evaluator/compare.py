@@ -34,6 +34,7 @@ DEFAULT_TOLERANCES: dict[str, Tolerance] = {
     "float8": Tolerance(0.26, 0.26, 1e-2),  # one fp8 step
 }
 EXACT = Tolerance(0.0, 0.0, 0.0)
+FLOAT32_ENOUGH = 1e-5  # tolerances at least this loose are weighed in float32 arithmetic
 
 
 def tolerance_for(dtype: str, overrides: dict[str, Tolerance] | None = None) -> Tolerance:
@@ -148,7 +149,7 @@ def _compare_tensors(ref, cand, where: str, overrides) -> Iterator[Mismatch]:
     if ref.dtype != cand.dtype:
         yield Mismatch(where, f"dtype {cand.dtype} != reference {ref.dtype}")
         return
-    if ref.numel() == 0:
+    if ref.numel() == 0 or torch.equal(ref, cand):  # bit for bit the same (NaN is never equal: weighed below)
         return
     dtype = str(ref.dtype).removeprefix("torch.")
     tol = tolerance_for(dtype, overrides)
@@ -157,27 +158,34 @@ def _compare_tensors(ref, cand, where: str, overrides) -> Iterator[Mismatch]:
         if bool(bad.any()):
             yield Mismatch(where, _describe(ref, cand, bad, "values differ (exact match required)"))
         return
-    r, c = ref.double(), cand.double()
-    r_nan, c_nan = torch.isnan(r), torch.isnan(c)
-    if not torch.equal(r_nan, c_nan):
-        extra = int((c_nan & ~r_nan).sum())
-        missing = int((r_nan & ~c_nan).sum())
-        yield Mismatch(
-            where,
-            f"NaN mismatch: {extra} NaN where the reference has a number "
-            f"(unwritten or invalid output?), {missing} number where the reference has NaN",
-        )
-        return
-    r_inf, c_inf = torch.isinf(r), torch.isinf(c)
-    if not torch.equal(r_inf, c_inf) or not torch.equal(r[r_inf], c[c_inf]):
-        yield Mismatch(where, _describe(ref, cand, r_inf != c_inf, "infinities differ"))
-        return
-    finite = ~(r_nan | r_inf)
-    rf = r[finite]
-    rms = float(rf.pow(2).mean().sqrt()) if rf.numel() else 0.0
-    allowed = tol.atol * rms + tol.rtol * r.abs() + tol.floor
-    diff = (r - c).abs()
-    bad = (diff > allowed) & finite
+    # float32 arithmetic is exact enough for tolerances of 1e-5 and up, and halves the time and memory of float64
+    # (a 268 MB output took 8.8 s to weigh in float64 on two cores)
+    fine = ref.dtype == torch.float64 or min(tol.rtol, tol.atol) < FLOAT32_ENOUGH
+    work = torch.float64 if fine else torch.float32
+    r, c = ref.to(work), cand.to(work)
+    finite = torch.isfinite(r)
+    special = not (bool(finite.all()) and bool(torch.isfinite(c).all()))
+    if special:  # NaN and infinities must sit where the reference has them
+        r_nan, c_nan = torch.isnan(r), torch.isnan(c)
+        if not torch.equal(r_nan, c_nan):
+            extra = int((c_nan & ~r_nan).sum())
+            missing = int((r_nan & ~c_nan).sum())
+            yield Mismatch(
+                where,
+                f"NaN mismatch: {extra} NaN where the reference has a number "
+                f"(unwritten or invalid output?), {missing} number where the reference has NaN",
+            )
+            return
+        r_inf, c_inf = torch.isinf(r), torch.isinf(c)
+        if not torch.equal(r_inf, c_inf) or not torch.equal(r[r_inf], c[c_inf]):
+            yield Mismatch(where, _describe(ref, cand, (r_inf | c_inf) & (r != c), "infinities differ"))
+            return
+    rf = r[finite] if special else r
+    rms = float(torch.linalg.vector_norm(rf, dtype=torch.float64)) / math.sqrt(rf.numel()) if rf.numel() else 0.0
+    diff = (r - c).abs_()
+    bad = diff > r.abs().mul_(tol.rtol).add_(tol.atol * rms + tol.floor)
+    if special:
+        bad &= finite
     if bool(bad.any()):
         worst = float(diff[bad].max())
         yield Mismatch(

@@ -58,3 +58,18 @@ def test_overrides():
     assert tolerance_for("float8_e4m3fn").rtol == 0.26
     with pytest.raises(ValueError, match="DTYPE=RTOL,ATOL"):
         parse_tolerance_overrides(["float32"])
+
+
+def test_an_infinity_of_the_wrong_sign_is_named_with_its_place():
+    (m,) = compare(torch.tensor([1.0, float("inf"), 2.0]), torch.tensor([1.0, float("-inf"), 2.0]), "out")
+    assert "1 of 3 elements differ; infinities differ; at [1]: -inf vs reference inf" in m.message
+
+
+def test_a_tight_float32_tolerance_catches_one_float32_step():
+    ref = torch.full((4,), 3000.0)
+    cand = ref.clone()
+    cand[2] = torch.nextafter(torch.tensor(3000.0), torch.tensor(4000.0))  # one float32 step: 8e-8 relative
+    tight = parse_tolerance_overrides(["float32=1e-8,1e-8"])
+    (m,) = compare(ref, cand, "out", tight)
+    assert "1 of 4 elements differ" in m.message and "[2]" in m.message
+    assert compare(ref, cand, "out") == []  # the default float32 tolerance admits it
