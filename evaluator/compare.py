@@ -4,7 +4,8 @@ loaded with ``weights_only=True``: the candidate's code never touches the compar
 An element passes when ``|cand - ref| <= atol * rms(ref) + rtol * |ref| + floor``: the absolute term scales with
 the tensor's own magnitude, so sums and GEMM outputs are judged on their scale and probabilities on theirs. NaN must
 sit exactly where the reference has NaN, infinities must match, shapes and dtypes must be equal. Integers, booleans
-and strings must be equal.
+and strings must be equal. Bit-identical tensors pass without being weighed; floats are weighed in float32
+arithmetic where the tolerance is 1e-5 or looser (the RMS always accumulated in float64).
 """
 
 from __future__ import annotations
