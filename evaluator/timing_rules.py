@@ -12,6 +12,7 @@ A timing is rejected when its calls
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -32,8 +33,9 @@ REMEASURE_ABOVE = 10.0  # a speedup above this is measured again with fresh inpu
 
 def impossible_speed(who: str, entry: Mapping[str, Any], median_ms: float, peaks: Peaks) -> str | None:
     """Why the call's time is physically impossible, or None."""
-    if median_ms <= 0:
-        return f"{who}: {entry['signature']} was timed at {median_ms:g} ms: the timing was fooled"
+    for ms in (median_ms, *entry.get("samples", ())):
+        if not (math.isfinite(ms) and ms > 0):  # one sample of none or negative time: a forged or broken report
+            return f"{who}: {entry['signature']} was timed at {ms:g} ms: the timing was fooled"
     seconds = median_ms * 1e-3
     certain = entry.get("certain_bytes", entry.get("bytes")) or 0
     graph = entry.get("method") == "cuda-graph"

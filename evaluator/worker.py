@@ -490,7 +490,7 @@ def run_bench(job: BenchJob, info: Any, send) -> dict[str, Any]:
             detail = sandbox.describe_error(e, "", None)
             return {"error": "a call failed when the outputs of the timed calls were checked", "error_detail": detail}
     device_ms = {label: sum(t.device_ms for t in timers[label]) for label in labels}
-    return {"calls": per_call, "rounds": rounds, "labels": labels, "device_ms": device_ms}
+    return {"calls": per_call, "labels": labels, "device_ms": device_ms}
 
 
 def _bench_variants(job: BenchJob, send: Send) -> dict[str, Any]:

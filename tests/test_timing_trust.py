@@ -315,15 +315,11 @@ def test_forged_batch_events_only_shrink_the_window():
 def job_result(cand_entry: dict, device_ms: float = 500.0, ratio: float = 1.0) -> dict:
     ref_entry = entry()
     cand_entry = {**entry(), **cand_entry}
-    n = 15
+    n = 16
     return {
         "calls": {
-            "reference": [{**ref_entry, "samples": [1.0] * n}],
+            "reference": [{**ref_entry, "samples": [1.0 + 0.001 * (i % 3) for i in range(n)]}],
             "candidate": [{**cand_entry, "samples": [1.0 / ratio] * n}],
-        },
-        "rounds": {
-            "reference": [[1.0 + 0.001 * (i % 3)] for i in range(n)],
-            "candidate": [[1.0 / ratio] for _ in range(n)],
         },
         "labels": ["reference", "candidate"],
         "device_ms": {"reference": device_ms / 2, "candidate": device_ms / 2},
@@ -372,6 +368,26 @@ def test_a_malformed_report_fails_cleanly(tmp_path):
     result = job_result({})
     result["calls"]["candidate"][0]["samples"] = "fast"
     assert not verdict(result, tmp_path).ok
+    result = job_result({}, ratio=2.0)  # fewer rounds than the reference's: no speedup can be paired
+    del result["calls"]["candidate"][0]["samples"][-1]
+    r = verdict(result, tmp_path)
+    assert not r.ok and "malformed" in r.message and "different numbers of rounds" in r.message
+
+
+@pytest.mark.parametrize("sample", [0.0, -1.0, float("nan"), float("inf")])
+def test_one_sample_of_no_negative_or_endless_time_rejects_the_timing(tmp_path, sample):
+    """The medians look sane, yet a pair of rounds could claim any speedup (or divide by zero) in the caller."""
+    result = job_result({}, ratio=1.25)
+    result["calls"]["candidate"][0]["samples"][:2] = [sample, sample]
+    r = verdict(result, tmp_path)
+    assert not r.ok and r.speedup is None and "the timing was fooled" in r.message, r.message
+
+
+def test_the_speedup_comes_from_the_samples_the_rules_believed(tmp_path):
+    result = job_result({}, ratio=1.25)
+    result["rounds"] = {"reference": [[1.0]] * 16, "candidate": [[0.001]] * 16}  # a report's own say: ignored
+    r = verdict(result, tmp_path)
+    assert r.ok and r.speedup.verdict == "faster" and 1.24 < r.speedup.ratio < 1.26 and r.speedup.rounds == 16
 
 
 # ----------------------------------------------------------------------------------------- input sets
