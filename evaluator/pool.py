@@ -52,20 +52,26 @@ class JobOutcome:
 DEVICE_MASKS = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
 
 
-def device_masks(environ: Mapping[str, str]) -> dict[str, list[str]]:
-    """The device masks set in `environ`, each as its list of GPU entries. A mask that is set but empty shows no GPU
-    (as CUDA and HIP read it), so it is kept, with no entries."""
+def device_masks(environ: Mapping[str, str], hip: bool | None = None) -> dict[str, list[str]]:
+    """The device masks set in `environ` that this build's runtime reads (CUDA: CUDA_VISIBLE_DEVICES; ROCm: both),
+    each as its list of GPU entries. A mask that is set but empty shows no GPU, so it is kept, with no entries.
+    `hip`: a ROCm build (default: as torch was built)."""
+    read = DEVICE_MASKS if (_hip_build() if hip is None else hip) else DEVICE_MASKS[:1]
     return {
-        name: [entry.strip() for entry in environ[name].split(",") if entry.strip()]
-        for name in DEVICE_MASKS
-        if name in environ
+        name: [entry.strip() for entry in environ[name].split(",") if entry.strip()] for name in read if name in environ
     }
 
 
-def pin_device(environ: Mapping[str, str], gpu_id: int) -> dict[str, str]:
+def _hip_build() -> bool:
+    import torch
+
+    return torch.version.hip is not None
+
+
+def pin_device(environ: Mapping[str, str], gpu_id: int, hip: bool | None = None) -> dict[str, str]:
     """The device mask that shows a worker only GPU `gpu_id`, counted as the caller sees its GPUs: where the caller
     already has a mask (CUDA_VISIBLE_DEVICES=2,3), id 0 is its first entry (2), not the machine's GPU 0."""
-    masks = device_masks(environ)
+    masks = device_masks(environ, hip)
     if not masks:
         return dict.fromkeys(DEVICE_MASKS, str(gpu_id))
     pinned = {}

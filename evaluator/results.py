@@ -132,7 +132,8 @@ class CallTiming:
 
 @dataclass(frozen=True)
 class Speedup:
-    """reference time / candidate time (Σ over calls), median over interleaved rounds, with a bootstrap CI.
+    """reference time / candidate time (Σ over calls), median over pairs of interleaved rounds (A B | B A), with a
+    bootstrap CI; `rounds` counts the rounds timed.
 
     `verdict` is "faster" or "slower" only when the whole interval lies beyond 1 ± `margin` (the device's
     equivalence margin, from an A/A run), else "within noise (±m%)"; `significant` says which."""

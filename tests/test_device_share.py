@@ -86,7 +86,10 @@ def test_a_gpu_id_counts_among_the_gpus_the_caller_sees(monkeypatch):
     assert pin_device({}, 1) == {"CUDA_VISIBLE_DEVICES": "1", "HIP_VISIBLE_DEVICES": "1"}
     assert pin_device({"CUDA_VISIBLE_DEVICES": "2,3"}, 0) == {"CUDA_VISIBLE_DEVICES": "2"}
     assert pin_device({"CUDA_VISIBLE_DEVICES": "2, 3"}, 1) == {"CUDA_VISIBLE_DEVICES": "3"}
-    assert pin_device({"HIP_VISIBLE_DEVICES": "1,0"}, 0) == {"HIP_VISIBLE_DEVICES": "1"}
+    assert pin_device({"HIP_VISIBLE_DEVICES": "1,0"}, 0, hip=True) == {"HIP_VISIBLE_DEVICES": "1"}
+    # a CUDA build does not read HIP_VISIBLE_DEVICES: one left over from a ROCm setup hides nothing
+    both = {"CUDA_VISIBLE_DEVICES": "0", "HIP_VISIBLE_DEVICES": "0"}
+    assert pin_device({"HIP_VISIBLE_DEVICES": ""}, 0, hip=False) == both
     assert pin_device({"CUDA_VISIBLE_DEVICES": "GPU-5a1c,GPU-77b2"}, 1) == {"CUDA_VISIBLE_DEVICES": "GPU-77b2"}
     with pytest.raises(WorkerStartError, match="GPU 2 is not visible: CUDA_VISIBLE_DEVICES=3 shows 1 GPU"):
         pin_device({"CUDA_VISIBLE_DEVICES": "3"}, 2)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from geak.agent.eval_slots import EvalSlot, visible_gpu_ids
+from geak.evaluator import pool
 
 
 class FakeEvaluator:
@@ -21,8 +22,11 @@ def test_visible_ids_are_counted_like_torch_counts_them(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert visible_gpu_ids() == []
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2")
-    monkeypatch.setenv("HIP_VISIBLE_DEVICES", "1")  # a worker pinned to an id must be visible under both masks
-    assert visible_gpu_ids() == [0]
+    monkeypatch.setenv("HIP_VISIBLE_DEVICES", "1")
+    monkeypatch.setattr(pool, "_hip_build", lambda: False)
+    assert visible_gpu_ids() == [0, 1, 2]  # a CUDA build reads only CUDA_VISIBLE_DEVICES
+    monkeypatch.setattr(pool, "_hip_build", lambda: True)
+    assert visible_gpu_ids() == [0]  # ROCm reads both: a worker's id must be visible under each
 
 
 def test_each_slot_says_which_gpu_of_the_machine_it_uses(monkeypatch):
