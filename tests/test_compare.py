@@ -73,3 +73,14 @@ def test_a_tight_float32_tolerance_catches_one_float32_step():
     (m,) = compare(ref, cand, "out", tight)
     assert "1 of 4 elements differ" in m.message and "[2]" in m.message
     assert compare(ref, cand, "out") == []  # the default float32 tolerance admits it
+
+
+def test_complex_outputs_are_weighed_with_a_tolerance_not_exactly():
+    torch.manual_seed(0)
+    ref = torch.randn(64, dtype=torch.complex64)
+    assert compare(ref, ref * (1 + 1e-5), "out") == []  # rounding: complex64 takes float32's tolerance
+    wrong = ref.clone()
+    wrong[9] += 1j
+    (m,) = compare(ref, wrong, "out")
+    assert "1 of 128 elements differ" in m.message and "[9, 1]" in m.message  # the imaginary part of element 9
+    assert compare(ref, ref * (1 + 1e-5), "out", parse_tolerance_overrides(["complex64=1e-8,1e-8"]))
