@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One lease on the GPU machine, in parts (each part fits one 10-minute device call):
 #   bash scripts/gpu_session.sh PART...   with PART in: env native isolation trust evaluator suites tb rocm some lsp
-#                                         eval batch scaling run1 run2 check sanitize split
+#                                         eval batch scaling run1 run2 check sanitize profile split
 # `split` runs groups of parts at once, each on its GPUs: SPLIT="0:tb 1:native,rocm 2:trust 3:eval 4,5:scaling" (logs
 # in $OUT/gpuN.log). A machine with several GPUs then does in one call what one GPU does in several.
 # Python packages missing there travel as wheels in .whl/ (see the device notes); GEAK itself is put on the path
@@ -42,6 +42,9 @@ part_sanitize() {  # the golden files named in $SANITIZE under compute-sanitizer
     echo "## $f"; (cd "$TB" && timeout 120 compute-sanitizer --tool memcheck --print-limit 5 python3 "$f" 2>&1 | tail -25)
     (cd "$TB" && for i in 1 2 3 4 5 6 7 8 9 10; do timeout 60 python3 "$f" >/dev/null 2>&1 && echo -n "ok " || echo -n "FAIL "; done; echo)
   done
+}
+part_profile() {  # where a check's and a bench's time goes (PROFILE_FILES: TritonBench-revised names or paths)
+  timeout 300 python3 scripts/phase_profile.py ${PROFILE_FILES:-} 2>&1 | tail -150
 }
 part_isolation() {
   timeout 200 python3 scripts/isolation_cost.py tests/fixtures/add_native.py --checks 20 --backend gpu 2>&1
