@@ -34,18 +34,24 @@ async def score_predictions(
     results: Path | None = None,
     on_record: Callable[[dict[str, Any], int], None] | None = None,
     per_slot: int = 2,
+    earlier: dict[int, dict[str, Any]] | None = None,
 ) -> EvalOutcome:
     """Score each line of `predictions`, `per_slot` at a time on each slot; records are appended to `results`
-    (JSONL) as they finish and passed to `on_record(record, total)`."""
+    (JSONL) as they finish and passed to `on_record(record, total)`. `earlier`: records of an interrupted run of
+    the same predictions, by line: those lines are not scored again (``read_earlier``)."""
     started = time.perf_counter()
     states = suite.load_ps(predictions)
+    earlier = earlier or {}
+    for line, record in earlier.items():
+        if line >= len(states) or record.get("filename") != states[line].filename:
+            raise ValueError(f"the earlier records do not match the predictions (line {line + 1})")
     for slot in slots:
         await slot.describe()
     limit = asyncio.Semaphore(per_slot * len(slots))
-    if results is not None:
+    if results is not None:  # the earlier records again, without a line torn by a kill: new ones are appended
         results.parent.mkdir(parents=True, exist_ok=True)
-        results.write_text("")
-    records: list[dict[str, Any]] = []
+        results.write_text("".join(json.dumps(earlier[line]) + "\n" for line in sorted(earlier)))
+    records: list[dict[str, Any]] = list(earlier.values())
 
     async def one(index: int, ps: ProblemState) -> None:
         async with limit:
@@ -63,7 +69,7 @@ async def score_predictions(
         if on_record is not None:
             on_record(record, len(states))
 
-    await all_or_none(one(i, ps) for i, ps in enumerate(states))
+    await all_or_none(one(i, ps) for i, ps in enumerate(states) if i not in earlier)
     records.sort(key=lambda r: r["line"])
     return EvalOutcome(records, list(suite.unmatched), time.perf_counter() - started)
 
@@ -84,3 +90,19 @@ async def _score(ps: ProblemState, slot: EvalSlot, scratch: Path, rounds: int | 
     score = await score_code(slot.evaluator, ps.solution, reference_file(ps, scratch), timing=timing, rounds=rounds)
     record.update(score.to_dict())
     return record
+
+
+def read_earlier(results: Path) -> dict[int, dict[str, Any]]:
+    """The records an interrupted `geak eval` appended to `results`, by prediction line (a torn last line, from a
+    kill mid-write, is dropped: that prediction is scored again)."""
+    earlier: dict[int, dict[str, Any]] = {}
+    if not results.is_file():
+        return earlier
+    for text in results.read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(text)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict) and isinstance(record.get("line"), int):
+            earlier[record["line"]] = record
+    return earlier

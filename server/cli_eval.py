@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import sys
 import tempfile
 from pathlib import Path
 
 from geak.agent import metrics
-from geak.agent.batch_eval import score_predictions
+from geak.agent.batch_eval import read_earlier, score_predictions
 from geak.agent.config import AgentConfig
 from geak.agent.dataloaders import BUILT_IN, SuiteError
 from geak.agent.eval_slots import EvalSlot, SlotError, eval_options, local_slots
@@ -34,6 +35,8 @@ def register(commands) -> None:
     parser.add_argument("--suite", choices=sorted(BUILT_IN), required=True)
     parser.add_argument("--data", type=Path, required=True, help="the suite folder (e.g. a GEAK-eval checkout's)")
     parser.add_argument("--output", type=Path, help="write per-prediction records (JSONL) and summary.json here")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue an interrupted eval in --output: predictions already scored are kept")
     parser.add_argument("--backend", choices=("auto", "gpu", "interpreter"), default="auto")
     parser.add_argument("--gpu-ids", type=lambda t: [int(x) for x in t.split(",") if x.strip()], default=None)
     parser.add_argument("--workers", type=int, default=1, help="interpreter evaluators without a GPU (default 1)")
@@ -58,9 +61,14 @@ def run(args: argparse.Namespace) -> int:
     except SuiteError as e:
         print(f"geak eval: {e}", file=sys.stderr)
         return 2
+    try:
+        earlier = _earlier_records(args)
+    except ValueError as e:
+        print(f"geak eval: {e}", file=sys.stderr)
+        return 2
     agent = AgentConfig(timeout_per_check_s=args.timeout, bench_rounds=args.rounds)
     try:
-        result = asyncio.run(_evaluate(args, suite, agent))
+        result = asyncio.run(_evaluate(args, suite, agent, earlier))
     except SlotError as e:
         print(f"geak eval: {e}", file=sys.stderr)
         return 2
@@ -92,7 +100,30 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _evaluate(args: argparse.Namespace, suite, agent: AgentConfig):
+def _earlier_records(args: argparse.Namespace) -> dict[int, dict]:
+    """The records an interrupted eval of the same predictions left in --output (with --resume); without --resume,
+    an --output that holds records is refused rather than overwritten. Marks --output with what it evaluates."""
+    if args.output is None:
+        if args.resume:
+            raise ValueError("--resume needs --output: the folder of the eval to continue")
+        return {}
+    mark = args.output / "eval.json"
+    this = {"predictions": hashlib.sha256(args.predictions.read_bytes()).hexdigest(), "suite": args.suite}
+    earlier = read_earlier(args.output / "records.jsonl")
+    if not args.resume:
+        if earlier:
+            raise ValueError(f"{args.output} holds {len(earlier)} record(s) of an earlier eval: continue it with "
+                             "--resume, or choose another --output")  # fmt: skip
+    elif mark.is_file() and json.loads(mark.read_text()) != this:
+        raise ValueError(f"{args.output} holds an eval of other predictions or another suite: it cannot be resumed")
+    elif not mark.is_file() and earlier:
+        raise ValueError(f"{args.output} does not say which predictions its records score: it cannot be resumed")
+    args.output.mkdir(parents=True, exist_ok=True)
+    mark.write_text(json.dumps(this))
+    return earlier
+
+
+async def _evaluate(args: argparse.Namespace, suite, agent: AgentConfig, earlier: dict[int, dict]):
     if args.ray_address:
         from geak.agent.ray_evaluation import ray_slots, shutdown_ray
 
@@ -102,7 +133,7 @@ async def _evaluate(args: argparse.Namespace, suite, agent: AgentConfig):
             backend=args.backend, gpu_ids=args.gpu_ids, workers=args.workers, jobs_per_gpu=args.jobs_per_gpu
         )
         slots = local_slots(run_cfg, agent)
-    done = 0
+    done = len(earlier)
 
     def on_record(record, total) -> None:
         nonlocal done
@@ -127,6 +158,7 @@ async def _evaluate(args: argparse.Namespace, suite, agent: AgentConfig):
                 results=args.output / "records.jsonl" if args.output else None,
                 on_record=on_record,
                 per_slot=args.jobs_per_gpu if slots and slots[0].gpu is not None else 2,
+                earlier=earlier,
             )
     finally:
         await asyncio.gather(*(slot.evaluator.aclose() for slot in slots), return_exceptions=True)

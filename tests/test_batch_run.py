@@ -288,3 +288,28 @@ def test_iteration_curves_and_plot(tmp_path):
     assert curves[0]["speedup_geomean"] == pytest.approx(0.5) and curves[1]["speedup_geomean"] == pytest.approx(1.0)
     path = plot_scaling(curves, tmp_path / "plots" / "scaling.png", "two problems")
     assert path.read_bytes()[:8] == PNG_MAGIC and path.stat().st_size > 10_000
+
+
+def test_eval_resumes_an_interrupted_eval_without_scoring_twice(tmp_path, capsys):
+    preds = tritonbench_predictions(tmp_path / "preds.jsonl", broken="add_example.py")
+    out = tmp_path / "out"
+    argv = ["eval", str(preds), "--suite", "tritonbench", "--data", str(TB), "--backend", "interpreter",
+            "--output", str(out), "--json"]  # fmt: skip
+    assert main(argv) == 0
+    full = json.loads(capsys.readouterr().out)
+    lines = (out / "records.jsonl").read_text().splitlines()
+    # Stopped after two predictions, while a third record was being written.
+    (out / "records.jsonl").write_text(lines[0] + "\n" + lines[1] + "\n" + lines[2][:20])
+    assert main(argv) == 2 and "continue it with --resume" in capsys.readouterr().err  # never overwritten
+    other = tmp_path / "other.jsonl"
+    other.write_text(preds.read_text().splitlines()[0] + "\n")
+    assert main(["eval", str(other), *argv[2:], "--resume"]) == 2
+    assert "other predictions" in capsys.readouterr().err
+    assert main([*argv, "--resume"]) == 0
+    resumed = json.loads(capsys.readouterr().out)
+    assert [r["filename"] for r in resumed["records"]] == [r["filename"] for r in full["records"]]
+    assert resumed["summary"]["exec_pass"] == full["summary"]["exec_pass"] == 2
+    now = (out / "records.jsonl").read_text().splitlines()
+    assert set(now[:2]) == set(lines[:2]) and len(now) == len(lines)  # the two kept as they were, the torn one again
+    assert main(["eval", str(preds), "--suite", "tritonbench", "--data", str(TB), "--resume"]) == 2
+    assert "--resume needs --output" in capsys.readouterr().err
