@@ -60,8 +60,9 @@ def golden_predictions(data: Path, path: Path, start: int, limit: int) -> int:
 def eval_part(args, out: Path, limit_s: float, gpu_ids: str) -> dict:
     preds = out / "golden_predictions.jsonl"
     n = golden_predictions(args.data, preds, args.eval_start, args.eval_problems)
+    resume = ["--resume"] if (out / "eval" / "records.jsonl").exists() else []  # what an earlier call left
     part = run_part("eval", ["eval", str(preds), "--suite", "tritonbench", "--data", str(args.data), "--rounds",
-                             str(args.rounds), "--gpu-ids", gpu_ids, "--output", str(out / "eval")],
+                             str(args.rounds), "--gpu-ids", gpu_ids, "--output", str(out / "eval"), *resume],
                     limit_s, out / "eval.log")  # fmt: skip
     records = read_jsonl(out / "eval" / "records.jsonl")
     scored = [r for r in records if not r.get("reference_error")]
