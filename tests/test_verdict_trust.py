@@ -179,14 +179,16 @@ def test_reference_outputs_that_do_not_reproduce_are_not_compared_but_the_rest_i
     assert not wrong.ok and any("['doubled']" in m.where for m in wrong.comparison.mismatches)
 
 
-def test_a_mismatch_stands_only_where_the_reference_reproduces_itself_in_a_fresh_process():
+def test_a_mismatch_stands_only_where_the_reference_reproduces_itself_in_a_fresh_process(tmp_path):
+    reference = FIXTURES / "unstable_across_processes.py"
+    wrong_kernel = tmp_path / "unstable_across_processes_wrong.py"
+    wrong_kernel.write_text(reference.read_text().replace("* 2.0", "* 2.5"))  # what the reference reproduces differs
+
     async def go():
         opts = EvalOptions(backend="interpreter", timeout_s=90, spares=0)
-        reference = FIXTURES / "unstable_across_processes.py"
         async with Evaluator(opts) as ev:
             said: list[str] = []
-            wrong = await ev.check(FIXTURES / "unstable_across_processes_wrong.py", against=reference,
-                                   progress=said.append)  # fmt: skip
+            wrong = await ev.check(wrong_kernel, against=reference, progress=said.append)
             same = await ev.check(reference, against=reference)
             return same, wrong, said
 
