@@ -35,13 +35,13 @@ def cache_request(seed: str | list[str] | None, keep: str | None) -> dict[str, A
     return {"seed": seed, "keep": keep}
 
 
-def reuse_autotuning(enabled: bool, environ: dict[str, str] | os._Environ = os.environ) -> None:
+def reuse_autotuning(enabled: bool) -> None:
     """In a job process, before the file is imported (the autotuner reads it when the decorator runs): a check job
     starts from the tuning a trusted job kept and keeps its own like its compilations; a timing job tunes afresh."""
     if enabled:
-        environ[AUTOTUNE_CACHE_ENV] = "1"
+        os.environ[AUTOTUNE_CACHE_ENV] = "1"
     else:
-        environ.pop(AUTOTUNE_CACHE_ENV, None)
+        os.environ.pop(AUTOTUNE_CACHE_ENV, None)
 
 
 def seed_job(trusted_root: str, job: dict[str, Any]) -> None:
