@@ -99,9 +99,11 @@ async def main_async(args: argparse.Namespace) -> int:
 
     started = time.perf_counter()
     # Longest first (by the native run's time): a slow file started last would hold the whole run up alone.
-    slow_first = sorted(range(len(files)), key=lambda i: -float(natives[i].get("seconds") or 0))
-    found = await check_many([files[i] for i in slow_first], options, against_self=True, on_done=on_done)
-    verdicts = [found[slow_first.index(i)] for i in range(len(files))]
+    native_of = dict(zip(files, natives, strict=True))
+    slow_first = sorted(files, key=lambda f: -float(native_of[f].get("seconds") or 0))
+    found = await check_many(slow_first, options, against_self=True, on_done=on_done)
+    verdict_of = dict(zip(slow_first, found, strict=True))
+    verdicts = [verdict_of[f] for f in files]
     geak_s = time.perf_counter() - started
     rows = [row(f, n, v) for f, n, v in zip(files, natives, verdicts, strict=True)]
     totals = {
