@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from slow_copy import slow_add_native
+
 from geak.agent.checkpoint import paths_for
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -84,22 +86,26 @@ def test_ctrl_c_keeps_the_checkpoint_and_resume_continues(tmp_path):
     import signal
     import time
 
-    cmd = [sys.executable, "-m", "geak.server.cli", "optimize", str(FIXTURES / "add_native.py"), "--budget", "12",
-           "--output", str(tmp_path), "--backend", "interpreter"]  # fmt: skip
+    slow = slow_add_native(tmp_path)  # the plain fixture's search can end within a second of its first checkpoint
+    output = tmp_path / "out"
+    cmd = [sys.executable, "-m", "geak.server.cli", "optimize", str(slow), "--budget", "12",
+           "--output", str(output), "--backend", "interpreter"]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    checkpoint = paths_for(tmp_path, FIXTURES / "add_native.py").latest
+    checkpoint = paths_for(output, slow).latest
     deadline = time.time() + 120
-    while not checkpoint.exists() and time.time() < deadline:
-        time.sleep(0.2)
+    while not checkpoint.exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
     assert checkpoint.exists(), "no checkpoint was written"
+    assert proc.poll() is None, "the run ended before Ctrl-C could interrupt it"
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "checkpoint is kept" in err
     kept = [json.loads(line) for line in checkpoint.with_name("add_native_candidates.jsonl").read_text().splitlines()]
     assert kept, "the finished candidates were lost"
+    assert len(kept) < 7, "every candidate was finished: the interrupt came too late to test resuming"
 
-    p = geak("optimize", str(FIXTURES / "add_native.py"), "--budget", "12", "--output", str(tmp_path), "--resume",
+    p = geak("optimize", str(slow), "--budget", "12", "--output", str(output), "--resume",
              "--json", "--backend", "interpreter")  # fmt: skip
     assert p.returncode == 0, p.stderr
     data = json.loads(p.stdout)

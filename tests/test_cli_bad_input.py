@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from slow_copy import slow_add_native
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ADD = FIXTURES / "add_native.py"
@@ -146,9 +147,10 @@ def test_write_needs_a_writable_file(tmp_path):
 
 
 def test_ctrl_c_before_the_first_candidate(tmp_path):
+    slow = slow_add_native(tmp_path)  # the run outlasts the longest delay on any machine
     for delay in (0.3, 0.6, 1.5, 3.0):  # from 0.3 s: Python itself has started (its own start-up is not ours)
-        proc = subprocess.Popen([*CLI, "optimize", str(ADD), "--backend", "interpreter", "--output", str(tmp_path)],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        cmd = [*CLI, "optimize", str(slow), "--backend", "interpreter", "--output", str(tmp_path / "runs")]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         time.sleep(delay)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
