@@ -202,8 +202,9 @@ class ChatModel:
             raise self.unusable
         started = self.health.request_started()
         try:
-            reply = await asyncio.wait_for(self._request(messages, temperature), self.health.time_left())
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(self.health.time_left()):  # not wait_for: it can swallow a cancellation
+                reply = await self._request(messages, temperature)
+        except TimeoutError:
             error = LLMError(
                 f"{self.endpoint.describe()} did not answer within model_give_up_s={self.health.give_up_s:g} s",
                 "timeout",

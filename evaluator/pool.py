@@ -107,10 +107,10 @@ class _Zygote:
     async def receive(self, deadline: float) -> dict[str, Any] | None:
         """The next protocol message (None once the zygote is gone); TimeoutError at `deadline` (loop time)."""
         assert self.proc.stdout is not None
-        loop = asyncio.get_running_loop()
         while True:
             try:
-                line = await asyncio.wait_for(self.proc.stdout.readline(), max(0.0, deadline - loop.time()))
+                async with asyncio.timeout_at(deadline):  # not wait_for: on 3.11 it can swallow a cancellation
+                    line = await self.proc.stdout.readline()
             except ValueError:  # a line over PROTOCOL_LIMIT
                 self.fail(f"the worker sent a message over {PROTOCOL_LIMIT >> 20} MiB")
                 return None
@@ -139,8 +139,9 @@ class _Zygote:
 
     async def wait_briefly(self, seconds: float = 5.0) -> None:
         """Give a zygote that is going away the time to exit (and be reaped)."""
-        with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
-            await asyncio.wait_for(self.proc.wait(), seconds)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self.proc.wait()
 
     def kill_child(self) -> None:
         if self.child_pid is not None:
@@ -318,7 +319,7 @@ class WorkerPool:
                 elif event == "exited":
                     code = message.get("code")
                     return outcome("no_result" if code == 0 else "crashed", _exit_description(code))
-        except (TimeoutError, asyncio.TimeoutError):
+        except TimeoutError:
             zygote.kill_child()
             await self._await_exit(zygote)
             return outcome("timeout", f"timed out after {timeout_s:g} s (the worker was killed)")
@@ -345,7 +346,7 @@ class WorkerPool:
                     if message.get("event") == "started":  # a job abandoned by a cancelled task
                         zygote.kill_child()
                 return
-            except (TimeoutError, asyncio.TimeoutError):
+            except TimeoutError:
                 zygote.kill_child()
         zygote.fail("a job process would not end, even killed")
 
@@ -428,8 +429,9 @@ class WorkerPool:
         zygote = _Zygote(proc, workdir, wrapped="bwrap" in Path(command[0]).name)
         try:
             assert proc.stdout is not None
-            line = await asyncio.wait_for(proc.stdout.readline(), self.startup_timeout_s)
-        except (TimeoutError, asyncio.TimeoutError):
+            async with asyncio.timeout(self.startup_timeout_s):
+                line = await proc.stdout.readline()
+        except TimeoutError:
             tail = _tail(zygote.workdir / "zygote.log")
             await zygote.dispose()
             raise WorkerStartError(f"worker did not start within {self.startup_timeout_s:g} s\n{tail}") from None

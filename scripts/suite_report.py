@@ -43,9 +43,10 @@ async def run_native(file: Path, timeout_s: float, limit: asyncio.Semaphore, shi
             start_new_session=True,
         )
         try:
-            out, _ = await asyncio.wait_for(proc.communicate(), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                out, _ = await proc.communicate()
             code = proc.returncode
-        except (TimeoutError, asyncio.TimeoutError):
+        except TimeoutError:
             os.killpg(proc.pid, 9)
             out, code = (await proc.communicate())[0], "timeout"
     tail = out.decode("utf-8", "replace").strip().splitlines()[-3:]

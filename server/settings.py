@@ -9,7 +9,7 @@ relative to the workspace root.
 from __future__ import annotations
 
 import os
-import sys
+import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -18,11 +18,6 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from geak.agent.config import AgentConfig, ConfigError, config_from_mapping
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 CONFIG_FILES = ("geak.yaml", "geak.yml")
 PATH_KEYS = ("output_path", "result_path", "mem_file")

@@ -15,7 +15,7 @@ import pytest
 
 from geak.evaluator.api import EvalOptions, Evaluator
 from geak.evaluator.check import check_job
-from geak.evaluator.pool import WorkerPool, WorkerStartError
+from geak.evaluator.pool import WorkerPool, WorkerStartError, _Zygote
 from geak.evaluator.triton_file import read_triton_file
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -201,6 +201,28 @@ def test_cancelling_the_task_kills_the_job_process_not_the_zygote(tmp_path):
             assert passed.status == "ok", passed.message
             assert seen[0]["event"] == "started" and seen[0]["pid"] != child
             assert the_zygote_pid(pool) == zygote
+
+    asyncio.run(scenario())
+
+
+def test_a_cancellation_that_lands_as_a_message_arrives_is_not_swallowed(tmp_path):
+    """Ctrl-C must stop a run even when it comes just as the worker's next line arrives (`asyncio.wait_for` on
+    Python 3.11 returned the line and dropped the cancellation: the run went on and exited 0)."""
+
+    class Proc:
+        returncode = None
+
+        def __init__(self) -> None:
+            self.stdout = asyncio.StreamReader()
+
+    async def scenario():
+        zygote = _Zygote(Proc(), tmp_path)  # type: ignore[arg-type]
+        task = asyncio.ensure_future(zygote.receive(asyncio.get_running_loop().time() + 60))
+        await asyncio.sleep(0)  # the task now waits for a line
+        zygote.proc.stdout.feed_data(b'{"event": "progress"}\n')  # the line arrives...
+        task.cancel()  # ...and the cancellation, in the same turn of the loop
+        with pytest.raises(asyncio.CancelledError):
+            await task
 
     asyncio.run(scenario())
 
