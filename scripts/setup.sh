@@ -15,6 +15,11 @@ STAMP=.venv/.geak-installed
 if [ -f "$STAMP" ] && [ "$STAMP" -nt pyproject.toml ] && .venv/bin/python -c "import geak.server.cli" 2>/dev/null; then
   exit 0
 fi
+[ -x .venv/bin/python ] && PYTHON=.venv/bin/python
+if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+  echo "setup: GEAK needs Python 3.11 or newer; $PYTHON is $("$PYTHON" -V 2>/dev/null || echo "not found") (e.g. PYTHON=python3.12 make test; remove an older .venv first)" >&2
+  exit 2
+fi
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 if ! .venv/bin/python -c "import torch" 2>/dev/null; then

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from interrupts import start_interruptible
 from test_dataloaders import SUITES, write_user_loader
 
 from geak.agent import metrics
@@ -139,7 +140,7 @@ def test_resume_after_ctrl_c_loses_no_finished_problem(tmp_path):
     out = tmp_path / "run"
     cfg = write_config(tmp_path / "run.yaml", suite="tritonbench", data_path=TB, output_path=out, search_budget=4)
     cmd = [sys.executable, "-m", "geak.server.cli", "run", str(cfg)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = start_interruptible(cmd)
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and proc.poll() is None:
         if (out / "results.jsonl").exists() and (out / "results.jsonl").read_text().count("\n") >= 1:

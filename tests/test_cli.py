@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from slow_copy import slow_add_native
+from interrupts import slow_add_native, start_interruptible
 
 from geak.agent.checkpoint import paths_for
 
@@ -90,7 +90,7 @@ def test_ctrl_c_keeps_the_checkpoint_and_resume_continues(tmp_path):
     output = tmp_path / "out"
     cmd = [sys.executable, "-m", "geak.server.cli", "optimize", str(slow), "--budget", "12",
            "--output", str(output), "--backend", "interpreter"]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = start_interruptible(cmd)
     checkpoint = paths_for(output, slow).latest
     deadline = time.time() + 120
     while not checkpoint.exists() and time.time() < deadline and proc.poll() is None:

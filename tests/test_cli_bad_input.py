@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from slow_copy import slow_add_native
+from interrupts import slow_add_native, start_interruptible
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ADD = FIXTURES / "add_native.py"
@@ -150,7 +150,7 @@ def test_ctrl_c_before_the_first_candidate(tmp_path):
     slow = slow_add_native(tmp_path)  # the run outlasts the longest delay on any machine
     for delay in (0.3, 0.6, 1.5, 3.0):  # from 0.3 s: Python itself has started (its own start-up is not ours)
         cmd = [*CLI, "optimize", str(slow), "--backend", "interpreter", "--output", str(tmp_path / "runs")]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = start_interruptible(cmd)
         time.sleep(delay)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
