@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from .evaluation import CandidateEvaluator
 from .llm import ChatModel, LLMError, ModelUnusable
 from .loop import GeakAgent, ProgressEvent
 from .outcome import OptimizeResult
+from .records_file import append_record, read_records, rewrite_records
 from .retrieval import KernelCorpus
 from .run_config import RunConfig
 from .scaling_plot import plot_scaling
@@ -94,22 +94,6 @@ def select_problems(run: RunConfig, loader: Dataloader) -> list[ProblemState]:
     return chosen
 
 
-def read_results(path: Path) -> list[dict[str, Any]]:
-    """The finished problems of `results.jsonl`; a line cut short by a crash is ignored (that problem reruns)."""
-    if not path.exists():
-        return []
-    records = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            log.warning("ignoring an incomplete line of %s", path)
-            continue
-        if isinstance(record, dict) and "filename" in record:
-            records.append(record)
-    return records
-
-
 class BatchRun:
     def __init__(
         self,
@@ -138,14 +122,14 @@ class BatchRun:
     async def execute(self) -> BatchOutcome:
         problems = select_problems(self.run, self.loader)
         results = self.out / RESULTS
-        earlier = read_results(results)
+        earlier = read_records(results, "filename")
         if earlier and not self.resume:
             raise BatchError(
                 f"{results} holds {len(earlier)} result(s) of an earlier run: continue it with --resume, "
                 "or choose another output_path"
             )
         if earlier or results.exists():  # drop a line torn by a crash, so appends start on a line of their own
-            _rewrite(results, earlier)
+            rewrite_records(results, earlier)
         finished = {r["filename"] for r in earlier}
         pending = [ps for ps in problems if ps.filename not in finished]
         self.out.mkdir(parents=True, exist_ok=True)
@@ -222,10 +206,7 @@ class BatchRun:
 
     async def _append(self, record: dict[str, Any]) -> None:
         async with self._write_lock:
-            with (self.out / RESULTS).open("a", encoding="utf-8") as f:
-                f.write(json.dumps(record) + "\n")
-                f.flush()
-                os.fsync(f.fileno())
+            append_record(self.out / RESULTS, record)
 
     def _budget(self) -> int:
         cfg = self.agent
@@ -320,7 +301,7 @@ class BatchRun:
 
     def _finish(self, problems: list[ProblemState], ran: int, wall: float, slots: list[str]) -> BatchOutcome:
         selected = {ps.filename for ps in problems}
-        records = [r for r in read_results(self.out / RESULTS) if r["filename"] in selected]
+        records = [r for r in read_records(self.out / RESULTS, "filename") if r["filename"] in selected]
         summary = metrics.summarize(records)
         curves = metrics.iteration_curves(records)
         summary.update(wall_s=round(wall, 1), ran=ran, evaluators=slots)
@@ -332,12 +313,6 @@ class BatchRun:
             title = f"{self.run.suite or self.run.dataloader}: {len(records)} problems, {self.run.mode} mode"
             plot = plot_scaling(curves, self.out / PLOT, title)
         return BatchOutcome(self.out, len(problems), ran, wall, summary, curves, slots, plot)
-
-
-def _rewrite(path: Path, records: list[dict[str, Any]]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in records))
-    os.replace(tmp, path)
 
 
 def _base_record(ps: ProblemState, mode: str | None, slot: EvalSlot) -> dict[str, Any]:

@@ -5,7 +5,6 @@ GEAK's metrics. Predictions spread over the evaluation slots like a batch run's 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,6 +13,7 @@ from typing import Any
 
 from .dataloaders import GoldenFileSuite, ProblemState, reference_file, score_code
 from .eval_slots import EvalSlot
+from .records_file import append_record, read_records, rewrite_records
 from .tasks import all_or_none
 
 
@@ -50,7 +50,7 @@ async def score_predictions(
     limit = asyncio.Semaphore(per_slot * len(slots))
     if results is not None:  # the earlier records again, without a line torn by a kill: new ones are appended
         results.parent.mkdir(parents=True, exist_ok=True)
-        results.write_text("".join(json.dumps(earlier[line]) + "\n" for line in sorted(earlier)))
+        rewrite_records(results, [earlier[line] for line in sorted(earlier)])
     records: list[dict[str, Any]] = list(earlier.values())
 
     async def one(index: int, ps: ProblemState) -> None:
@@ -64,8 +64,7 @@ async def score_predictions(
         record["line"] = index
         records.append(record)
         if results is not None:
-            with results.open("a", encoding="utf-8") as f:
-                f.write(json.dumps(record) + "\n")
+            append_record(results, record)
         if on_record is not None:
             on_record(record, len(states))
 
@@ -95,14 +94,4 @@ async def _score(ps: ProblemState, slot: EvalSlot, scratch: Path, rounds: int | 
 def read_earlier(results: Path) -> dict[int, dict[str, Any]]:
     """The records an interrupted `geak eval` appended to `results`, by prediction line (a torn last line, from a
     kill mid-write, is dropped: that prediction is scored again)."""
-    earlier: dict[int, dict[str, Any]] = {}
-    if not results.is_file():
-        return earlier
-    for text in results.read_text(encoding="utf-8").splitlines():
-        try:
-            record = json.loads(text)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(record, dict) and isinstance(record.get("line"), int):
-            earlier[record["line"]] = record
-    return earlier
+    return {r["line"]: r for r in read_records(results, "line") if isinstance(r["line"], int)}
