@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 import statistics
@@ -300,22 +301,14 @@ def _graph_timer(fn: Callable, sets: InputSets, rep_ms: float, per_graph: int) -
     return timer
 
 
-_FLUSH: list[torch.Tensor] = []
-
-
+@functools.cache
 def _flush_buffer() -> torch.Tensor:
-    if not _FLUSH:
-        _FLUSH.append(torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device="cuda"))
-    return _FLUSH[0]
+    return torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
 
 
-_PROBE: list[torch.Tensor] = []
-
-
+@functools.cache
 def _probe_buffer() -> torch.Tensor:
-    if not _PROBE:
-        _PROBE.append(torch.zeros(1, device="cuda"))
-    return _PROBE[0]
+    return torch.zeros(1, device="cuda")
 
 
 def _round_trips(fn: Callable[[], object], iters: int) -> tuple[float, float]:
