@@ -26,7 +26,7 @@ class CandidateEvaluator:
         original_path: str | Path,
         *,
         original: TritonFile | None = None,
-        screen_rounds: int = 5,
+        screen_rounds: int | None = None,
     ):
         self.evaluator = evaluator
         self.original_path = Path(original_path)

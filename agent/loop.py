@@ -438,7 +438,8 @@ class GeakAgent:
         best = memory.best()
         message = ""
         if best is not None and not self._stop:
-            self._emit("final", f"re-measuring {best.id} with {self.config.bench_rounds} rounds")
+            rounds = self.config.bench_rounds
+            self._emit("final", f"re-measuring {best.id}" + (f" with {rounds} rounds" if rounds else ""))
             final = await self.candidates.evaluate(best.code, rounds=self.config.bench_rounds)
             if final.ok and final.faster:
                 best.evaluation = final

@@ -280,7 +280,8 @@ class Evaluator:
         """Time the captured bench calls (the `bench_*` functions', else the tests'). With `against`, the
         reference and the candidate are interleaved in one process and a speedup interval is reported.
         The candidate must pass `check` first (unless `check_first=False` because the caller just did).
-        `rounds` overrides the number of interleaved timing rounds (fewer for quick screening)."""
+        `rounds` fixes the number of interleaved timing rounds (default: the options' `bench_rounds`, else, against a
+        reference, as many as the speedup needs to be decided; ``bench.round_plan``)."""
         started = time.perf_counter()
         label = str(file) if file is not None else CANDIDATE_LABEL
         check = await self.check(file, source=source, against=against, progress=progress) if check_first else None
@@ -348,7 +349,8 @@ class Evaluator:
         # Compiled code is taken from the reference (or the file alone) and kept only when no candidate is in the job.
         first = _text_key(next(iter(texts.values())))
         cache = cache_request(seed=first, keep=first if len(texts) == 1 and reference is None else None)
-        job = bench_stage.bench_job(modules, owner, self.options, job_dir / "outputs", rounds, input_seed, cache)
+        plan = bench_stage.round_plan(self.options, rounds, reference is not None, peaks.noise_margin)
+        job = bench_stage.bench_job(modules, owner, self.options, job_dir / "outputs", plan, input_seed, cache)
         clock = BatchClock()
         relay = _relay(progress)
 
@@ -359,7 +361,9 @@ class Evaluator:
 
         try:
             outcome = await self.pool.run(job, timeout_s=self.options.timeout_s * 2, on_event=on_event)
-            return bench_stage.bench_result(
+            # Reading and comparing the timed calls' outputs can take seconds: off the event loop.
+            return await asyncio.to_thread(
+                bench_stage.bench_result,
                 outcome,
                 label,
                 reference,
@@ -368,6 +372,7 @@ class Evaluator:
                 peaks,
                 job_dir / "outputs",
                 clock.window_s,
+                plan,
                 self.options.tolerances,
             )
         finally:

@@ -12,12 +12,26 @@ from . import timing_rules as rules
 from .pool import JobOutcome
 from .protocol import BenchJob
 from .results import BenchResult, CallTiming, CheckResult, Diagnostic, Peaks
-from .speedup import speedup_interval
+from .speedup import MIN_ROUNDS, RoundPlan, speedup_interval, stopped_where_the_rule_says
 from .triton_file import TritonFile
+
+BUSY_LAG_MS = 0.5  # an empty kernel waiting this long: another process holds the device (``timing.BUSY_GRACE_MS``)
+NOISY_SPREAD_PCT = 10.0  # a call whose interquartile range of samples is this wide (% of its median) is noisy
 
 if TYPE_CHECKING:
     from .compare import Tolerance
     from .options import EvalOptions
+
+
+def round_plan(options: EvalOptions, rounds: int | None, against: bool, margin: float) -> RoundPlan:
+    """The rounds of a timing: `rounds` (or the options' `bench_rounds`) exactly when given; else, against a
+    reference, sequential until the speedup is decided (at most `max_bench_rounds`); a file alone, the minimum."""
+    fixed = rounds or options.bench_rounds
+    if fixed:
+        return RoundPlan.fixed(fixed, margin)
+    if not against:
+        return RoundPlan.fixed(MIN_ROUNDS, margin)
+    return RoundPlan(MIN_ROUNDS, max(MIN_ROUNDS, options.max_bench_rounds + options.max_bench_rounds % 2), margin)
 
 
 def bench_job(
@@ -25,7 +39,7 @@ def bench_job(
     owner: TritonFile,
     options: EvalOptions,
     outputs_dir: Path,
-    rounds: int | None = None,
+    plan: RoundPlan,
     input_seed: int = 0,
     cache: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
@@ -39,7 +53,7 @@ def bench_job(
             modules=modules,
             functions=functions,
             pytest_functions=[f for f in functions if owner.runs_under_pytest(f)],
-            rounds=rounds or options.bench_rounds,
+            rounds=asdict(plan),
             seed=options.seed,
             rep_ms=options.rep_ms,
             max_calls=options.max_bench_calls,
@@ -60,6 +74,7 @@ def bench_result(
     peaks: Peaks,
     outputs_dir: Path,
     window_s: float | None,
+    plan: RoundPlan,
     tolerances: dict[str, Tolerance] | None = None,
 ) -> BenchResult:
     base = {
@@ -85,9 +100,15 @@ def bench_result(
         timings = {who: tuple(_call_timing(c, peaks) for c in calls) for who, calls in result["calls"].items()}
         problems, notes = timing_problems(result, timings, peaks, outputs_dir, window_s, tolerances)
         speedup = None
-        if "reference" in timings and not problems:  # from the very samples the rules above believed
+        if "reference" in timings:  # from the very samples the rules above believed
             rounds = {who: _rounds(result["calls"][who]) for who in ("reference", "candidate")}
-            speedup = speedup_interval(rounds["reference"], rounds["candidate"], peaks.noise_margin)
+            off_plan = stopped_where_the_rule_says(rounds["reference"], rounds["candidate"], plan)
+            if off_plan:
+                problems.append(f"the timing job did not follow its stopping rule ({off_plan}): its report is not "
+                                "believed")  # fmt: skip
+            if not problems:
+                why = why_wide(result, timings, peaks)
+                speedup = speedup_interval(rounds["reference"], rounds["candidate"], plan, why)
     except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:  # a malformed (forged?) result
         return BenchResult(ok=False, stage="perf", message=f"the timing job's report is malformed ({e!r})", **base)
     if problems:
@@ -154,6 +175,30 @@ def timing_problems(
     if problem:
         problems.append(problem)
     return problems, notes
+
+
+def why_wide(result: dict[str, Any], timings: dict[str, tuple[CallTiming, ...]], peaks: Peaks) -> str | None:
+    """What can keep a speedup's interval wide, from the job's report: autotuning that chose differently for the
+    two variants, a device busy with other work, calls whose time varies much from round to round."""
+    reasons = []
+    tuned = result.get("autotune") or {}
+    ref_tuned, cand_tuned = tuned.get("reference") or {}, tuned.get("candidate") or {}
+    for kernel, keys in cand_tuned.items():
+        for key, config in keys.items():
+            theirs = (ref_tuned.get(kernel) or {}).get(key)
+            if theirs is not None and theirs != config:
+                reasons.append(f"autotuning chose {theirs} for the reference and {config} for the candidate "
+                               f"({kernel}, key {key})")  # fmt: skip
+    lag = result.get("device_lag_ms")
+    if isinstance(lag, (int, float)) and lag > BUSY_LAG_MS:
+        reasons.append(f"the GPU was busy with other work (an empty kernel waited {lag:.2f} ms)")
+    for who, calls in timings.items():
+        noisy = [c for c in calls if c.spread_pct > NOISY_SPREAD_PCT]
+        if noisy:
+            worst = max(noisy, key=lambda c: c.spread_pct)
+            reasons.append(f"the {who}'s {worst.signature} varies by {worst.spread_pct:.0f}% between rounds "
+                           f"({worst.median_ms * 1e3:.1f} µs a call)")  # fmt: skip
+    return "; ".join(reasons[:3]) or None
 
 
 def _rounds(entries: list[dict[str, Any]]) -> list[list[float]]:

@@ -19,7 +19,7 @@ import triton.language as tl
 from . import timing
 from .peaks import MAX_NOISE_MARGIN, MIN_NOISE_MARGIN, datasheet_peaks
 from .results import Peaks
-from .speedup import speedup_interval
+from .speedup import RoundPlan, speedup_interval
 
 AA_FACTOR = 3.0  # margin = this times the largest A/A departure from 1
 AA_ROUNDS = 15
@@ -128,7 +128,7 @@ def aa_margin(rep_ms: float = 25.0) -> float:
             name: [timing.make_timer(fn, sets, estimate, rep_ms, per_graph)]
             for name, (fn, sets, estimate) in prepared.items()
         }
-        rounds = timing.interleaved(timers, AA_ROUNDS)
-        s = speedup_interval(rounds["a"], rounds["b"], margin=0.0)
+        rounds = timing.interleaved(timers, RoundPlan.fixed(AA_ROUNDS))
+        s = speedup_interval(rounds["a"], rounds["b"], RoundPlan.fixed(AA_ROUNDS, margin=0.0))
         departures.append(max(abs(s.low - 1.0), abs(s.high - 1.0), abs(s.ratio - 1.0)))
     return min(max(AA_FACTOR * max(departures), MIN_NOISE_MARGIN), MAX_NOISE_MARGIN)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .compare import Tolerance
+from .speedup import MAX_ROUNDS
 
 
 @dataclass
@@ -14,7 +15,8 @@ class EvalOptions:
     max_fresh_calls: int = 8
     seed: int = 42  # Python, NumPy and torch are seeded with it before the import, each test and each replay
     tolerances: dict[str, Tolerance] = field(default_factory=dict)
-    bench_rounds: int = 15
+    bench_rounds: int | None = None  # a fixed number of timing rounds; None: until the speedup is decided
+    max_bench_rounds: int = MAX_ROUNDS  # the most rounds a sequential timing takes
     rep_ms: float = 25.0
     max_bench_calls: int = 16
     measure_peaks: bool = True

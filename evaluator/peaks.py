@@ -17,7 +17,7 @@ from typing import Any
 
 from .results import DEFAULT_NOISE_MARGIN, Peaks
 
-CACHE_VERSION = "v4"  # v4: the A/A noise margin from paired rounds (A B | B A)
+CACHE_VERSION = "v5"  # v5: the A/A noise margin from t-intervals of paired rounds (A B | B A)
 MIN_NOISE_MARGIN = 0.005  # identical files timed against each other differ systematically by up to ~0.5%
 MAX_NOISE_MARGIN = 0.05
 

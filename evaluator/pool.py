@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from . import isolation as sandboxing
-from .device_share import TIMED_KINDS, DeviceShare, out_of_device_memory
+from .device_share import TIMED_KINDS, DeviceShare, Hold, out_of_device_memory
 from .redaction import known_secrets, redact, redact_data
 
 log = logging.getLogger(__name__)
@@ -102,6 +102,12 @@ class _Zygote:
         assert self.proc.stdin is not None
         self.proc.stdin.write(json.dumps(message).encode() + b"\n")
         self.owes_exit = True
+        await self.proc.stdin.drain()
+
+    async def grant_device(self) -> None:
+        """Tell the running job it has the device alone (passed on by the zygote: ``worker``)."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(b'{"grant": true}\n')
         await self.proc.stdin.drain()
 
     async def receive(self, deadline: float) -> dict[str, Any] | None:
@@ -259,20 +265,24 @@ class WorkerPool:
         "started" event ({"pid": job process}) and the job's "progress" events. A timing job runs alone on the
         device, and so does, once more, a job that ran out of GPU memory while others shared it
         (``device_share``)."""
-        alone = job.get("kind") in TIMED_KINDS
+        timed = job.get("kind") in TIMED_KINDS
+        if timed and not self.info:
+            await self.runtime_info()
+        # A timing job shares the device until it asks for it alone, where its zygote can pass the grant on.
+        alone = timed and not self.info.get("grants")
         outcome = await self._run_sharing(job, timeout_s, on_event, alone)
-        if not alone and self.max_concurrent > 1 and out_of_device_memory(outcome.result):
+        if not timed and self.max_concurrent > 1 and out_of_device_memory(outcome.result):
             outcome = await self._run_sharing(job, timeout_s, on_event, True)
         return outcome
 
     async def _run_sharing(
         self, job: dict[str, Any], timeout_s: float, on_event: Callable[[dict[str, Any]], None] | None, alone: bool
     ) -> JobOutcome:
-        async with self._device.use(alone=alone), self._semaphore:
+        async with self._device.use(alone=alone) as hold, self._semaphore:
             zygote = await self._acquire()
             self._keep_warm()
             try:
-                return await self._run_job(zygote, job, timeout_s, on_event)
+                return await self._run_job(zygote, job, timeout_s, on_event, hold)
             finally:
                 self.jobs_run += 1
                 await self._release(zygote)
@@ -283,9 +293,11 @@ class WorkerPool:
         job: dict[str, Any],
         timeout_s: float,
         on_event: Callable[[dict[str, Any]], None] | None,
+        hold: Hold,
     ) -> JobOutcome:
         loop = asyncio.get_running_loop()
         start = loop.time()
+        deadline = start + timeout_s  # moved on by the time a timing job waits for the device
         log_path = zygote.workdir / f"job{zygote.jobs}.log"
         zygote.jobs += 1
         last_progress: dict[str, Any] | None = None
@@ -304,11 +316,16 @@ class WorkerPool:
         try:
             await zygote.send({"job": job, "log": str(log_path)})
             while True:
-                message = await zygote.receive(start + timeout_s)
+                message = await zygote.receive(deadline)
                 if message is None:
                     return outcome("crashed", f"{zygote.failure} while running the job; it will be replaced")
                 event = message.get("event")
-                if event in ("started", "progress"):
+                if event == "device_wanted" and job.get("kind") in TIMED_KINDS:
+                    waited_from = loop.time()
+                    await hold.go_alone()
+                    deadline += loop.time() - waited_from
+                    await zygote.grant_device()
+                elif event in ("started", "progress"):
                     if event == "progress":
                         last_progress = message
                     if on_event is not None:

@@ -81,7 +81,7 @@ class BenchJob:
     modules: list[dict[str, Any]]
     functions: list[str]
     pytest_functions: list[str]
-    rounds: int
+    rounds: dict[str, Any]  # speedup.RoundPlan: fixed, or sequential until the speedup is decided
     seed: int
     rep_ms: float
     max_calls: int

@@ -132,11 +132,13 @@ class CallTiming:
 
 @dataclass(frozen=True)
 class Speedup:
-    """reference time / candidate time (Σ over calls), median over pairs of interleaved rounds (A B | B A), with a
-    bootstrap CI; `rounds` counts the rounds timed.
+    """reference time / candidate time (Σ over calls), the geometric mean over pairs of interleaved rounds (A B | B A),
+    with its interval at `confidence`; `rounds` counts the rounds timed.
 
     `verdict` is "faster" or "slower" only when the whole interval lies beyond 1 ± `margin` (the device's
-    equivalence margin, from an A/A run), else "within noise (±m%)"; `significant` says which."""
+    equivalence margin, from an A/A run), "within noise (±m%)" when it lies wholly inside, else "undecided (...)"
+    with the rounds taken and, where known, why the interval stayed wide; `significant` says whether a difference
+    is claimed, `decided` whether the interval settled either way."""
 
     ratio: float
     low: float
@@ -145,6 +147,8 @@ class Speedup:
     significant: bool
     verdict: str
     margin: float = DEFAULT_NOISE_MARGIN
+    decided: bool = True
+    confidence: float = 0.95  # of the interval (``speedup.RoundPlan.confidence``)
     remeasured_from: float | None = None  # the first ratio, when a speedup above 10x was measured again
 
 

@@ -155,12 +155,43 @@ def _exit_words(code: int) -> str:
     return f"exit status {code}"
 
 
+# ----------------------------------------------------------------------------------------- the device alone
+
+
+class DeviceGrant:
+    """A timing job's way to have the device alone for what it measures (``worker``'s protocol): `wait_alone()` asks
+    the pool for it and blocks until granted. Without a grant channel (the pool then gave the job the device for its
+    whole run), a no-op."""
+
+    def __init__(self) -> None:
+        self._send: Callable[[dict[str, Any]], None] | None = None
+        self._fd: int | None = None
+        self._held = False
+
+    def open(self, send: Callable[[dict[str, Any]], None], fd: int | None) -> None:
+        self._send, self._fd, self._held = send, fd, False
+
+    def wait_alone(self) -> None:
+        if self._held or self._fd is None or self._send is None:
+            return
+        self._send({"event": "device_wanted"})
+        if os.read(self._fd, 1) != b"g":
+            raise RuntimeError("the evaluator closed the job's device grant without granting the device")
+        self._held = True
+
+
+DEVICE_GRANTS = DeviceGrant()
+
+
 # ----------------------------------------------------------------------------------------- launch counting
 
 LAUNCHES: Counter[str] = Counter()
 LAUNCH_STREAMS: Counter[int] = Counter()  # launches per GPU stream handle, within `streams_tracked`
+KERNEL_EVENTS: list[tuple[str, Any, Any]] = []  # (kernel, start event, end event) per launch, within `kernels_timed`
 _GHOST = threading.Event()  # set: kernel launches are counted but do nothing (see `ghost_kernels`)
 _TRACK_STREAMS = threading.Event()
+_TIME_KERNELS = threading.Event()
+_DEFER_TUNING = threading.Event()
 
 FATAL_GPU_ERRORS = (
     "illegal memory access",
@@ -190,6 +221,30 @@ def streams_tracked():
 
 
 @contextlib.contextmanager
+def kernels_timed():
+    """Within it, each Triton launch is bracketed by device events on its stream (``KERNEL_EVENTS``): the device
+    time of each kernel, without a profiler."""
+    KERNEL_EVENTS.clear()
+    _TIME_KERNELS.set()
+    try:
+        yield
+    finally:
+        _TIME_KERNELS.clear()
+
+
+@contextlib.contextmanager
+def tuning_deferred():
+    """Within it, a `@triton.autotune` kernel runs its first config without timing the others or keeping a choice:
+    a timing job captures its calls while other jobs share the device, and tunes later, with the device alone. A
+    first config that cannot run there (too much shared memory for the shape, say) is tuned at once instead."""
+    _DEFER_TUNING.set()
+    try:
+        yield
+    finally:
+        _DEFER_TUNING.clear()
+
+
+@contextlib.contextmanager
 def ghost_kernels():
     """Within it, every Triton launch is a no-op: outputs that come out right anyway were not computed by the
     kernels."""
@@ -209,19 +264,50 @@ def _install_launch_counter() -> None:
         from triton.runtime.interpreter import InterpretedFunction
 
         classes.append(InterpretedFunction)
+    event, current_stream = torch.cuda.Event, torch.cuda.current_stream  # bound before any user code
     for cls in classes:
         original = cls.run
 
         def run(self, *args, __original=original, **kwargs):
             if not kwargs.get("warmup", False):
-                LAUNCHES[_kernel_name(self)] += 1
+                name = _kernel_name(self)
+                LAUNCHES[name] += 1
                 if _TRACK_STREAMS.is_set():
-                    LAUNCH_STREAMS[torch.cuda.current_stream().cuda_stream] += 1
+                    LAUNCH_STREAMS[current_stream().cuda_stream] += 1
                 if _GHOST.is_set():
                     return None
+                if _TIME_KERNELS.is_set():
+                    start, end = event(enable_timing=True), event(enable_timing=True)
+                    start.record(current_stream())
+                    ret = __original(self, *args, **kwargs)
+                    end.record(current_stream())
+                    KERNEL_EVENTS.append((name, start, end))
+                    return ret
             return __original(self, *args, **kwargs)
 
         cls.run = run
+    _install_tuning_deferral()
+
+
+def _install_tuning_deferral() -> None:
+    from triton.runtime.autotuner import Autotuner
+
+    original = Autotuner.run
+
+    def run(self, *args, **kwargs):
+        configs = self.configs
+        if not _DEFER_TUNING.is_set() or len(configs) <= 1:
+            return original(self, *args, **kwargs)
+        self.configs = configs[:1]
+        try:
+            return original(self, *args, **kwargs)
+        except Exception:
+            self.configs = configs
+            return original(self, *args, **kwargs)
+        finally:
+            self.configs = configs
+
+    Autotuner.run = run
 
 
 def _kernel_name(fn: Any) -> str:

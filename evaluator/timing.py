@@ -31,6 +31,7 @@ from typing import Any
 import torch
 
 from . import sandbox
+from .speedup import RoundPlan
 
 GRAPH_BELOW_MS = 0.05
 GRAPH_TARGET_MS = 2.0
@@ -330,6 +331,14 @@ def _device_lags(synced_ms: float, host_ms: float, device_ms: float, grace_ms: f
     return synced_ms > 2.0 * max(host_ms, device_ms) + grace_ms
 
 
+def device_lag_ms(iters: int = 5) -> float:
+    """How long an empty kernel waits for the device beyond its own host time (ms): near 0 on a device of one's own,
+    a time slice where another process holds the GPU."""
+    probe = _probe_buffer()
+    synced, host = _round_trips(lambda: _zero(probe), iters)
+    return max(0.0, synced - host)
+
+
 def guard(fn: Callable[[], object], median_ms: float, iters: int = 5) -> None:
     """Reject timings that miss work: compare with a host-clock time that waits for the whole device. When the
     device lags even behind an empty kernel, it is busy with other work (``DeviceBusy``), not fooled by the code."""
@@ -353,53 +362,46 @@ def guard(fn: Callable[[], object], median_ms: float, iters: int = 5) -> None:
     )
 
 
-def interleaved(timers: dict[str, list[Timer]], rounds: int, seed: int = 0) -> dict[str, list[list[float]]]:
-    """Time every variant's calls in `rounds` rounds (made even), in pairs: a random order, then the same order
-    reversed (A B | B A). A variant's place in a round (the GPU's clock still ramping up, the caches the variant
-    before it warmed) then weighs on every variant alike within each pair (``speedup.paired_ratios``).
+def interleaved(
+    timers: dict[str, list[Timer]],
+    plan: RoundPlan,
+    seed: int = 0,
+    stop: Callable[[dict[str, list[list[float]]]], bool] | None = None,
+) -> dict[str, list[list[float]]]:
+    """Time every variant's calls in rounds, in pairs: a random order, then the same order reversed (A B | B A). A
+    variant's place in a round (the GPU's clock still ramping up, the caches the variant before it warmed) then
+    weighs on every variant alike within each pair (``speedup.paired_ratios``). At each of the plan's looks,
+    `stop(rounds so far)` may end the timing (the sequential rule, ``speedup.rounds_needed``); it always ends at the
+    plan's maximum.
 
     Returns variant -> round -> per-call sample (ms)."""
     rng = random.Random(seed)
     out: dict[str, list[list[float]]] = {name: [] for name in timers}
     names = list(timers)
-    for r in range(rounds + rounds % 2):
+    looks = set(plan.looks())
+    for r in range(plan.max_rounds):
         if r % 2 == 0:
             rng.shuffle(names)
         else:
             names.reverse()
         for name in names:
             out[name].append([t.sample() for t in timers[name]])
+        done = r + 1
+        if done in looks and (done >= plan.max_rounds or (stop is not None and stop(out))):
+            break
     return out
 
 
-def kernel_times(fn: Callable[[], object], kernel_names: set[str], iters: int = 5) -> dict[str, float]:
-    """Device time per call of each of the file's Triton kernels, from the profiler (empty if unavailable)."""
-    try:
-        from torch.profiler import ProfilerActivity, profile
-
+def kernel_times(fn: Callable[[], object], iters: int = 5) -> dict[str, float]:
+    """Device time per call of each Triton kernel the call launches, from events around its launches (no profiler,
+    so it costs a few calls, not a profiler's start-up)."""
+    fn()  # any tuning or compiling happens outside the measured calls
+    _synchronize()
+    with sandbox.kernels_timed():
+        for _ in range(iters):
+            fn()
         _synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(iters):
-                fn()
-            _synchronize()
         totals: dict[str, float] = {}
-        for evt in prof.key_averages():
-            name = _match_kernel(evt.key, kernel_names)
-            if name is None:
-                continue
-            us = getattr(evt, "self_device_time_total", None)
-            if us is None:
-                us = getattr(evt, "self_cuda_time_total", 0.0)
-            totals[name] = totals.get(name, 0.0) + float(us) / 1e3 / iters
-        return totals
-    except Exception:
-        return {}
-
-
-def _match_kernel(symbol: str, kernel_names: set[str]) -> str | None:
-    if symbol in kernel_names:
-        return symbol
-    for name in kernel_names:
-        if symbol.startswith(name + "_") or symbol.startswith(name + "("):
-            return name
-    return None
+        for name, start, end in sandbox.KERNEL_EVENTS:
+            totals[name] = totals.get(name, 0.0) + _elapsed_ms(start, end) / iters
+    return totals

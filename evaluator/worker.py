@@ -13,6 +13,12 @@ time. On a private copy of the original stdout it writes ``{"event": "ready", ba
 ``{"event": "exited", "code": ...}`` (an exit status, or minus the signal number) once the job process is gone. A
 job process that exits without a result message has failed, whatever its exit code. Anything user code prints
 goes to the request's log file, never to the protocol pipe.
+
+A timing job shares the device while it imports and captures its calls, and asks for it alone only for what it
+measures: it sends ``{"event": "device_wanted"}`` and waits; once the pool has the device to itself, it writes
+``{"grant": true}`` to the zygote, which passes it on through a pipe only that job process holds
+(``sandbox.DEVICE_GRANTS``). A zygote that cannot watch its job and its input at once (no pidfd) says so
+(``"grants": false``), and the pool then gives its timing jobs the device for their whole run.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import contextlib
 import ctypes
 import json
 import os
+import select
 import signal
 import statistics
 import sys
@@ -43,6 +50,7 @@ PRELOAD = (
     "geak.evaluator.device_ceilings",
     "geak.evaluator.pytest_plugin",
     "geak.evaluator.rocm_bench",
+    "scipy.special",  # the speedup interval of sequential rounds (``speedup.interval``)
 )
 
 _PR_SET_PDEATHSIG = 1
@@ -76,6 +84,7 @@ def main() -> None:
     # Orphans of a job process (whatever it started) are re-parented here, so they can be reaped, not left as zombies.
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
     status = confinement.status
+    grants = _pidfds_work()
     send(
         {
             "event": "ready",
@@ -83,13 +92,15 @@ def main() -> None:
             **info.__dict__,
             "isolation": status.mechanism,
             "isolation_reason": status.reason,
+            "grants": grants,
         }
     )
+    requests = _Lines(0)
     while True:
-        line = sys.stdin.readline()
-        if not line:  # the pool closed the pipe: shut down
+        line = requests.next_line()
+        if line is None:  # the pool closed the pipe: shut down
             break
-        code = _run_in_child(json.loads(line), info, confinement, proto, send)
+        code = _run_in_child(json.loads(line), info, confinement, proto, send, requests if grants else None)
         # A leading newline ends any line a killed job process left half-written.
         proto.write("\n")
         send({"event": "exited", "code": code})
@@ -140,14 +151,49 @@ def _confinement(config: dict[str, Any], info: Any, open_runtime: Callable[[], N
     return _Confinement(status, policy, cpu_only, isolation.JobForker(status.user_ns), config.get("trusted_cache"))
 
 
-def _run_in_child(request: dict[str, Any], info: Any, confinement: _Confinement, proto: TextIO, send: Send) -> int:
-    """Fork a job process for `request` and wait for it; returns its exit code (minus the signal that killed it)."""
+def _pidfds_work() -> bool:
+    """Can this zygote watch a job process and its input at once (``_wait_passing_grants``)?"""
+    try:
+        os.close(os.pidfd_open(os.getpid()))
+    except (AttributeError, OSError):
+        return False
+    return True
+
+
+class _Lines:
+    """Lines read from a file descriptor with a buffer of its own, so that `poll` on the descriptor tells the truth
+    (a buffered text file can hold lines that `poll` does not see)."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        self._buffer = b""
+
+    def next_line(self) -> str | None:
+        """The next line, waiting for it; None at the end of input."""
+        while b"\n" not in self._buffer:
+            chunk = os.read(self.fd, 1 << 16)
+            if not chunk:
+                return None
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return line.decode()
+
+    def buffered(self) -> bool:
+        return b"\n" in self._buffer
+
+
+def _run_in_child(
+    request: dict[str, Any], info: Any, confinement: _Confinement, proto: TextIO, send: Send, requests: _Lines | None
+) -> int:
+    """Fork a job process for `request` and wait for it, passing it the pool's device grants (`requests`: the
+    pool's lines, None where grants cannot be passed); returns its exit code (minus the signal that killed it)."""
 
     from . import triton_cache
 
     if confinement.trusted_cache:
         triton_cache.seed_job(confinement.trusted_cache, request["job"])
     go_read, go_write = os.pipe()
+    grant_read, grant_write = os.pipe()
     zygote_pid = os.getpid()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -156,7 +202,8 @@ def _run_in_child(request: dict[str, Any], info: Any, confinement: _Confinement,
         code = 1
         try:
             os.close(go_write)
-            _job_process(request, info, confinement, send, go_read, zygote_pid)
+            os.close(grant_write)
+            _job_process(request, info, confinement, send, go_read, zygote_pid, grant_read if requests else None)
             code = 0
         except BaseException:
             traceback.print_exc()
@@ -167,21 +214,58 @@ def _run_in_child(request: dict[str, Any], info: Any, confinement: _Confinement,
                 proto.flush()
             os._exit(code)
     os.close(go_read)
+    os.close(grant_read)
     with contextlib.suppress(OSError):
         os.setpgid(pid, pid)  # also done by the child: whichever runs first, the group exists before "started"
     send({"event": "started", "pid": pid})
     with contextlib.suppress(OSError):  # the job process may already be gone
         os.write(go_write, b"g")
     os.close(go_write)
-    _, status = os.waitpid(pid, 0)
+    status = _wait_passing_grants(pid, requests, grant_write) if requests else os.waitpid(pid, 0)[1]
+    os.close(grant_write)
     _reap_leftovers(pid)
     if confinement.trusted_cache:
         triton_cache.keep_job(confinement.trusted_cache, request["job"])
     return os.waitstatus_to_exitcode(status)
 
 
+def _wait_passing_grants(pid: int, requests: _Lines, grant_write: int) -> int:
+    """Wait for the job process to end (its wait status), writing a byte to `grant_write` for each grant line the
+    pool sends meanwhile."""
+    pidfd = os.pidfd_open(pid)
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    poller.register(requests.fd, select.POLLIN)
+    try:
+        while True:
+            ready = {requests.fd} if requests.buffered() else {fd for fd, _ in poller.poll()}
+            if pidfd in ready:
+                return os.waitpid(pid, 0)[1]
+            line = requests.next_line()
+            if line is None:  # the pool is gone: the job process dies with it (PDEATHSIG)
+                poller.unregister(requests.fd)
+            elif _is_grant(line):
+                with contextlib.suppress(OSError):  # the job may have closed its end
+                    os.write(grant_write, b"g")
+    finally:
+        os.close(pidfd)
+
+
+def _is_grant(line: str) -> bool:
+    try:
+        return json.loads(line).get("grant") is True
+    except (ValueError, AttributeError):
+        return False
+
+
 def _job_process(
-    request: dict[str, Any], info: Any, confinement: _Confinement, send: Send, go_read: int, zygote_pid: int
+    request: dict[str, Any],
+    info: Any,
+    confinement: _Confinement,
+    send: Send,
+    go_read: int,
+    zygote_pid: int,
+    grant_read: int | None,
 ) -> None:
     from . import sandbox
 
@@ -217,6 +301,7 @@ def _job_process(
     if isinstance(job, CheckJob) and job.cwd and confinement.policy is None:  # sandboxed: in its own directory
         os.chdir(job.cwd)
     try:
+        sandbox.DEVICE_GRANTS.open(send, grant_read)
         handler = {"check": run_check, "bench": run_bench, "peaks": run_peaks}[job.kind]
         result = handler(job, info, send)
     except BaseException as e:  # the worker's own failure, reported rather than lost
@@ -418,15 +503,19 @@ def run_bench(job: BenchJob, info: Any, send) -> dict[str, Any]:
     import torch
 
     from . import sandbox, timing, triton_cache
+    from .speedup import RoundPlan, decided
 
-    if info.backend == "interpreter":
-        return {"error": "timing needs a GPU: no CUDA or ROCm device is visible"}
     save = torch.save  # bound before any user code is imported
     sandbox.set_poisoning(False)
     triton_cache.reuse_autotuning(False)
-    variants = _bench_variants(job, send)
+    with sandbox.tuning_deferred():  # the device is shared until the timing starts
+        variants = _bench_variants(job, send)
     if "error" in variants:
         return variants
+    send({"event": "progress", "bench": "waiting for the device alone"})
+    sandbox.DEVICE_GRANTS.wait_alone()
+    if info.backend == "interpreter":
+        return {"error": "timing needs a GPU: no CUDA or ROCm device is visible"}
     labels = list(variants)
     signatures = {label: [c.signature for c in v["calls"]] for label, v in variants.items()}
     if len({tuple(s) for s in signatures.values()}) > 1:
@@ -460,18 +549,22 @@ def run_bench(job: BenchJob, info: Any, send) -> dict[str, Any]:
             timers[label].append(timer)
             per_call[label][i].update(method=timer.method, input_sets=len(sets), per_graph=timer.per_graph)
             if job.profile:
-                per_call[label][i]["kernel_ms"] = timing.kernel_times(
-                    lambda fn=fn, sets=sets: sets.call(fn, 0), variants[label]["kernels"]
-                )
+                per_call[label][i]["kernel_ms"] = timing.kernel_times(lambda fn=fn, sets=sets: sets.call(fn, 0))
 
+    plan = RoundPlan.from_dict(job.rounds)
+    stop = None
+    if set(labels) == {"reference", "candidate"}:
+        stop = lambda out: decided(out["reference"], out["candidate"], plan)
+    lag_before = timing.device_lag_ms()
     send({"event": "progress", "bench": "timed rounds", "batch": "start"})
     try:
-        rounds = timing.interleaved(timers, job.rounds, seed=job.seed)
+        rounds = timing.interleaved(timers, plan, seed=job.seed, stop=stop)
     except timing.TimingFooled as e:
         return {"error": str(e), "fooled": True}
     except Exception as e:  # user code that fails only when timed
         return {"error": "a call failed while it was timed", "error_detail": sandbox.describe_error(e, "", None)}
     send({"event": "progress", "bench": "timed rounds", "batch": "end"})
+    device_lag_ms = max(lag_before, timing.device_lag_ms())
     for label in labels:
         for i, entry in enumerate(per_call[label]):
             timer = timers[label][i]
@@ -490,7 +583,35 @@ def run_bench(job: BenchJob, info: Any, send) -> dict[str, Any]:
             detail = sandbox.describe_error(e, "", None)
             return {"error": "a call failed when the outputs of the timed calls were checked", "error_detail": detail}
     device_ms = {label: sum(t.device_ms for t in timers[label]) for label in labels}
-    return {"calls": per_call, "labels": labels, "device_ms": device_ms}
+    tuned = {label: autotune_choices(variants[label]["module"]) for label in labels}
+    return {
+        "calls": per_call,
+        "labels": labels,
+        "device_ms": device_ms,
+        "autotune": tuned,
+        "device_lag_ms": device_lag_ms,
+    }
+
+
+def autotune_choices(module) -> dict[str, dict[str, str]]:
+    """What each `@triton.autotune` kernel of a module chose (informational: why an interval is wide): kernel ->
+    tuning key -> config."""
+    from triton.runtime.autotuner import Autotuner
+
+    choices: dict[str, dict[str, str]] = {}
+    for value in list(vars(module).values()):
+        fn = value
+        for _ in range(4):  # through @triton.heuristics wrappers
+            if fn is None or isinstance(fn, Autotuner):
+                break
+            try:
+                fn = getattr(fn, "fn", None)
+            except Exception:
+                fn = None
+        if isinstance(fn, Autotuner):
+            name = getattr(fn.base_fn, "__name__", "?")
+            choices[name] = {str(key): str(config) for key, config in dict(fn.cache).items()}
+    return choices
 
 
 def _bench_variants(job: BenchJob, send: Send) -> dict[str, Any]:
@@ -656,6 +777,9 @@ def run_peaks(job: PeaksJob, info: Any, send) -> dict[str, Any]:
 
     if info.backend == "interpreter":
         return {"error": "no GPU: nothing to measure"}
+    from . import sandbox
+
+    sandbox.DEVICE_GRANTS.wait_alone()
     send({"event": "progress", "bench": "measuring the device's peaks and noise floor"})
     return {"peaks": asdict(measure(job.measure))}
 

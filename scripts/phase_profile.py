@@ -3,7 +3,8 @@
     python scripts/phase_profile.py [FILE ...]   (names of TritonBench-revised files, or paths)
 
 First five checks of `snippets/kernels/vector_add.py` as a user's file, each save with new content (the editor's
-save-to-diagnostics path), then for each FILE: `geak check` alone, against itself, and a 5-round bench against itself.
+save-to-diagnostics path), then for each FILE: `geak check` alone, against itself, a 5-round bench against itself, and
+`geak bench FILE --against FILE` as the command line runs it (check first, default rounds).
 """
 
 from __future__ import annotations
@@ -49,14 +50,16 @@ async def profile(files: list[str]) -> None:
                 print(f"save {i}: ok={r.ok} {time.perf_counter() - started:.2f} s {r.message[:100]}", flush=True)
         for name in files:
             f = TB / name if (TB / name).exists() else Path(name)
-            for what in ("check", "against itself", "bench x5"):
+            for what in ("check", "against itself", "bench x5", "bench default"):
                 say, started = clock(f"{f.name} {what}")
                 if what == "check":
                     r = await ev.check(f, progress=say)
                 elif what == "against itself":
                     r = await ev.check(f, against=f, progress=say)
-                else:
+                elif what == "bench x5":
                     r = await ev.bench(source=f.read_text(), against=f, check_first=False, rounds=5, progress=say)
+                else:
+                    r = await ev.bench(f, against=f, progress=say)
                 print(f"{f.name} {what}: ok={r.ok} {time.perf_counter() - started:.2f} s {r.message[:160]}")
 
 

@@ -88,7 +88,10 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
         "as GEAK-eval)",
     )
     group.add_argument(
-        "--rounds", type=whole_number(3, "a whole number of at least 3"), help="interleaved timing rounds (default 15)"
+        "--rounds",
+        type=whole_number(3, "a whole number of at least 3"),
+        help="interleaved timing rounds (default: against a reference, until the speedup is decided, 6 to 40; "
+        "a file alone, 6)",
     )
     group.add_argument("--gpu", type=whole_number(0, "a GPU index (0, 1, ...)"), metavar="ID", help="GPU index to use")
 

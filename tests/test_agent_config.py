@@ -30,7 +30,7 @@ def test_defaults() -> None:
     assert (cfg.max_iteration, cfg.parallel, cfg.ancestor_num, cfg.descendant_num) == (10, 1, 5, 1)
     assert cfg.max_perf_debug_num == 5
     assert (cfg.search, cfg.search_budget) == (True, 24)
-    assert (cfg.timeout_per_check_s, cfg.bench_rounds, cfg.fresh_inputs) == (300, 15, 2)
+    assert (cfg.timeout_per_check_s, cfg.bench_rounds, cfg.fresh_inputs) == (300, None, 2)  # None: until decided
     assert (cfg.corpus_path, cfg.one_shot, cfg.knowledge, cfg.target_gpu) == ([], True, True, None)
     assert (cfg.output_path, cfg.result_path, cfg.mem_file) == (Path("geak_runs"), None, None)
     assert (cfg.start_iter, cfg.gpu_id, cfg.profiling) == (0, None, False)

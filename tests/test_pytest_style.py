@@ -185,6 +185,7 @@ from geak.evaluator.bench import bench_job
 from geak.evaluator.options import EvalOptions
 from geak.evaluator.triton_file import read_triton_file
 from geak.evaluator.protocol import job_from_dict
+from geak.evaluator.speedup import RoundPlan
 
 sandbox.prepare_zygote("interpreter")
 t = read_triton_file(sys.argv[1])
@@ -193,7 +194,7 @@ path = scratch / "candidate.py"
 path.write_text(t.compose().text)
 spec = {"label": "candidate", "path": str(path), "module_name": "geak_capture", "wrappers": list(t.wrappers),
         "kernels": [k.name for k in t.kernels]}
-job = job_from_dict(bench_job([spec], t, EvalOptions(), scratch / "outputs"))
+job = job_from_dict(bench_job([spec], t, EvalOptions(), scratch / "outputs", RoundPlan.fixed(6)))
 rocm_bench.install(scratch)
 captured = worker.capture_bench_calls(job, spec, lambda event: None)
 calls = [{"signature": c.signature, "flops": c.flops} for c in captured["calls"]]

@@ -18,10 +18,11 @@ from geak.evaluator.bench import bench_result
 from geak.evaluator.pool import JobOutcome
 from geak.evaluator.protocol import timed_output_file, timed_output_sets
 from geak.evaluator.results import DEFAULT_NOISE_MARGIN, Peaks
-from geak.evaluator.speedup import judge, speedup_interval
+from geak.evaluator.speedup import RoundPlan, judge, rounds_needed, speedup_interval, stopped_where_the_rule_says
 from geak.evaluator.timing import InputSets, factor, interleaved, set_count
 
 H200 = Peaks("NVIDIA H200", 4240.0, 675.0, 51.0, "measured", 60 << 20, 9800.0, 0.008)
+PLAN16 = RoundPlan.fixed(16, H200.noise_margin)
 RUNTIME = {"backend": "cuda", "device": "NVIDIA H200", "torch_version": "2.11", "triton_version": "3.6"}
 
 
@@ -52,13 +53,14 @@ def test_real_speedups_and_slowdowns_are_claimed():
 
 def test_verdict_needs_the_whole_interval_beyond_the_margin():
     assert judge(1.011, 1.05, 0.01) == "faster"
-    assert judge(1.009, 1.05, 0.01).startswith("within noise")  # straddles 1 + margin
+    assert judge(1.009, 1.05, 0.01).startswith("undecided")  # straddles 1 + margin: neither a change nor none
     assert judge(0.95, 0.989, 0.01) == "slower"
-    assert judge(0.95, 1.001, 0.005) == "within noise (±0.5%)"
+    assert judge(0.95, 1.001, 0.005) == "undecided (the interval straddles the ±0.5% noise band)"
+    assert judge(0.996, 1.004, 0.005) == "within noise (±0.5%)"  # wholly inside the band: decided, no change
     # the device's measured margin decides: 0.6% is a speedup on a quiet device, noise on a loud one
     ref, cand = rounds_with(0.006, jitter=0.0002)
-    assert speedup_interval(ref, cand, margin=0.005).verdict == "faster"
-    assert speedup_interval(ref, cand, margin=0.01).verdict == "within noise (±1%)"
+    assert speedup_interval(ref, cand, RoundPlan.fixed(15, 0.005)).verdict == "faster"
+    assert speedup_interval(ref, cand, RoundPlan.fixed(15, 0.01)).verdict == "within noise (±1%)"
 
 
 class PlacedTimer:
@@ -83,7 +85,7 @@ def placed_timers(candidate_base: float, **effect) -> tuple[dict, list]:
 
 def test_rounds_come_in_pairs_whose_second_reverses_the_first():
     timers, log = placed_timers(1.0)
-    rounds = interleaved(timers, 5, seed=3)
+    rounds = interleaved(timers, RoundPlan.fixed(5), seed=3)
     assert len(rounds["reference"]) == len(rounds["candidate"]) == 6  # made even
     pairs = [log[i : i + 4] for i in range(0, len(log), 4)]
     assert all(p[:2] == p[:1:-1] for p in pairs)  # A B | B A
@@ -97,14 +99,85 @@ def test_aa_is_within_noise_whatever_a_place_in_the_round_is_worth(effect, round
     # last: in unpaired rounds of random order, 5 rounds often put one variant second more often, and the A/A claimed.
     for seed in range(20):
         timers, _ = placed_timers(1.0, **effect)
-        s = speedup_interval(*interleaved(timers, rounds, seed=seed).values())
+        s = speedup_interval(*interleaved(timers, RoundPlan.fixed(rounds), seed=seed).values())
         assert not s.significant and abs(s.ratio - 1.0) < 0.002, (seed, s)
 
 
 def test_a_real_speedup_is_still_claimed_whatever_a_place_is_worth():
     timers, _ = placed_timers(1 / 1.25, second=0.85)
-    s = speedup_interval(*interleaved(timers, 15, seed=0).values())
+    s = speedup_interval(*interleaved(timers, RoundPlan.fixed(15), seed=0).values())
     assert s.verdict == "faster" and 1.24 < s.low <= s.ratio <= s.high < 1.26
+
+
+class SteadyTimer:
+    """A stand-in timer of a fixed time with multiplicative jitter drawn from `rng`."""
+
+    def __init__(self, base: float, jitter: float, rng: random.Random):
+        self.base, self.jitter, self.rng = base, jitter, rng
+
+    def sample(self) -> float:
+        return self.base * (1 + self.rng.uniform(-self.jitter, self.jitter))
+
+
+def sequential(candidate_base: float, jitter: float, seed: int = 0, plan: RoundPlan | None = None):
+    rng = random.Random(seed)
+    plan = plan or RoundPlan(margin=0.01)
+    timers = {"reference": [SteadyTimer(1.0, jitter, rng)], "candidate": [SteadyTimer(candidate_base, jitter, rng)]}
+    stop = lambda out: speedup_interval(out["reference"], out["candidate"], plan).decided
+    return interleaved(timers, plan, seed=seed, stop=stop), plan
+
+
+@pytest.mark.parametrize("candidate_base", [1.0, 1 / 1.3, 1.3])
+def test_a_clear_verdict_stops_at_the_first_look(candidate_base):
+    rounds, plan = sequential(candidate_base, jitter=0.001)
+    assert len(rounds["reference"]) == plan.min_rounds == 6
+    assert speedup_interval(rounds["reference"], rounds["candidate"], plan).decided
+    assert stopped_where_the_rule_says(rounds["reference"], rounds["candidate"], plan) is None
+
+
+def test_an_unclear_verdict_takes_rounds_until_decided_or_the_limit():
+    taken = []
+    for seed in range(10):
+        rounds, plan = sequential(1 / 1.012, jitter=0.04, seed=seed)  # 1.2% faster in ±4% noise: near the edge
+        taken.append(len(rounds["reference"]))
+        s = speedup_interval(rounds["reference"], rounds["candidate"], plan)
+        assert taken[-1] in plan.looks() and (s.decided or taken[-1] == plan.max_rounds), (seed, s)
+        assert s.verdict in ("faster",) or not s.significant  # never "slower"
+        assert stopped_where_the_rule_says(rounds["reference"], rounds["candidate"], plan) is None
+    assert taken.count(plan.max_rounds) >= 5  # near the edge in heavy noise, most take every round the plan allows
+    clear, plan = sequential(1 / 1.3, jitter=0.04)
+    assert len(clear["reference"]) < plan.max_rounds  # a clear 1.3x in the same noise stops early
+
+
+def test_aa_never_claims_a_change_however_noisy_under_sequential_rounds():
+    for seed in range(30):
+        rounds, plan = sequential(1.0, jitter=0.03, seed=seed)
+        s = speedup_interval(rounds["reference"], rounds["candidate"], plan)
+        assert not s.significant, (seed, s)
+
+
+def test_a_job_that_stops_off_its_rule_is_caught():
+    rounds, plan = sequential(1.0, jitter=0.05, seed=1)
+    ref, cand = rounds["reference"], rounds["candidate"]
+    needed = rounds_needed(ref, cand, plan)
+    assert needed == len(ref) > plan.min_rounds
+    early = stopped_where_the_rule_says(ref[:6], cand[:6], plan)  # stopped where the rule says go on
+    assert early and "stopping rule says" in early
+    clear, _ = sequential(1 / 1.3, jitter=0.001)
+    extra = [[1.0]] * 2, [[1 / 1.3]] * 2
+    late = stopped_where_the_rule_says(clear["reference"] + extra[0], clear["candidate"] + extra[1], plan)
+    assert late and "rounds were timed where the" in late  # went on where the rule says stop
+    odd = stopped_where_the_rule_says(ref[:7], cand[:7], plan)  # a count the plan never looks at
+    assert odd and "the plan looks at" in odd
+
+
+def test_plans_are_whole_pairs():
+    assert RoundPlan.fixed(5).looks() == (6,)
+    assert RoundPlan(6, 40).looks() == (6, 8, 12, 16, 24, 32, 40)
+    with pytest.raises(ValueError):
+        RoundPlan.from_dict({"min_rounds": 5, "max_rounds": 40, "margin": 0.01})
+    with pytest.raises(ValueError):
+        RoundPlan.from_dict({"min_rounds": 8, "max_rounds": 6, "margin": 0.01})
 
 
 # ----------------------------------------------------------------------------------------- peaks cache
@@ -331,7 +404,7 @@ def verdict(result: dict, tmp_path, window_s: float | None = 2.0):
         for label, run in (("reference", ""), ("reference", "again"), ("candidate", "")):
             save_outputs(tmp_path, label, k, torch.ones(4), run)
     outcome = JobOutcome("ok", result)
-    return bench_result(outcome, "cand.py", None, None, RUNTIME, H200, tmp_path, window_s)
+    return bench_result(outcome, "cand.py", None, None, RUNTIME, H200, tmp_path, window_s, PLAN16)
 
 
 def test_an_honest_timing_gets_a_speedup_with_its_noise_floor(tmp_path):
@@ -353,7 +426,7 @@ def test_rejections_carry_clear_reasons(tmp_path):
     stale = job_result({})
     verdict(stale, tmp_path)
     save_outputs(tmp_path, "candidate", 3, torch.zeros(4))
-    r = bench_result(JobOutcome("ok", stale), "cand.py", None, None, RUNTIME, H200, tmp_path, 2.0)
+    r = bench_result(JobOutcome("ok", stale), "cand.py", None, None, RUNTIME, H200, tmp_path, 2.0, PLAN16)
     assert not r.ok and "differ from the reference's on the same inputs" in r.message
     fast = job_result({"timed_launches": {}}, ratio=20000.0)
     r = verdict(fast, tmp_path)
@@ -381,6 +454,30 @@ def test_one_sample_of_no_negative_or_endless_time_rejects_the_timing(tmp_path, 
     result["calls"]["candidate"][0]["samples"][:2] = [sample, sample]
     r = verdict(result, tmp_path)
     assert not r.ok and r.speedup is None and "the timing was fooled" in r.message, r.message
+
+
+def test_a_report_off_its_stopping_rule_is_not_believed(tmp_path):
+    result = job_result({}, ratio=1.25)
+    sequential_plan = RoundPlan(6, 40, H200.noise_margin)  # 16 rounds of a clear 1.25x: the rule stops at 6
+    for who in ("reference", "candidate"):
+        result["calls"][who][0]["samples"] = result["calls"][who][0]["samples"][:16]
+    verdict(result, tmp_path)
+    r = bench_result(JobOutcome("ok", result), "cand.py", None, None, RUNTIME, H200, tmp_path, 2.0, sequential_plan)
+    assert not r.ok and "did not follow its stopping rule" in r.message and "rule says 6" in r.message
+
+
+def test_an_undecided_interval_says_why_it_is_wide(tmp_path):
+    result = job_result({}, ratio=1.0)
+    noisy = [1.0, 1.3, 0.8, 1.2, 0.9, 1.25, 0.85, 1.1] * 2
+    result["calls"]["candidate"][0]["samples"] = noisy
+    result["autotune"] = {"reference": {"k": {"(1024,)": "BLOCK: 64"}}, "candidate": {"k": {"(1024,)": "BLOCK: 128"}}}
+    result["device_lag_ms"] = 2.4
+    r = verdict(result, tmp_path)
+    assert r.ok and not r.speedup.decided and not r.speedup.significant, r.message
+    why = r.speedup.verdict
+    assert why.startswith("undecided") and "after 16 rounds" in why
+    assert "autotuning chose BLOCK: 64 for the reference and BLOCK: 128 for the candidate" in why
+    assert "busy with other work" in why and "varies by" in why
 
 
 def test_the_speedup_comes_from_the_samples_the_rules_believed(tmp_path):
