@@ -372,11 +372,12 @@ def _holds_tensor(value: Any, depth: int) -> bool:
 
 
 def call_outputs(result: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
-    """What a wrapper call produced: its return value and every tensor argument after the call."""
+    """What a wrapper call produced: its return value and every tensor argument after the call (a string in place of
+    a tensor argument stands for it, e.g. ``timing.UNTOUCHED``)."""
     return {
         "return": to_portable(result),
-        "args": [to_portable(a) if isinstance(a, torch.Tensor) else None for a in args],
-        "kwargs": {k: to_portable(v) for k, v in kwargs.items() if isinstance(v, torch.Tensor)},
+        "args": [to_portable(a) if isinstance(a, (torch.Tensor, str)) else None for a in args],
+        "kwargs": {k: to_portable(v) for k, v in kwargs.items() if isinstance(v, (torch.Tensor, str))},
     }
 
 

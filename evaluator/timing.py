@@ -55,6 +55,8 @@ _current_stream = torch.cuda.current_stream
 _synchronize = torch.cuda.synchronize
 _host_clock = time.perf_counter
 _zero = torch.Tensor.zero_  # the L2 flush before each flushed call, and the busy-device control (``guard``)
+_equal, _mul = torch.equal, torch.mul  # which inputs a call left as they were (``InputSets.untouched``)
+UNTOUCHED = "untouched input"  # saved in place of an input a checked call left as it was
 
 
 def _timing_event() -> torch.cuda.Event:
@@ -107,6 +109,21 @@ class InputSets:
                 torch.mul(src, f, out=dst)
             else:
                 dst.copy_(src)
+
+    def untouched(self, k: int, step: int) -> set[int]:
+        """Positions (args, then kwargs) of set k's top-level tensor arguments that still hold what refresh `step`
+        wrote: the call only read them. Their outputs need not be saved: the input set says what they hold."""
+        args, kwargs = self.sets[k]
+        base_args, base_kwargs = self.base
+        f = factor(step, self.seed)
+        same = set()
+        pairs = [*zip(args, base_args, strict=True), *((kwargs[key], base_kwargs[key]) for key in kwargs)]
+        for i, (dst, src) in enumerate(pairs):
+            if isinstance(dst, torch.Tensor) and isinstance(src, torch.Tensor):
+                expected = _mul(src, f) if dst.dtype in _SCALED else src
+                if _equal(dst, expected):
+                    same.add(i)
+        return same
 
     def next_step(self) -> int:
         self.calls += 1
@@ -237,18 +254,26 @@ class Timer:
     def check_outputs(self, sets: list[int], step: int) -> dict[int, Any]:
         """Outputs of timed-like calls on fresh values (refresh `step`, the same for every variant), after all
         the timed calls: for a graph, one more replay (its last call on each set); else one eager call per set.
-        Returns set -> (return value, args, kwargs) after the call."""
+        Returns set -> (return value, args, kwargs) after the call, with ``UNTOUCHED`` in place of each top-level
+        tensor argument the call left as it was (an input it only read: gigabytes that need no saving)."""
         if self._graph is not None:
             self._refresh_all(step)
             self._graph.replay()
             _synchronize()
-            return {k: (self._graph_outputs[k], *self.sets.sets[k]) for k in sets if k in self._graph_outputs}
+            found = {k: self._graph_outputs[k] for k in sets if k in self._graph_outputs}
+        else:
+            found = {}
+            for k in sets:
+                self.sets.refresh(k, step * len(self.sets) + k)
+                found[k] = self.sets.call(self.fn, k)
+                _synchronize()
         out = {}
-        for k in sets:
-            self.sets.refresh(k, step * len(self.sets) + k)
-            ret = self.sets.call(self.fn, k)
-            _synchronize()
-            out[k] = (ret, *self.sets.sets[k])
+        for k, ret in found.items():
+            args, kwargs = self.sets.sets[k]
+            same = self.sets.untouched(k, step * len(self.sets) + k)
+            args = tuple(UNTOUCHED if i in same else a for i, a in enumerate(args))
+            kwargs = {key: UNTOUCHED if len(args) + j in same else v for j, (key, v) in enumerate(kwargs.items())}
+            out[k] = (ret, args, kwargs)
         return out
 
 

@@ -510,6 +510,18 @@ def test_input_sets_rotate_addresses_and_refresh_values_identically_for_every_va
     assert InputSets(base, 1, seed=1).call(lambda a, b, scale, out: a * scale, 0).shape == (64,)
 
 
+def test_inputs_a_call_only_read_are_told_from_those_it_wrote():
+    x, idx = torch.randn(64), torch.randperm(64)
+    sets = InputSets(((x, idx, 3), {"out": torch.zeros(64), "bias": torch.ones(64)}), 2)
+    sets.refresh(1, 5)
+    args, kwargs = sets.sets[1]
+    torch.add(args[0], kwargs["bias"], out=kwargs["out"])  # reads x, idx and bias; writes out
+    assert sets.untouched(1, 5) == {0, 1, 4}  # positions: args, then kwargs (3 is not a tensor)
+    args[1][0] += 1  # a call that also changed its index argument
+    assert sets.untouched(1, 5) == {0, 4}
+    assert sets.untouched(1, 6) == set()  # against another refresh, the scaled inputs no longer match
+
+
 def test_set_count_fits_the_memory_budget():
     assert set_count(1 << 30, 8 << 30) == 4
     assert set_count(3 << 30, 8 << 30) == 2
