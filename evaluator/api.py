@@ -34,7 +34,12 @@ REFERENCE_RERUNS = 3  # fresh processes that rerun a reference a candidate disag
 
 
 class BadInput(ValueError):
-    """The input cannot be evaluated (missing file, not a Triton file, no test, a reference that fails)."""
+    """The input cannot be evaluated (missing file, not a Triton file, no test, a reference that fails). A reference
+    that fails its own test carries that verdict (`verdict`)."""
+
+    def __init__(self, message: str, verdict: CheckResult | None = None):
+        super().__init__(message)
+        self.verdict = verdict
 
 
 class Evaluator:
@@ -125,6 +130,28 @@ class Evaluator:
         if not poison:
             result = replace(result, caveats=(*result.caveats, check_stage.UNPOISONED_CAVEAT))
         return _with_duration(result, time.perf_counter() - started)
+
+    async def check_against_self(
+        self, file: str | Path, progress: Progress | None = None
+    ) -> tuple[CheckResult, CheckResult | None]:
+        """`check(file)` and, where it passes, `check(file, against=file)`, in two jobs rather than three: the file's
+        run as a reference is also its own check (the same tests, the same verdict). Returns (alone, against itself),
+        the second None where the file fails alone."""
+        started = time.perf_counter()
+        reference = self._read(file, "file")
+        try:
+            ref_run = await self._reference_run(reference, progress)
+        except BadInput as e:
+            if e.verdict is None:
+                raise
+            return _with_duration(e.verdict, time.perf_counter() - started), None
+        alone = ref_run.not_checkable or ref_run.own
+        if alone is None or not alone.ok:
+            return _with_duration(alone, time.perf_counter() - started), None
+        if not ref_run.poison:
+            alone = replace(alone, caveats=(*alone.caveats, check_stage.UNPOISONED_CAVEAT))
+        alone = _with_duration(alone, time.perf_counter() - started)
+        return alone, await self.check(file, against=file, progress=progress)
 
     async def _candidate_job(
         self,
@@ -227,7 +254,7 @@ class Evaluator:
             return cached
         make = {"make": {"seed": secrets.randbits(31)}} if self.options.fresh_inputs else None
         cache = cache_request(seed=key, keep=key)
-        first_problem = ""
+        first_problem, first_verdict = "", None
         for poison in (True, False):  # without poisoning only if it fails with it: see UNPOISONED_CAVEAT
             job_dir = self._new_dir("ref")
             path = job_dir / "reference.py"
@@ -253,14 +280,16 @@ class Evaluator:
             if not problem:
                 break
             shutil.rmtree(job_dir, ignore_errors=True)
-            first_problem = first_problem if not poison else problem
+            if poison:
+                first_problem, first_verdict = problem, own
             if not poison or not check_stage.failed_by_error(outcome):
-                raise BadInput(f"the reference {reference.path} does not pass its own test: {first_problem}")
+                message = f"the reference {reference.path} does not pass its own test: {first_problem}"
+                raise BadInput(message, first_verdict)
         result, outputs = outcome.result or {}, job_dir / "outputs"
         probes = await asyncio.to_thread(check_stage.judge_reference_probes, result, outputs, self.options)
         unstable = await asyncio.to_thread(check_stage.unstable_outputs, result, outputs, self.options)
         run = check_stage.ReferenceRun(
-            reference, outcome, job_dir, probes, cache_key=key, unstable=unstable, poison=poison
+            reference, outcome, job_dir, probes, cache_key=key, unstable=unstable, poison=poison, own=own
         )
         self._references[key] = run
         return run

@@ -89,6 +89,7 @@ class ReferenceRun:
     unstable: dict[str, tuple[str, ...]] = field(default_factory=dict)  # test -> outputs that do not reproduce
     poison: bool = True  # False: its tests read memory nothing wrote, so jobs run without poisoned allocations
     reran: bool = False  # ran again after a candidate disagreed with it (``rerun_variation``)
+    own: CheckResult | None = None  # its verdict as a file alone (the same tests: ``Evaluator.check_against_self``)
 
 
 def unstable_outputs(result: dict[str, Any], out_dir: Path, options: EvalOptions) -> dict[str, tuple[str, ...]]:

@@ -63,13 +63,13 @@ async def check_many(
             async with limit:
                 report = (lambda message: on_progress(file, message)) if on_progress else None
                 try:
-                    alone = await evaluator.check(file, progress=report) if against_self else None
-                    if alone is not None and not alone.ok:
-                        verdict = FileVerdict(str(file), _verdict_of(alone), alone.message, alone, alone)
+                    if against_self:
+                        alone, result = await evaluator.check_against_self(file, progress=report)
                     else:
-                        reference = file if against_self else against
-                        result = await evaluator.check(file, against=reference, progress=report)
-                        verdict = FileVerdict(str(file), _verdict_of(result), result.message, result, alone)
+                        alone, result = None, await evaluator.check(file, against=against, progress=report)
+                    shown = result or alone
+                    assert shown is not None
+                    verdict = FileVerdict(str(file), _verdict_of(shown), shown.message, shown, alone)
                 except BadInput as e:
                     verdict = FileVerdict(str(file), "bad input", str(e))
             if on_done is not None:

@@ -62,3 +62,19 @@ def test_unseeded_golden_tritonbench_files_match_themselves():
     p = geak(*(str(SUITE / n) for n in names), "--against-self", "--json", "--timeout", "120")
     data = json.loads(p.stdout)
     assert data["summary"]["pass"] == len(names), [(f["file"], f["message"][:300]) for f in data["files"]]
+
+
+def test_against_self_runs_a_passing_file_twice_and_a_failing_one_once():
+    """The file's run as its own reference is also its check alone: no third job."""
+    import asyncio
+
+    from geak.evaluator.api import EvalOptions, Evaluator
+
+    async def jobs(name: str) -> tuple[int, bool, bool]:
+        options = EvalOptions(backend="interpreter", timeout_s=60, spares=0)
+        async with Evaluator(options) as ev:
+            alone, against = await ev.check_against_self(FIXTURES / name)
+            return ev.pool.jobs_run, alone.ok, against is not None and against.ok
+
+    assert asyncio.run(jobs("add_native.py")) == (2, True, True)
+    assert asyncio.run(jobs("wrong_output.py")) == (1, False, False)
