@@ -31,14 +31,16 @@ async def score_predictions(
     scratch: Path,
     *,
     rounds: int | None = None,
+    timing: bool = True,
     results: Path | None = None,
     on_record: Callable[[dict[str, Any], int], None] | None = None,
     per_slot: int = 2,
     earlier: dict[int, dict[str, Any]] | None = None,
 ) -> EvalOutcome:
     """Score each line of `predictions`, `per_slot` at a time on each slot; records are appended to `results`
-    (JSONL) as they finish and passed to `on_record(record, total)`. `earlier`: records of an interrupted run of
-    the same predictions, by line: those lines are not scored again (``read_earlier``)."""
+    (JSONL) as they finish and passed to `on_record(record, total)`. `timing` False: correctness only (call and
+    execution accuracy). `earlier`: records of an interrupted run of the same predictions, by line: those lines are
+    not scored again (``read_earlier``)."""
     started = time.perf_counter()
     states = suite.load_ps(predictions)
     earlier = earlier or {}
@@ -58,7 +60,7 @@ async def score_predictions(
             slot = min(slots, key=lambda s: s.active)
             slot.active += 1
             try:
-                record = await _score(ps, slot, scratch, rounds)
+                record = await _score(ps, slot, scratch, rounds, timing)
             finally:
                 slot.active -= 1
         record["line"] = index
@@ -73,7 +75,7 @@ async def score_predictions(
     return EvalOutcome(records, list(suite.unmatched), time.perf_counter() - started)
 
 
-async def _score(ps: ProblemState, slot: EvalSlot, scratch: Path, rounds: int | None) -> dict[str, Any]:
+async def _score(ps: ProblemState, slot: EvalSlot, scratch: Path, rounds: int | None, timing: bool) -> dict[str, Any]:
     record: dict[str, Any] = {
         "filename": ps.filename,
         "difficulty": ps.difficulty,
@@ -85,7 +87,7 @@ async def _score(ps: ProblemState, slot: EvalSlot, scratch: Path, rounds: int | 
     if not ps.solution or not ps.solution.strip():
         record.update(stage="reply", message="the prediction has no code")
         return record
-    timing = (slot.runtime or {}).get("backend") not in (None, "interpreter")
+    timing = timing and (slot.runtime or {}).get("backend") not in (None, "interpreter")
     score = await score_code(slot.evaluator, ps.solution, reference_file(ps, scratch), timing=timing, rounds=rounds)
     record.update(score.to_dict())
     return record

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import importlib
 import secrets
 import shutil
+import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, replace
@@ -60,6 +63,7 @@ class Evaluator:
         self._versions: dict[str, str] = {}  # a user's file -> the text key of its last version checked
         self._peaks: Peaks | None = None
         self._serial = 0
+        _import_in_background("torch")  # read outputs with it later; meanwhile the workers start
 
     async def __aenter__(self) -> Evaluator:
         return self
@@ -468,6 +472,13 @@ class Evaluator:
 
     def _module_name(self, kind: str) -> str:
         return f"geak_{kind}_{self._serial}"
+
+
+def _import_in_background(module: str) -> None:
+    """Start importing `module` on a thread of its own: a command's first outputs are read with torch, whose import
+    (seconds) then overlaps the workers' start instead of following it."""
+    if module not in sys.modules:
+        threading.Thread(target=importlib.import_module, args=(module,), daemon=True, name=f"import {module}").start()
 
 
 def _replay_probes(ref_run: check_stage.ReferenceRun, job_dir: Path) -> dict[str, Any] | None:

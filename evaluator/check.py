@@ -295,7 +295,7 @@ def verdict(
             **base,
         )
 
-    reported = _expected_tests(result, owner, ref_run)
+    reported = [_raised_is_not_run(t, owner) for t in _expected_tests(result, owner, ref_run)]
     tests = tuple(
         TestOutcome(
             t["name"],
@@ -395,6 +395,15 @@ def _mismatch_summary(comparison: Comparison) -> str:
     first = comparison.mismatches[0]
     more = f" (+{len(comparison.mismatches) - 1} more)" if len(comparison.mismatches) > 1 else ""
     return f"output differs from the reference: {first.where}: {first.message}{more}"
+
+
+def _raised_is_not_run(entry: dict[str, Any], owner: TritonFile) -> dict[str, Any]:
+    """GEAK-eval's call accuracy for TritonBench-format files, whose tests return their outputs and check nothing:
+    any exception the composed file raises, an `AssertionError` in the kernel code's wrapper included, means it did
+    not run (an error at the call stage), not that it ran and computed a wrong result."""
+    if owner.format == "tritonbench" and owner.test_style == "call" and entry.get("kind") == "assert":
+        return {**entry, "kind": "error"}
+    return entry
 
 
 def _expected_tests(result: dict[str, Any], owner: TritonFile, ref_run: ReferenceRun | None) -> list[dict[str, Any]]:

@@ -49,8 +49,8 @@ class GpuDescription:
 def prepare_zygote(requested: str = "auto", preload: Iterable[str] = ()) -> RuntimeInfo:
     """Choose the backend (a visible GPU unless `requested` is "interpreter"), import Triton (and the `preload`
     modules) and do every warm-up that stays off the GPU. The GPU is looked at from a short-lived probe process, so
-    this process stays fit to fork job processes that each open their own GPU context (``enter_child``); a last
-    forked process checks that."""
+    this process stays fit to fork job processes that each open their own GPU context (``enter_child``): the
+    sandbox probe, or ``check_forked_runtime``, checks that from a forked process."""
     if requested not in BACKEND_CHOICES:
         raise ValueError(f"backend must be one of {', '.join(BACKEND_CHOICES)}, not {requested!r}")
     gpu = None if requested == "interpreter" else probe_gpu()
@@ -75,12 +75,21 @@ def prepare_zygote(requested: str = "auto", preload: Iterable[str] = ()) -> Runt
         _warm_up_interpreter()
     else:
         _warm_up_triton_host_side()
-        _in_forked_process(
-            "a process forked from the warmed-up worker cannot use the GPU (was the GPU driver initialized during "
-            f"the warm-up? torch {torch.__version__}, triton {triton.__version__})",
-            lambda: enter_child(info),
-        )
     return info
+
+
+def check_forked_runtime(info: RuntimeInfo) -> None:
+    """That a process forked from the warmed-up zygote can open the GPU (the sandbox probe checks it where jobs are
+    isolated, from inside their namespaces)."""
+    if info.backend == "interpreter":
+        return
+    import triton
+
+    _in_forked_process(
+        "a process forked from the warmed-up worker cannot use the GPU (was the GPU driver initialized during "
+        f"the warm-up? torch {torch.__version__}, triton {triton.__version__})",
+        lambda: enter_child(info),
+    )
 
 
 def enter_child(info: RuntimeInfo) -> None:

@@ -73,11 +73,15 @@ def main() -> None:
         proto.write(json.dumps(message, default=str) + "\n")
         proto.flush()
 
+    started = time.perf_counter()
     try:
         from . import sandbox
 
         info = sandbox.prepare_zygote(config.get("backend", "auto"), preload=PRELOAD)
+        prepared = time.perf_counter()
         confinement = _confinement(config, info, lambda: sandbox.enter_child(info))
+        if confinement.policy is None:  # no sandbox probe opened the runtime from a forked job: check that it can
+            sandbox.check_forked_runtime(info)
     except BaseException as e:
         send({"event": "startup_error", "message": "".join(traceback.format_exception_only(type(e), e)).strip()})
         return
@@ -93,6 +97,10 @@ def main() -> None:
             "isolation": status.mechanism,
             "isolation_reason": status.reason,
             "grants": grants,
+            "startup_s": {
+                "runtime": round(prepared - started, 3),
+                "isolation": round(time.perf_counter() - prepared, 3),
+            },
         }
     )
     requests = _Lines(0)

@@ -314,3 +314,31 @@ def test_eval_resumes_an_interrupted_eval_without_scoring_twice(tmp_path, capsys
     assert set(now[:2]) == set(lines[:2]) and len(now) == len(lines)  # the two kept as they were, the torn one again
     assert main(["eval", str(preds), "--suite", "tritonbench", "--data", str(TB), "--resume"]) == 2
     assert "--resume needs --output" in capsys.readouterr().err
+
+
+def test_eval_without_timing_scores_correctness_only_even_on_a_gpu(tmp_path):
+    """`geak eval --no-timing`: call and execution accuracy only; no prediction is timed, whatever the device."""
+    import asyncio
+
+    from geak.agent.batch_eval import score_predictions
+    from geak.agent.dataloaders import BUILT_IN
+    from geak.agent.eval_slots import EvalSlot
+    from geak.evaluator.api import EvalOptions, Evaluator
+
+    class NoTiming(Evaluator):
+        async def bench(self, *args, **kwargs):
+            raise AssertionError("a prediction was timed")
+
+    async def go():
+        evaluator = NoTiming(EvalOptions(backend="interpreter", timeout_s=120, spares=0))
+        slot = EvalSlot("gpu 0", evaluator, gpu="0", runtime={"backend": "cuda", "device": "a GPU"})
+        preds = tmp_path / "preds.jsonl"
+        kernel = (GOLDEN / "relu_kernel.py").read_text()
+        preds.write_text(json.dumps({"filename": "relu_kernel.py", "predict": kernel}) + "\n")
+        try:
+            return await score_predictions(BUILT_IN["tritonbench"](TB), preds, [slot], tmp_path, timing=False)
+        finally:
+            await evaluator.aclose()
+
+    outcome = asyncio.run(go())
+    assert [(r["pass_call"], r["pass_exe"], r["speedup"]) for r in outcome.records] == [(True, True, None)]

@@ -60,6 +60,19 @@ def test_raising_test_is_a_call_failure_at_the_raise():
     assert r.diagnostics[0].line == 20 and "unsupported size" in r.diagnostics[0].message
 
 
+def test_an_assert_in_the_code_of_a_tritonbench_file_means_it_did_not_run():
+    """GEAK-eval's call accuracy: a TritonBench-format test returns its outputs and checks nothing, so an exception
+    of the composed file, an `assert` in the candidate's wrapper too, is a call failure, not a wrong result."""
+    from geak.agent.evaluation import from_check
+
+    kernel = TB_REF.read_text().split("#" * 146)[0]
+    candidate = kernel.replace("    out = torch.empty_like(x)\n", "    assert x.numel() < 1000, 'too big'\n"
+                               "    out = torch.empty_like(x)\n")  # fmt: skip
+    r = check("candidate.py", against=TB_REF, source=candidate)
+    assert not r.ok and r.stage == "call" and r.tests[0].kind == "error" and "too big" in r.tests[0].message
+    assert not from_check(r).called
+
+
 def test_wrong_output_fails_exec_at_the_assert():
     r = check("wrong_output.py")
     assert not r.ok and r.stage == "exec" and r.tests[0].kind == "assert"

@@ -1,0 +1,210 @@
+"""How fast the evaluator's verdicts come, on this machine's GPU (not a test): the figures of issue 18's table.
+
+    python scripts/speed_report.py PART... [--out DIR]     PART in: cli aa eval table
+
+* cli: `geak bench K --against K` as a user runs it (a fresh command each time, default options) for corpus kernels:
+  wall time, the verdict, the rounds taken and the device's noise floor.
+* aa: A/A on corpus kernels and suite files, three times each through one warm evaluator: never faster or slower.
+* eval: `geak eval` of the TritonBench-revised golden files' kernel code as predictions (every correct one timed),
+  the same with `--no-timing`, and a plain GEAK-eval-style judge (``plain_judge.py``) on the same predictions.
+  `--gpu-ids 0,1` runs the timed eval on two GPUs.
+* table: the figures found under --out (suite runs: ``suite_report.py``'s results.json in DIR/tb and DIR/rocm; the
+  language server's: ``lsp_bench.py --json`` in DIR/lsp.json), with the device named.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+KERNELS = ROOT / "snippets" / "kernels"
+TB_DATA = ROOT / "shared" / "suites" / "tritonbench_revised"
+if not TB_DATA.is_dir():
+    TB_DATA = ROOT.parent / "shared" / "suites" / "tritonbench_revised"
+TB = TB_DATA / "TritonBench_G_v1"
+CLI_KERNELS = ("vector_add.py", "dropout.py", "softmax_rowwise.py", "layer_norm_fwd.py")
+AA_FILES = (
+    KERNELS / "vector_add.py",
+    KERNELS / "softmax_rowwise.py",
+    KERNELS / "layer_norm_fwd.py",
+    KERNELS / "matmul_fp16.py",
+    KERNELS / "dropout.py",
+    TB / "layer_norm_liger.py",
+    TB / "swiglu_fwd.py",
+    TB / "triton_matmul.py",
+)
+
+
+def geak(*args: str, timeout_s: float = 600) -> tuple[subprocess.CompletedProcess, float]:
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "geak.server.cli", *args], capture_output=True, text=True,
+                          timeout=timeout_s)  # fmt: skip
+    return done, time.perf_counter() - started
+
+
+def device_name() -> str:
+    import torch
+
+    return torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"
+
+
+def part_cli(out: Path) -> dict:
+    rows = []
+    for name in CLI_KERNELS:
+        path = str(KERNELS / name)
+        done, wall = geak("bench", path, "--against", path, "--json")
+        data = json.loads(done.stdout) if done.stdout.strip().startswith("{") else {}
+        s = data.get("speedup") or {}
+        rows.append({"kernel": name, "wall_s": round(wall, 2), "ok": data.get("ok"), "verdict": s.get("verdict"),
+                     "ratio": s.get("ratio"), "interval": [s.get("low"), s.get("high")], "rounds": s.get("rounds"),
+                     "margin": s.get("margin"), "message": (data.get("message") or done.stderr)[-300:]})  # fmt: skip
+        print(f"cli bench {name} --against itself: {wall:.1f} s, {s.get('verdict')} {s.get('ratio')} "
+              f"[{s.get('low')}, {s.get('high')}] in {s.get('rounds')} rounds", flush=True)  # fmt: skip
+    return {"rows": rows}
+
+
+async def aa_runs(repeats: int) -> list[dict]:
+    from geak.evaluator.api import EvalOptions, Evaluator
+
+    rows = []
+    async with Evaluator(EvalOptions()) as ev:
+        for repeat in range(repeats):
+            for path in AA_FILES:
+                if not path.exists():
+                    continue
+                started = time.perf_counter()
+                b = await ev.bench(path, against=path)
+                s = b.speedup
+                seconds = round(time.perf_counter() - started, 2)
+                rows.append({"file": path.name, "repeat": repeat, "ok": b.ok, "seconds": seconds,
+                             "verdict": s.verdict if s else None, "ratio": s.ratio if s else None,
+                             "interval": [s.low, s.high] if s else None, "rounds": s.rounds if s else None,
+                             "message": b.message[:300]})  # fmt: skip
+                said = f"{s.ratio:.4f}x [{s.low:.4f}, {s.high:.4f}] {s.verdict} ({s.rounds} rounds)" if s else b.message
+                print(f"A/A {path.name} #{repeat + 1}: {seconds} s, {said[:300]}", flush=True)
+    return rows
+
+
+def part_aa(out: Path, repeats: int) -> dict:
+    rows = asyncio.run(aa_runs(repeats))
+    claimed = [r for r in rows if r["verdict"] in ("faster", "slower")]
+    return {"rows": rows, "files": len({r["file"] for r in rows}), "repeats": repeats, "claimed": len(claimed)}
+
+
+def golden_predictions(path: Path) -> int:
+    """The golden files' kernel code (what precedes the test) as one prediction each, TritonBench's JSONL format."""
+    from geak.evaluator.triton_file import SEPARATOR
+
+    items = json.loads((TB_DATA / "TritonBench_G_v1.json").read_text())
+    with path.open("w") as f:
+        for item in items:
+            code = (TB / item["file"]).read_text().split(SEPARATOR)[0]
+            f.write(json.dumps({"instruction": item["comp_instru"], "predict": code, "label": item["output"]}) + "\n")
+    return len(items)
+
+
+def part_eval(out: Path, gpu_ids: str, jobs_per_gpu: int, parts: list[str]) -> dict:
+    out.mkdir(parents=True, exist_ok=True)
+    preds = out / "golden_predictions.jsonl"
+    n = golden_predictions(preds)
+    found: dict = {"predictions": n, "gpu_ids": gpu_ids}
+    for kind in parts:
+        if kind == "judge":
+            done, wall = geak_plain_judge(preds)
+            found["judge"] = {"wall_s": round(wall, 1), **(json.loads(done.stdout) if done.returncode == 0 else {})}
+        else:
+            flags = ["--no-timing"] if kind == "no-timing" else []
+            folder = out / f"eval-{kind}"
+            done, wall = geak("eval", str(preds), "--suite", "tritonbench", "--data", str(TB_DATA), "--gpu-ids",
+                              gpu_ids, "--jobs-per-gpu", str(jobs_per_gpu), "--output", str(folder), "--json",
+                              *flags, timeout_s=590)  # fmt: skip
+            summary = json.loads(done.stdout)["summary"] if done.returncode == 0 else {"error": done.stderr[-500:]}
+            found[kind] = {"wall_s": round(wall, 1), **summary}
+        print(f"eval {kind}: {json.dumps(found[kind])[:400]}", flush=True)
+    return found
+
+
+def geak_plain_judge(preds: Path) -> tuple[subprocess.CompletedProcess, float]:
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "plain_judge.py"), str(preds), "--data", str(TB),
+                           "--jobs", "14", "--json"], capture_output=True, text=True, timeout=590)  # fmt: skip
+    return done, time.perf_counter() - started
+
+
+def read(path: Path) -> dict | None:
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def part_table(out: Path) -> str:
+    cli, aa = read(out / "cli.json"), read(out / "aa.json")
+    tb, rocm = read(out / "tb" / "results.json"), read(out / "rocm" / "results.json")
+    ev1, ev2, lsp = read(out / "eval1.json"), read(out / "eval2.json"), read(out / "lsp.json")
+    device = (cli or aa or ev1 or {}).get("device", "?")
+    rows = ["| figure | measured | target |", "|---|---|---|"]
+    if cli:
+        walls = [r["wall_s"] for r in cli["rows"]]
+        margins = {r["margin"] for r in cli["rows"] if r["margin"]}
+        rows.append(f"| `geak bench A --against A`, corpus kernels, default options (a fresh command each) | "
+                    f"{min(walls):.1f}–{max(walls):.1f} s; noise floor ±{100 * max(margins or {0}):.2g}% | ≤ 6 s, "
+                    "≤ ±1.5% |")  # fmt: skip
+    if aa:
+        verdicts = {r["verdict"].split(" (")[0] if r["verdict"] else "not timed" for r in aa["rows"]}
+        rows.append(f"| A/A, {aa['files']} kernels × {aa['repeats']} | {aa['claimed']} claimed a change "
+                    f"({', '.join(sorted(verdicts))}) | never faster or slower |")  # fmt: skip
+    for name, data, target in (("TritonBench-revised", tb, "≤ 4 min"), ("ROCm benchmark", rocm, "≤ 6 min")):
+        if data:
+            t = data["totals"]
+            rows.append(f"| whole {name} against itself | {t['geak_wall_s'] / 60:.1f} min ({t['self_pass']} pass of "
+                        f"{t['native_pass']} natively passing; {t['false_fails']} false fails) | {target} |")
+    for data, gpus, target in ((ev1, "one GPU", "≤ 4 min"), (ev2, "two GPUs", "≤ 2.5 min")):
+        if data and "timed" in data:
+            e = data["timed"]
+            rows.append(f"| `geak eval`, {data['predictions']} predictions, correct ones timed, {gpus} | "
+                        f"{e['wall_s'] / 60:.1f} min ({e.get('exec_pass')} correct) | {target} |")  # fmt: skip
+    if ev1 and "no-timing" in ev1 and "judge" in ev1:
+        ratio = ev1["no-timing"]["wall_s"] / max(ev1["judge"]["wall_s"], 1e-9)
+        rows.append(f"| `geak eval --no-timing` vs a plain judge | {ev1['no-timing']['wall_s']:.0f} s vs "
+                    f"{ev1['judge']['wall_s']:.0f} s ({ratio:.2f}×) | ≤ 2× |")  # fmt: skip
+    if lsp and lsp.get("save_to_diagnostics_ms"):
+        rows.append(f"| warm didSave → diagnostics | median {lsp['save_to_diagnostics_ms']['median'] / 1e3:.2f} s | "
+                    "≤ 1 s |")  # fmt: skip
+    return f"Measured on {device}\n\n" + "\n".join(rows)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("parts", nargs="+", choices=("cli", "aa", "eval", "table"))
+    parser.add_argument("--out", type=Path, default=Path("speed_report"))
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--gpu-ids", default="0")
+    parser.add_argument("--jobs-per-gpu", type=int, default=8)
+    parser.add_argument("--eval-parts", default="timed,no-timing,judge")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    for part in args.parts:
+        if part == "table":
+            print(part_table(args.out))
+            continue
+        started = time.perf_counter()
+        if part == "cli":
+            found = part_cli(args.out)
+        elif part == "aa":
+            found = part_aa(args.out, args.repeats)
+        else:
+            found = part_eval(args.out / "eval", args.gpu_ids, args.jobs_per_gpu, args.eval_parts.split(","))
+        found.update(device=device_name(), wall_s=round(time.perf_counter() - started, 1))
+        gpus = len(re.findall(r"\d+", args.gpu_ids))
+        name = part if part != "eval" else f"eval{gpus}"
+        (args.out / f"{name}.json").write_text(json.dumps(found, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
