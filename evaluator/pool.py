@@ -332,6 +332,7 @@ class WorkerPool:
                         on_event(redact_data(message))
                 elif event == "result":
                     await self._await_exit(zygote)
+                    log.info("a %s job ended in %.2f s", job.get("kind"), loop.time() - start)
                     return outcome("ok", result=message)
                 elif event == "exited":
                     code = message.get("code")
@@ -461,8 +462,10 @@ class WorkerPool:
             detail = "\n".join(s.strip() for s in (message.get("message", ""), _tail(zygote.workdir / "zygote.log")))
             await zygote.dispose()
             raise WorkerStartError(f"worker failed to start: {detail.strip()}")
-        zygote.info = {k: v for k, v in message.items() if k not in ("event", "pid")}
+        zygote.info = {k: v for k, v in message.items() if k not in ("event", "pid", "startup_s")}
         zygote.pid = message.get("pid")
+        log.info("a worker is ready (%s, %s): start-up %s", zygote.info.get("device"), zygote.info.get("isolation"),
+                 ", ".join(f"{k} {v:.2f} s" for k, v in (message.get("startup_s") or {}).items()))  # fmt: skip
         if zygote.info.get("isolation") == sandboxing.PROCESS_ONLY and zygote.wrapped:
             # Namespaces inside bubblewrap can fail where they work without it (a /proc it cannot remount).
             self._bwrap_checked = (False, f"jobs cannot be isolated inside it: {zygote.info.get('isolation_reason')}")

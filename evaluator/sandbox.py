@@ -53,13 +53,16 @@ def prepare_zygote(requested: str = "auto", preload: Iterable[str] = ()) -> Runt
     sandbox probe, or ``check_forked_runtime``, checks that from a forked process."""
     if requested not in BACKEND_CHOICES:
         raise ValueError(f"backend must be one of {', '.join(BACKEND_CHOICES)}, not {requested!r}")
+    mark = _phase_clock()
     gpu = None if requested == "interpreter" else probe_gpu()
+    mark("gpu probe")
     if requested == "gpu" and gpu is None:
         raise RuntimeError("a GPU backend was requested but torch sees no CUDA/ROCm device")
     if gpu is None:
         os.environ["TRITON_INTERPRET"] = "1"  # read by triton at import and at @triton.jit time
     import triton
 
+    mark("triton")
     if gpu is not None:
         info = RuntimeInfo(gpu.backend, gpu.device, gpu.arch, torch.__version__, triton.__version__)
     else:
@@ -70,12 +73,30 @@ def prepare_zygote(requested: str = "auto", preload: Iterable[str] = ()) -> Runt
     _install_launch_counter()
     for name in preload:
         importlib.import_module(name)
+    mark("preload")
     _warm_up_cpu_paths()
     if gpu is None:
         _warm_up_interpreter()
     else:
         _warm_up_triton_host_side()
+    mark("warm-up")
     return info
+
+
+STARTUP_S: dict[str, float] = {}  # seconds of each phase of `prepare_zygote`, for the pool's log
+
+
+def _phase_clock() -> Callable[[str], None]:
+    import time
+
+    last = [time.perf_counter()]
+
+    def mark(phase: str) -> None:
+        now = time.perf_counter()
+        STARTUP_S[phase] = round(now - last[0], 3)
+        last[0] = now
+
+    return mark
 
 
 def check_forked_runtime(info: RuntimeInfo) -> None:

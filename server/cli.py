@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         logging.basicConfig(
             level=logging.INFO if args.verbose else logging.WARNING,
             stream=sys.stderr,
-            format="%(levelname)s %(name)s: %(message)s",
+            format="%(relativeCreated)8.0f ms %(levelname)s %(name)s: %(message)s",
         )
         for handler in logging.getLogger().handlers:
             handler.addFilter(_MaskedCredentials())
