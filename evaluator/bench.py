@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from . import timing_rules as rules
 from .pool import JobOutcome
-from .protocol import BenchJob
 from .results import BenchResult, CallTiming, CheckResult, Diagnostic, Peaks
+from .shared.protocol import BenchJob
 from .speedup import speedup_interval
 from .triton_file import TritonFile
 
@@ -30,7 +30,7 @@ def bench_job(
     cache: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """`outputs_dir`: inside the job's directory (its modules are there), the only one the job may write to.
-    `cache`: the trusted compile cache to start from (``triton_cache.cache_request``)."""
+    `cache`: the trusted compile cache to start from (``protocol.cache_request``)."""
     functions = list(owner.benches or owner.tests)
     return asdict(
         BenchJob(

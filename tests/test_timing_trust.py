@@ -15,11 +15,11 @@ import torch
 from geak.evaluator import peaks as peaks_cache
 from geak.evaluator import timing_rules as rules
 from geak.evaluator.bench import bench_result
+from geak.evaluator.job.timing import InputSets, factor, interleaved, set_count
 from geak.evaluator.pool import JobOutcome
-from geak.evaluator.protocol import timed_output_file, timed_output_sets
 from geak.evaluator.results import DEFAULT_NOISE_MARGIN, Peaks
+from geak.evaluator.shared.protocol import timed_output_file, timed_output_sets
 from geak.evaluator.speedup import judge, speedup_interval
-from geak.evaluator.timing import InputSets, factor, interleaved, set_count
 
 H200 = Peaks("NVIDIA H200", 4240.0, 675.0, 51.0, "measured", 60 << 20, 9800.0, 0.008)
 RUNTIME = {"backend": "cuda", "device": "NVIDIA H200", "torch_version": "2.11", "triton_version": "3.6"}
@@ -159,6 +159,22 @@ def test_missing_fields_or_a_broken_file_mean_measure_again(tmp_path):
 def test_datasheet_peaks_carry_the_default_margin():
     p = peaks_cache.datasheet_peaks("NVIDIA H200", 1)
     assert p.bandwidth_gbps == 4800.0 and p.noise_margin == DEFAULT_NOISE_MARGIN and p.source == "datasheet (H200)"
+
+
+def test_the_caller_judges_what_a_peaks_job_measured():
+    """The job sends ceilings and A/A rounds (``job/device_ceilings.measure``); the margin is derived here."""
+    identical = [[1.0]] * 4  # 4 rounds of one timed call
+    off = [[1.0], [1.02], [1.0], [1.02]]
+    found = {f: getattr(H200, f) for f in ("device", "bandwidth_gbps", "tflops_16bit", "tflops_fp32", "l2_bytes")}
+    found |= {"l2_gbps": H200.l2_gbps, "aa_rounds": [{"a": identical, "b": identical}]}
+    peaks = peaks_cache.measured_peaks(found, H200.device)
+    assert peaks == replace(H200, noise_margin=peaks_cache.MIN_NOISE_MARGIN)  # no departure: the floor
+    wide = [{"a": identical, "b": [[2.0]] * 4}]
+    assert peaks_cache.noise_margin(wide) == peaks_cache.MAX_NOISE_MARGIN
+    assert peaks_cache.noise_margin([{"a": off, "b": identical}]) > peaks_cache.MIN_NOISE_MARGIN
+    assert peaks_cache.measured_peaks({"device": H200.device, "l2_bytes": 1}, H200.device) is None  # datasheet mode
+    assert peaks_cache.measured_peaks({**found, "device": "NVIDIA H100"}, H200.device) is None
+    assert peaks_cache.measured_peaks({**found, "aa_rounds": [{"a": identical}]}, H200.device) is None
 
 
 # ----------------------------------------------------------------------------------------- physics floors
@@ -443,7 +459,7 @@ class FakeEvent:
 
 @pytest.fixture
 def host_timer(monkeypatch):
-    from geak.evaluator import timing
+    from geak.evaluator.job import timing
 
     main = SimpleNamespace(cuda_stream=1)
     monkeypatch.setattr(timing, "_Event", FakeEvent)
@@ -464,7 +480,7 @@ def test_the_timer_reads_clocks_bound_before_user_code(monkeypatch):
     import re
     import time
 
-    from geak.evaluator import timing
+    from geak.evaluator.job import timing
 
     monkeypatch.setattr(torch.cuda.Event, "elapsed_time", lambda self, end: 0.0, raising=False)
     monkeypatch.setattr(time, "perf_counter", lambda: 0.0)
@@ -475,14 +491,14 @@ def test_the_timer_reads_clocks_bound_before_user_code(monkeypatch):
 
 
 def honest_add(x, y):
-    from geak.evaluator import sandbox
+    from geak.evaluator.job import sandbox
 
     sandbox.LAUNCHES["add_kernel"] += 1
     return x + y
 
 
 def memoizing_add():
-    from geak.evaluator import sandbox
+    from geak.evaluator.job import sandbox
 
     cache = {}
 
@@ -498,7 +514,7 @@ def memoizing_add():
 
 def timed(timing, fn, tmp_path, label: str) -> dict:
     """Time `fn` as the worker does (flushed timer), then save its late outputs as the worker does."""
-    from geak.evaluator.capture import call_outputs
+    from geak.evaluator.job.capture import call_outputs
 
     gen = torch.Generator().manual_seed(0)  # every variant times the same values
     base = ((torch.randn(256, generator=gen), torch.randn(256, generator=gen)), {})
@@ -554,7 +570,7 @@ def test_the_evaluator_uses_only_believable_cached_peaks(tmp_path, monkeypatch):
 
 
 def test_the_timer_rejects_work_on_a_side_stream(host_timer):
-    from geak.evaluator import sandbox
+    from geak.evaluator.job import sandbox
 
     def side_stream_add(x, y):
         sandbox.LAUNCHES["add_kernel"] += 1
