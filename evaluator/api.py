@@ -25,10 +25,9 @@ from . import check as check_stage
 from . import peaks as peaks_cache
 from .options import EvalOptions
 from .pool import JobOutcome, WorkerPool
-from .protocol import PeaksJob, probe_input_file
 from .results import BenchResult, CheckResult, Diagnostic, Peaks
+from .shared.protocol import PeaksJob, cache_request, probe_input_file
 from .timing_rules import REMEASURE_ABOVE, BatchClock
-from .triton_cache import cache_request
 from .triton_file import Composed, TritonFile, TritonFileError, parse_triton_file, read_source, read_triton_file
 
 Progress = Callable[[str], None]
@@ -425,7 +424,7 @@ class Evaluator:
         job = asdict(PeaksJob(kind="peaks", measure=self.options.measure_peaks))
         outcome = await self.pool.run(job, timeout_s=self.options.timeout_s, on_event=_relay(progress))
         found = (outcome.result or {}).get("peaks") if outcome.status == "ok" else None
-        peaks = peaks_cache.validate(found, str(info.get("device")))
+        peaks = peaks_cache.measured_peaks(found, str(info.get("device")))
         if peaks is not None:
             peaks_cache.store(info, peaks)
         else:

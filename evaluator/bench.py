@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 from . import timing_rules as rules
 from .pool import JobOutcome
-from .protocol import BenchJob
 from .results import BenchResult, CallTiming, CheckResult, Diagnostic, Peaks
-from .speedup import MIN_ROUNDS, RoundPlan, speedup_interval, stopped_where_the_rule_says
+from .shared.protocol import BenchJob
+from .shared.sequential import MIN_ROUNDS, RoundPlan, stopped_where_the_rule_says
+from .speedup import speedup_interval
 from .triton_file import TritonFile
 
 BUSY_LAG_MS = 0.5  # an empty kernel waiting this long: another process holds the device (``timing.BUSY_GRACE_MS``)
@@ -44,7 +45,7 @@ def bench_job(
     cache: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """`outputs_dir`: inside the job's directory (its modules are there), the only one the job may write to.
-    `cache`: the trusted compile cache to start from (``triton_cache.cache_request``)."""
+    `cache`: the trusted compile cache to start from (``protocol.cache_request``)."""
     functions = list(owner.benches or owner.tests)
     return asdict(
         BenchJob(
@@ -102,6 +103,7 @@ def bench_result(
         speedup = None
         if "reference" in timings:  # from the very samples the rules above believed
             rounds = {who: _rounds(result["calls"][who]) for who in ("reference", "candidate")}
+            plan = plan.for_calls([(c["method"], float(c["estimate_ms"])) for c in result["calls"]["reference"]])
             off_plan = stopped_where_the_rule_says(rounds["reference"], rounds["candidate"], plan)
             if off_plan:
                 problems.append(f"the timing job did not follow its stopping rule ({off_plan}): its report is not "

@@ -10,12 +10,13 @@ from typing import Any
 from . import cpu_support
 from .compare import UnreadableOutput, compare, load_output
 from .diagnostics import definition_line, error_diagnostic
-from .isolation import PROCESS_ONLY
 from .options import EvalOptions
 from .pool import JobOutcome
-from .protocol import CheckJob, output_file_of_test, probe_output_file
 from .results import FAILED_KINDS, NOT_RUN_KINDS, TEST_KINDS, CheckResult, Comparison, Diagnostic, Mismatch, TestOutcome
-from .triton_file import Composed, TritonFile, sanitized_test_id, test_function
+from .shared.isolation_policy import PROCESS_ONLY
+from .shared.protocol import CheckJob, output_file_of_test, probe_output_file
+from .shared.test_ids import sanitized_test_id, test_function
+from .triton_file import Composed, TritonFile
 
 UNPOISONED_CAVEAT = (
     "checked without poisoned allocations: the test fails when memory from torch.empty is filled with NaN / the "
@@ -41,7 +42,7 @@ def check_job(
 ) -> dict[str, Any]:
     """`probes`: {"make": {"seed": S}} for a reference run (draw, save and run fresh-input probes), {"replay":
     [probe, ...]} for a candidate (run the reference's saved probes, copied into `job_dir`), or None. `cache`:
-    the trusted compile cache to start from and to keep into (``triton_cache.cache_request``)."""
+    the trusted compile cache to start from and to keep into (``protocol.cache_request``)."""
     return asdict(
         CheckJob(
             kind="check",

@@ -16,8 +16,7 @@ from dataclasses import dataclass
 
 NOT_CHECKABLE = "not checkable on CPU"
 EXIT_NOT_CHECKABLE = 3  # `geak check`: 0 pass, 1 the kernel fails, 2 bad input, 3 not checkable here
-HEARTBEAT_S = 1.0  # the interpreter reports how many programs it ran at most this often
-STALLED_AFTER_S = 5.0  # a timed-out run with no new program for this long was hung, not slow
+STALLED_AFTER_S = 5.0  # a timed-out run with no new program for this long was hung, not slow (``HEARTBEAT_S``: 1 s)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from .results import Diagnostic
-from .triton_file import Composed, TritonFile, test_function
+from .shared.test_ids import test_function
+from .triton_file import Composed, TritonFile
 
 
 def locate(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .compare import Tolerance
-from .speedup import MAX_ROUNDS
+from .shared.sequential import MAX_ROUNDS
 
 
 @dataclass

@@ -1,9 +1,10 @@
 """The device's ceilings and noise floor, for "% of peak", the impossible-speed check and the speedup verdict.
 
-Measured once per device in a job process that runs no user code (``device_ceilings.measure``), then cached in
-``peaks.json`` by the caller only. Every entry read back is validated: a value outside what a GPU can do (a cache
-edited by hand or by a candidate, to switch the impossible-speed check off) is discarded and measured again. The
-datasheet table is used only when measuring is turned off. No torch here: the caller reads the cache.
+Measured once per device in a job process that runs no user code (``job/device_ceilings.py``), turned into `Peaks` here
+(the noise margin from its A/A rounds), then cached in ``peaks.json`` by the caller only. Every entry read back is
+validated: a value outside what a GPU can do (a cache edited by hand or by a candidate, to switch the impossible-speed
+check off) is discarded and measured again. The datasheet table is used only when measuring is turned off. No torch
+here: the caller reads the cache.
 """
 
 from __future__ import annotations
@@ -16,10 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from .results import DEFAULT_NOISE_MARGIN, Peaks
+from .shared.sequential import RoundPlan
+from .speedup import speedup_interval
 
 CACHE_VERSION = "v5"  # v5: the A/A noise margin from t-intervals of paired rounds (A B | B A)
 MIN_NOISE_MARGIN = 0.005  # identical files timed against each other differ systematically by up to ~0.5%
 MAX_NOISE_MARGIN = 0.05
+AA_FACTOR = 3.0  # margin = this times the largest A/A departure from 1
 
 # Datasheet figures: (bandwidth GB/s, dense 16-bit TFLOP/s, fp32 TFLOP/s). Leads, not measurements.
 DATASHEET = {
@@ -75,6 +79,29 @@ def store(runtime: dict[str, Any], peaks: Peaks, path: Path | None = None) -> No
         tmp.replace(path)
     except OSError:
         pass
+
+
+def measured_peaks(found: Any, device: str) -> Peaks | None:
+    """What a peaks job measured (``job/device_ceilings.measure``) as `Peaks` of `device`, with the noise margin of
+    its A/A rounds; None when it measured nothing (datasheet mode) or nothing believable."""
+    if not isinstance(found, dict) or "aa_rounds" not in found:
+        return None
+    try:
+        margin = noise_margin(found["aa_rounds"])
+    except (TypeError, ValueError, KeyError, ZeroDivisionError):
+        return None
+    entry = {f.name: found.get(f.name) for f in fields(Peaks)} | {"source": "measured", "noise_margin": margin}
+    return validate(entry, device)
+
+
+def noise_margin(aa_rounds: list[dict[str, list[list[float]]]]) -> float:
+    """The equivalence margin of a speedup on the device: `AA_FACTOR` times the largest departure from 1 of the
+    A/A speedup intervals (two identical kernels, "a" against "b", per size), within the bounds `believable` accepts."""
+    departures = []
+    for rounds in aa_rounds:
+        s = speedup_interval(rounds["a"], rounds["b"], RoundPlan.fixed(len(rounds["a"]), margin=0.0))
+        departures.append(max(abs(s.low - 1.0), abs(s.high - 1.0), abs(s.ratio - 1.0)))
+    return min(max(AA_FACTOR * max(departures), MIN_NOISE_MARGIN), MAX_NOISE_MARGIN)
 
 
 def validate(entry: Any, device: str) -> Peaks | None:

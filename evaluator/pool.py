@@ -1,10 +1,11 @@
 """A pool of warm fork servers ("zygotes") that run each job in a fresh process, driven from asyncio.
 
-A zygote (``worker.py``) imports torch and Triton once and never runs user code; for each job it forks a job
-process, which opens its GPU context and runs the job. So a check pays a fork and a GPU context, not the start-up
-of torch and Triton, and no state leaks from one candidate into the next. A job that hangs is killed at its time
-limit (with its whole process group) and the zygote serves the next job; one that crashes or exits without a result
-message is reported as such. A zygote that dies is replaced. Cancelling the awaiting task kills the job process.
+A zygote (``job/worker.py``: the job side of the trust boundary) imports torch and Triton once and never runs user code;
+for each job it forks a job process, which opens its GPU context and runs the job. So a check pays a fork and a GPU
+context, not the start-up of torch and Triton, and no state leaks from one candidate into the next. A job that hangs is
+killed at its time limit (with its whole process group) and the zygote serves the next job; one that crashes or exits
+without a result message is reported as such. A zygote that dies is replaced. Cancelling the awaiting task kills the job
+process.
 """
 
 from __future__ import annotations
@@ -26,9 +27,11 @@ from typing import Any
 from . import isolation as sandboxing
 from .device_share import TIMED_KINDS, DeviceShare, Hold, out_of_device_memory
 from .redaction import known_secrets, redact, redact_data
+from .shared.isolation_policy import MODES, PROCESS_ONLY, Policy
 
 log = logging.getLogger(__name__)
 
+WORKER_MODULE = "geak.evaluator.job.worker"  # started as `python -m WORKER_MODULE CONFIG`
 PROTOCOL_LIMIT = 1 << 28  # result lines can be large (captured call specs)
 EXIT_GRACE_S = 15.0  # how long a job process may take to go away (after its result, or after a kill)
 
@@ -200,8 +203,8 @@ class WorkerPool:
     ):
         if backend not in ("auto", "gpu", "interpreter"):
             raise ValueError(f"backend must be auto, gpu or interpreter, not {backend!r}")
-        if isolation not in sandboxing.MODES:
-            raise ValueError(f"isolation must be one of {', '.join(sandboxing.MODES)}, not {isolation!r}")
+        if isolation not in MODES:
+            raise ValueError(f"isolation must be one of {', '.join(MODES)}, not {isolation!r}")
         self.backend = backend
         self.max_concurrent = max(1, max_concurrent)
         self.spares = min(max(0, spares), self.max_concurrent)
@@ -466,7 +469,7 @@ class WorkerPool:
         zygote.pid = message.get("pid")
         log.info("a worker is ready (%s, %s): start-up %s", zygote.info.get("device"), zygote.info.get("isolation"),
                  ", ".join(f"{k} {v:.2f} s" for k, v in (message.get("startup_s") or {}).items()))  # fmt: skip
-        if zygote.info.get("isolation") == sandboxing.PROCESS_ONLY and zygote.wrapped:
+        if zygote.info.get("isolation") == PROCESS_ONLY and zygote.wrapped:
             # Namespaces inside bubblewrap can fail where they work without it (a /proc it cannot remount).
             self._bwrap_checked = (False, f"jobs cannot be isolated inside it: {zygote.info.get('isolation_reason')}")
             log.info("starting the worker without bubblewrap: %s", self._bwrap_checked[1])
@@ -492,7 +495,7 @@ class WorkerPool:
                     log.info("job isolation without bubblewrap: %s", self._bwrap_checked[1])
             if self._bwrap_checked[0]:
                 writable = {str(workdir), os.path.realpath(tempfile.gettempdir())}
-                outer = sandboxing.Policy(tuple(h for h in policy.hidden if h not in writable), policy.exposed)
+                outer = Policy(tuple(h for h in policy.hidden if h not in writable), policy.exposed)
                 prefix = sandboxing.bwrap_command(outer, sorted(writable), env) or []
         config = {
             "backend": self.backend,
@@ -502,7 +505,7 @@ class WorkerPool:
             "bwrap": bool(prefix),
             "trusted_cache": self._triton_cache if policy is not None else None,
         }
-        return [*prefix, self.python, "-m", "geak.evaluator.worker", json.dumps(config)], env
+        return [*prefix, self.python, "-m", WORKER_MODULE, json.dumps(config)], env
 
 
 def _tail(path: Path, limit: int = 4000) -> str:

@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from typing import Any, Literal, TypeVar, get_args, get_origin, get_type_hints
 
+from .shared.sequential import DEFAULT_NOISE_MARGIN
+
 Stage = Literal["parse", "call", "exec", "perf"]
 Backend = Literal["cuda", "rocm", "interpreter"]
 Severity = Literal["error", "warning", "information"]
 
 STAGES: tuple[Stage, ...] = ("parse", "call", "exec", "perf")
-
-DEFAULT_NOISE_MARGIN = 0.01  # equivalence margin of a speedup where the device's A/A margin is unknown
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from .compare import Tolerance, UnreadableOutput, compare, load_output
-from .protocol import timed_output_file, timed_output_sets
 from .results import Peaks
+from .shared.protocol import timed_output_file, timed_output_sets
 
 IMPOSSIBLE_MARGIN = 1.15  # achieved DRAM bandwidth this far above the measured copy peak cannot be real
 HOT_MARGIN = 1.5  # graph replays (data may be in L2): this far above the L2 copy ceiling

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Literal
 
 from .results import KernelInfo
+from .shared.test_ids import test_function
 
 SEPARATOR = "#" * 146
 JIT_DECORATORS = frozenset({"triton.jit", "jit", "tl.jit"})
@@ -305,16 +306,6 @@ def _is_autograd_function(stmt: ast.stmt) -> bool:
 def is_benchmark_test(name: str) -> bool:
     """A pytest-style case that benchmarks (`test_performance*`, also as a method): the perf stage runs it."""
     return test_function(name).rsplit("::", 1)[-1].startswith(BENCHMARK_TEST_PREFIX)
-
-
-def test_function(test_id: str) -> str:
-    """The function a test id names: `test_x[4-fp16]` → `test_x`, `TestK::test_y[1]` → `TestK::test_y`."""
-    return test_id.split("[", 1)[0]
-
-
-def sanitized_test_id(test_id: str) -> str:
-    """The ROCm benchmark's `result_gold` key for a test id (`request.node.name`)."""
-    return test_id.replace("::", "_").replace("[", "_").replace("]", "").replace("-", "_")
 
 
 def _def_lines(tree: ast.Module) -> dict[str, int]:

@@ -30,7 +30,7 @@ part_env() {
 part_native() {
   python3 scripts/suite_report.py "$TB" --only native --native-jobs 14 --native-timeout 150 --out "$OUT/tb" | tail -2
   python3 scripts/suite_report.py "$ROCM" --only native --native-jobs 14 --native-timeout 150 \
-    --shim evaluator/shims --out "$OUT/rocm" | tail -2
+    --shim evaluator/job/shims --out "$OUT/rocm" | tail -2
 }
 part_trust() {  # TRUST_ARGS e.g. "--parts hostile,aa --hostile forged_timer.py"
   timeout "$(( ${TRUST_S:-240} + 60 ))" python3 scripts/gpu_trust_report.py --out "$OUT" --budget-s "${TRUST_S:-240}" \

@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 
 from geak.evaluator.api import EvalOptions, Evaluator
-from geak.evaluator.isolation import PROCESS_ONLY
 from geak.evaluator.pool import WorkerPool
+from geak.evaluator.shared.isolation_policy import PROCESS_ONLY
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -4,7 +4,7 @@
 # Quiet, and a no-op when .venv is already up to date with pyproject.toml (so `make demo` starts at once).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# bubblewrap sandboxes the evaluator's worker (README: "Isolation of the code under test"); jobs are isolated with
+# bubblewrap sandboxes the evaluator's worker (docs/evaluator.md: "Isolation of the code under test"); jobs are isolated with
 # namespaces of their own without it too. Installed only where that needs no prompt: as root with apt.
 if ! command -v bwrap >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   (apt-get install -y -q bubblewrap >/dev/null 2>&1 || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q bubblewrap >/dev/null 2>&1; }) \

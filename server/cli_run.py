@@ -28,7 +28,7 @@ def register(commands) -> None:
         "OUTPUT/results.jsonl as problems finish; Ctrl-C stops, and --resume continues without losing any "
         "finished problem.",
     )
-    parser.add_argument("config", type=Path, help="YAML configuration (GEAK key names; see README 'Batch runs')")
+    parser.add_argument("config", type=Path, help="YAML configuration (GEAK key names; see docs/batch.md)")
     parser.add_argument("--resume", action="store_true", help="continue the run in output_path")
     parser.add_argument("--output", dest="output_path", type=Path, help="output folder (overrides output_path)")
     parser.add_argument("--start-idx", dest="start_idx", type=int, help="first problem (overrides start_idx)")

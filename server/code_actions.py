@@ -4,25 +4,21 @@ client handles it (initializationOptions.clientCommands), else the server's `gea
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from lsprotocol import types
 
 from .positions import Positions
-
-if TYPE_CHECKING:
-    from .lsp_server import GeakServer
+from .state import ServerState
 
 CLIENT_COMMAND = "geak.optimizeKernel"
 SERVER_COMMAND = "geak.server.optimizeKernel"
 KIND = types.CodeActionKind.RefactorRewrite
 
 
-def actions_for(server: GeakServer, uri: str, text: str, version: int | None, line: int) -> list[types.CodeAction]:
-    model = server.cached_model(text)
+def actions_for(state: ServerState, uri: str, text: str, version: int | None, line: int) -> list[types.CodeAction]:
+    model = state.documents.cached_model(text)
     if model is None or not model.triton or not model.kernels:
         return []
-    command = CLIENT_COMMAND if server.client_commands else SERVER_COMMAND
+    command = CLIENT_COMMAND if state.client_commands else SERVER_COMMAND
     actions = []
     kernel = model.kernel_at(line)
     if kernel is not None:
@@ -45,8 +41,10 @@ def actions_for(server: GeakServer, uri: str, text: str, version: int | None, li
     return actions
 
 
-def register(server: GeakServer) -> None:
-    @server.feature(
+def register(state: ServerState) -> None:
+    documents = state.documents
+
+    @state.server.feature(
         types.TEXT_DOCUMENT_CODE_ACTION,
         types.CodeActionOptions(code_action_kinds=[KIND], resolve_provider=False),
     )
@@ -55,11 +53,11 @@ def register(server: GeakServer) -> None:
         if only and not any(k == KIND or KIND.startswith(f"{k}.") for k in only):
             return None
         uri = params.text_document.uri
-        doc = server.open_document(uri)
+        doc = documents.open_document(uri)
         if doc is None:
             return None
         text, version = doc.source, doc.version
-        if server.cached_model(text) is None:
-            await server.model_of(text, server.path_of(uri))
+        if documents.cached_model(text) is None:
+            await documents.model_of(text, documents.path_of(uri))
         line = Positions(text).to_line(params.range.start)
-        return actions_for(server, uri, text, version, line) or None
+        return actions_for(state, uri, text, version, line) or None

@@ -5,17 +5,14 @@ from __future__ import annotations
 
 import re
 import time
-from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
 from .analysis import DocumentModel
 from .checks import FileReport
-from .inlay_hints import format_ms, kernel_calls
 from .positions import Positions
-
-if TYPE_CHECKING:
-    from .lsp_server import GeakServer
+from .state import ServerState
+from .timing_text import format_ms, kernel_calls
 
 WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -35,10 +32,10 @@ def ago(seconds: float) -> str:
     return time.strftime("%H:%M", time.localtime(time.time() - seconds))
 
 
-def kernel_markdown(server: GeakServer, uri: str, model: DocumentModel, kernel: str) -> str:
+def kernel_markdown(state: ServerState, uri: str, model: DocumentModel, kernel: str) -> str:
     info = model.kernel(kernel)
     lines = [f"**GEAK · `{kernel}`**" + (" (autotuned)" if info and info.autotuned else "")]
-    report: FileReport | None = server.report_for(model)
+    report: FileReport | None = state.checks.cache.get(model.key)
     if report is None:
         lines.append("\nNot checked yet: save the file to run its test." if model.has_tests else "")
     elif report.check is None:
@@ -73,7 +70,7 @@ def kernel_markdown(server: GeakServer, uri: str, model: DocumentModel, kernel: 
             lines.append(f"\nPeaks of {p.device}: {p.bandwidth_gbps:.0f} GB/s, {p.tflops_16bit:.0f} TFLOP/s (16-bit)")
     elif report is not None and report.timing_note:
         lines.append(f"\nNot timed: {report.timing_note}")
-    record = server.optimizer.last_record(uri)
+    record = state.optimizer.last_record(uri)
     if record is not None and record.kernel in (None, kernel):
         stale = "" if record.key == model.key else " (for an earlier version of this file)"
         lines.append(f"\n**Last optimize**{stale}: {record.summary}")
@@ -85,18 +82,20 @@ def _num(value: float | None) -> str:
     return f"{value:.3g}" if value else "-"
 
 
-def register(server: GeakServer) -> None:
-    @server.feature(types.TEXT_DOCUMENT_HOVER)
+def register(state: ServerState) -> None:
+    documents = state.documents
+
+    @state.server.feature(types.TEXT_DOCUMENT_HOVER)
     async def hover(params: types.HoverParams) -> types.Hover | None:
         uri = params.text_document.uri
-        doc = server.open_document(uri)
+        doc = documents.open_document(uri)
         if doc is None:
             return None
         text = doc.source
-        model = server.cached_model(text) or await server.model_of(text, server.path_of(uri))
+        model = documents.cached_model(text) or await documents.model_of(text, documents.path_of(uri))
         if not model.triton or not model.kernels:
             return None
-        positions = Positions(text, server.workspace.position_codec)
+        positions = Positions(text, state.server.workspace.position_codec)
         line = positions.to_line(params.position)
         server_pos = positions.codec.position_from_client_units(positions.lines, params.position)
         found = word_at(positions.lines[line - 1], server_pos.character)
@@ -104,6 +103,6 @@ def register(server: GeakServer) -> None:
             return None
         name, start, end = found
         return types.Hover(
-            contents=types.MarkupContent(types.MarkupKind.Markdown, kernel_markdown(server, uri, model, name)),
+            contents=types.MarkupContent(types.MarkupKind.Markdown, kernel_markdown(state, uri, model, name)),
             range=positions.span(line, start, line, end),
         )

@@ -6,34 +6,13 @@ Hints come from the caches keyed by the document's content: changed code loses i
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from lsprotocol import types
 
-from geak.evaluator.results import BenchResult, CallTiming
+from geak.evaluator.results import BenchResult
 
 from .positions import Positions
-
-if TYPE_CHECKING:
-    from .lsp_server import GeakServer
-
-
-def format_ms(ms: float) -> str:
-    if ms < 1.0:
-        return f"{ms * 1000:.3g} µs"
-    if ms < 1000:
-        return f"{ms:.3g} ms"
-    return f"{ms / 1000:.3g} s"
-
-
-def format_rate(gbps: float) -> str:
-    return f"{gbps / 1000:.2g} TB/s" if gbps >= 1000 else f"{gbps:.3g} GB/s"
-
-
-def kernel_calls(bench: BenchResult, kernel: str) -> list[CallTiming]:
-    """The captured calls that launched `kernel` (all calls when the profiler attributed none)."""
-    mine = [c for c in bench.calls if kernel in c.kernel_ms]
-    return mine or ([] if any(c.kernel_ms for c in bench.calls) else list(bench.calls))
+from .state import ServerState
+from .timing_text import format_ms, format_rate, kernel_calls
 
 
 def latency_label(bench: BenchResult, kernel: str) -> str | None:
@@ -56,13 +35,13 @@ def latency_label(bench: BenchResult, kernel: str) -> str | None:
     return " · ".join(parts)
 
 
-def hints_for(server: GeakServer, uri: str, text: str, first_line: int, last_line: int) -> list[types.InlayHint]:
-    model = server.cached_model(text)
+def hints_for(state: ServerState, uri: str, text: str, first_line: int, last_line: int) -> list[types.InlayHint]:
+    model = state.documents.cached_model(text)
     if model is None or not model.triton:
         return []
-    positions = Positions(text, server.workspace.position_codec)
-    report = server.report_for(model)
-    record = server.optimizer.record_for(uri, model.key)
+    positions = Positions(text, state.server.workspace.position_codec)
+    report = state.checks.cache.get(model.key)
+    record = state.optimizer.record_for(uri, model.key)
     hints = []
     for kernel in model.kernels:
         if not first_line <= kernel.line <= last_line:
@@ -89,17 +68,19 @@ def hints_for(server: GeakServer, uri: str, text: str, first_line: int, last_lin
     return hints
 
 
-def register(server: GeakServer) -> None:
-    @server.feature(types.TEXT_DOCUMENT_INLAY_HINT, types.InlayHintOptions(resolve_provider=False))
+def register(state: ServerState) -> None:
+    documents = state.documents
+
+    @state.server.feature(types.TEXT_DOCUMENT_INLAY_HINT, types.InlayHintOptions(resolve_provider=False))
     async def inlay_hints(params: types.InlayHintParams) -> list[types.InlayHint] | None:
         uri = params.text_document.uri
-        doc = server.open_document(uri)
+        doc = documents.open_document(uri)
         if doc is None:
             return None
         text = doc.source
-        if server.cached_model(text) is None:
-            await server.model_of(text, server.path_of(uri))
-            doc = server.open_document(uri)
+        if documents.cached_model(text) is None:
+            await documents.model_of(text, documents.path_of(uri))
+            doc = documents.open_document(uri)
             if doc is None or doc.source != text:
                 return None
-        return hints_for(server, uri, text, params.range.start.line + 1, params.range.end.line + 1)
+        return hints_for(state, uri, text, params.range.start.line + 1, params.range.end.line + 1)

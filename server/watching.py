@@ -13,17 +13,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from pygls.uris import from_fs_path
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
-from .analysis import content_key
 from .settings import CONFIG_FILES
-
-if TYPE_CHECKING:
-    from .lsp_server import GeakServer
+from .state import ServerState
 
 log = logging.getLogger(__name__)
 DEBOUNCE_S = 0.3
@@ -47,16 +43,15 @@ class _Handler(FileSystemEventHandler):
 
 
 class Watcher:
-    def __init__(self, server: GeakServer):
-        self.server = server
+    def __init__(self, state: ServerState):
+        self.state = state
         self.root: Path | None = None
         self._observer: Observer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._timers: dict[str, asyncio.TimerHandle] = {}
-        self._awaiting: dict[str, str] = {}  # uri -> content key on disk the editor's buffer has not caught up with
 
     def start(self) -> None:
-        root = self.server.workspace.root_path
+        root = self.state.server.workspace.root_path
         if not root or not Path(root).is_dir():
             return
         self.root = Path(root).resolve()
@@ -96,41 +91,33 @@ class Watcher:
         if timer is not None:
             timer.cancel()
         assert self._loop is not None
-        self._timers[path] = self._loop.call_later(DEBOUNCE_S, lambda: self.server.spawn(self._changed(path)))
+        self._timers[path] = self._loop.call_later(DEBOUNCE_S, lambda: self.state.spawn(self._changed(path)))
 
     async def _changed(self, path: str) -> None:
         self._timers.pop(path, None)
-        server = self.server
+        state, documents = self.state, self.state.documents
         p = Path(path)
         if p.name in CONFIGS and self.root is not None and p.parent.resolve() == self.root:
             log.info("%s changed: reloading the configuration", p.name)
-            await server.apply_settings(None)
+            await state.apply_settings(None)
             return
         if not p.name.endswith(".py"):
             return
         uri = from_fs_path(str(p))
         if uri is None:
             return
-        doc = server.open_document(uri)
-        if doc is None and uri not in server.published:
+        doc = documents.open_document(uri)
+        if doc is None and uri not in state.publisher.published:
             return
-        snap = await server.snapshot(uri, disk=doc is None)
+        snap = await documents.snapshot(uri, disk=doc is None)
         if snap is None:
             return
         if doc is not None:
-            disk = await server.snapshot_disk_key(str(p))
+            disk = await documents.disk_key(str(p))
             if disk is None:
                 return
             if disk != snap.model.key:
-                self._awaiting[uri] = disk  # the editor reloads it soon (or the buffer has unsaved edits)
+                documents.await_disk_content(uri, disk)  # the editor reloads it soon (or the buffer has unsaved edits)
                 return
         log.info("%s changed on disk: checking it again", p.name)
-        server.request_check(snap, debounce=False)
-
-    def buffer_changed(self, uri: str, text: str) -> bool:
-        """The editor's buffer changed: True if it now holds the disk content a watched change brought."""
-        key = self._awaiting.get(uri)
-        if key is None or key != content_key(text):
-            return False
-        del self._awaiting[uri]
-        return True
+        state.request_check(snap, debounce=False)

@@ -24,7 +24,7 @@ from geak.agent.memory import Evaluation
 from geak.agent.retrieval import KernelCorpus
 from geak.evaluator.api import EvalOptions, Evaluator
 from geak.evaluator.results import DEFAULT_NOISE_MARGIN
-from geak.evaluator.speedup import judge
+from geak.evaluator.shared.sequential import judge
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ORIGINAL = FIXTURES / "add_native.py"

@@ -141,7 +141,7 @@ def test_a_timing_job_captures_beside_checks_and_measures_alone(tmp_path):
     from geak.evaluator.api import EvalOptions, Evaluator
     from geak.evaluator.bench import bench_job
     from geak.evaluator.check import check_job
-    from geak.evaluator.speedup import RoundPlan
+    from geak.evaluator.shared.sequential import RoundPlan
     from geak.evaluator.triton_file import read_triton_file
 
     async def go() -> dict[str, float]:

@@ -20,9 +20,10 @@ from typing import Any
 import pytest
 
 from geak.evaluator.api import EvalOptions, Evaluator
-from geak.evaluator.isolation import PROCESS_ONLY, default_policy, job_environment
+from geak.evaluator.isolation import default_policy, job_environment
 from geak.evaluator.pool import WorkerPool
 from geak.evaluator.results import CheckResult
+from geak.evaluator.shared.isolation_policy import PROCESS_ONLY
 
 FIXTURES = Path(__file__).parent / "fixtures"
 HOSTILE = FIXTURES / "hostile"
@@ -294,7 +295,7 @@ def test_folders_on_pythonpath_stay_visible_read_only(monkeypatch, tmp_path):
 def test_each_way_of_confining_gives_pid_1_lo_and_a_writable_scratch_only(tmp_path, user_ns: bool):
     """The path a root caller takes (no user namespace, forked straight into a PID namespace) and the one a normal
     user takes (a user namespace mapped to the caller, one more fork), each in a throw-away process."""
-    from geak.evaluator.isolation import JobForker, _in_probe_process, _probe_once
+    from geak.evaluator.job.namespaces import JobForker, _in_probe_process, _probe_once
 
     scratch = tmp_path / "job"
     scratch.mkdir()

@@ -179,10 +179,10 @@ def _children(pid: int) -> list[int]:
 
 
 def _is_worker(pid: int) -> bool:
-    """A Python process running `-m geak.evaluator.worker` (not a sandbox launcher naming it in its arguments)."""
+    """A Python process running `-m geak.evaluator.job.worker` (not a sandbox launcher naming it in its arguments)."""
     with contextlib.suppress(OSError):
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        return "python" in Path(argv[0].decode()).name and b"geak.evaluator.worker" in argv[1:3]
+        return "python" in Path(argv[0].decode()).name and b"geak.evaluator.job.worker" in argv[1:3]
     return False
 
 

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from geak.evaluator import rocm_bench
 from geak.evaluator.api import EvalOptions, Evaluator
-from geak.evaluator.triton_file import parse_triton_file, read_triton_file, sanitized_test_id
+from geak.evaluator.job import rocm_bench
+from geak.evaluator.shared.test_ids import sanitized_test_id
+from geak.evaluator.triton_file import parse_triton_file, read_triton_file
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PYTEST_STYLE = FIXTURES / "pytest_style.py"
@@ -180,12 +181,12 @@ def test_geak_check_cli_on_rocm_files():
 CAPTURE = """
 import json, sys
 from pathlib import Path
-from geak.evaluator import rocm_bench, sandbox, worker
+from geak.evaluator.job import rocm_bench, sandbox, worker
 from geak.evaluator.bench import bench_job
 from geak.evaluator.options import EvalOptions
 from geak.evaluator.triton_file import read_triton_file
-from geak.evaluator.protocol import job_from_dict
-from geak.evaluator.speedup import RoundPlan
+from geak.evaluator.shared.protocol import job_from_dict
+from geak.evaluator.shared.sequential import RoundPlan
 
 sandbox.prepare_zygote("interpreter")
 t = read_triton_file(sys.argv[1])

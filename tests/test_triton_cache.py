@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 
-from geak.evaluator.triton_cache import JOB_CACHE, cache_request, keep_job, seed_job
+from geak.evaluator.job.triton_cache import JOB_CACHE, keep_job, seed_job
+from geak.evaluator.shared.protocol import cache_request
 
 
 def job(scratch, seed=None, keep=None) -> dict:
@@ -97,7 +98,7 @@ def test_check_jobs_reuse_autotuning_and_timing_jobs_tune_afresh(monkeypatch):
     import triton
     import triton.language as tl
 
-    from geak.evaluator.triton_cache import AUTOTUNE_CACHE_ENV, reuse_autotuning
+    from geak.evaluator.job.triton_cache import AUTOTUNE_CACHE_ENV, reuse_autotuning
 
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     monkeypatch.delenv(AUTOTUNE_CACHE_ENV, raising=False)

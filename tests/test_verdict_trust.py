@@ -14,10 +14,10 @@ import torch
 
 from geak.evaluator import api
 from geak.evaluator.api import EvalOptions, Evaluator
-from geak.evaluator.capture import CallRecorder, draw_probe, probe_tensors, rebuild_probe
 from geak.evaluator.compare import UnreadableOutput, load_output
-from geak.evaluator.protocol import output_file_of_test
+from geak.evaluator.job.capture import CallRecorder, draw_probe, probe_tensors, rebuild_probe
 from geak.evaluator.redaction import redact, redact_data, register_secret
+from geak.evaluator.shared.protocol import output_file_of_test
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -247,7 +247,7 @@ def test_an_unwritten_output_is_never_retried_without_poisoning():
 def test_jobs_are_typed_and_a_malformed_one_is_refused():
     from geak.evaluator.check import check_job
     from geak.evaluator.options import EvalOptions as Options
-    from geak.evaluator.protocol import CheckJob, job_from_dict
+    from geak.evaluator.shared.protocol import CheckJob, job_from_dict
     from geak.evaluator.triton_file import read_triton_file
 
     owner = read_triton_file(FIXTURES / "add_native.py")

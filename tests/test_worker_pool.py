@@ -124,7 +124,7 @@ def test_user_output_never_reaches_the_protocol(tmp_path):
 def test_state_does_not_leak_from_one_job_into_the_next():
     leaker = KERNEL_PART + (
         "import os\n"
-        "import geak.evaluator.sandbox as sandbox\n"
+        "import geak.evaluator.job.sandbox as sandbox\n"
         "\n\n"
         "def test_add():\n"
         "    torch.allclose = lambda *args, **kwargs: True\n"
@@ -136,7 +136,7 @@ def test_state_does_not_leak_from_one_job_into_the_next():
     )
     victim = KERNEL_PART + (
         "import os, sys\n"
-        "import geak.evaluator.sandbox as sandbox\n"
+        "import geak.evaluator.job.sandbox as sandbox\n"
         "\n\n"
         "def test_add():\n"
         "    assert not torch.allclose(torch.zeros(1), torch.ones(1)), 'torch.allclose is still patched'\n"
@@ -286,7 +286,7 @@ def test_checks_per_minute_beat_a_fresh_interpreter_per_check():
 
     cold, warm = asyncio.run(pool_seconds())
     code = (
-        "from geak.evaluator import sandbox; sandbox.enter_child(sandbox.prepare_zygote('interpreter')); "
+        "from geak.evaluator.job import sandbox; sandbox.enter_child(sandbox.prepare_zygote('interpreter')); "
         "import runpy, sys; runpy.run_path(sys.argv[1])['test_add']()"
     )
     t0 = time.perf_counter()

@@ -1,13 +1,14 @@
 """Triton's compile cache across isolated jobs, without a channel between them.
 
-Each isolated job compiles into a private cache in its own folder (``isolation.confine``), so no job can plant a
+Each isolated job compiles into a private cache in its own folder (``namespaces.confine``), so no job can plant a
 binary under another file's key. Compiling everything again in every job (kernels, and the C launchers and driver
 helper that Triton builds with a C compiler) more than doubled the time of a warm check on a GPU. So the fork server
-keeps a *trusted* cache per source text, filled only from jobs the trusted side marks as trusted (a reference run,
-or a check of the user's own file): before a job starts, the cache of the text it names is copied into its private
-cache; after a trusted job, what it compiled is kept under its text's key. A candidate's compilations are never kept.
-A check of the user's own file also starts from the cache of the file's previous version (an edit that leaves the
-kernels alone compiles nothing again: the editor's save-to-diagnostics time).
+keeps a *trusted* cache per source text, filled only from jobs the trusted side marks as trusted in their `cache`
+field (``protocol.cache_request``: a reference run, or a check of the user's own file): before a job starts, the
+cache of the text it names is copied into its private cache; after a trusted job, what it compiled is kept under its
+text's key. A candidate's compilations are never kept. A check of the user's own file also starts from the cache of
+the file's previous version (an edit that leaves the kernels alone compiles nothing again: the editor's
+save-to-diagnostics time).
 
 `@triton.autotune` choices travel the same way in check jobs (``reuse_autotuning``): on an H100 a TritonBench file
 with 6 configs and 4 tuning keys spent 3 s re-tuning in every process (its reference run, its candidate's, each
@@ -26,13 +27,7 @@ from typing import Any
 
 AUTOTUNE_CACHE_ENV = "TRITON_CACHE_AUTOTUNING"  # Triton >= 3.4: the autotuner keeps its choice in the compile cache
 MAX_KEPT_BYTES = 512 << 20  # a trusted job that compiled more than this is not kept
-JOB_CACHE = ".triton-cache"  # inside the job's scratch folder (``isolation.confine`` points Triton there)
-
-
-def cache_request(seed: str | list[str] | None, keep: str | None) -> dict[str, Any]:
-    """The job's `cache` field: which trusted caches to start from (a key, or several merged in order), and under
-    which key to keep what it compiles."""
-    return {"seed": seed, "keep": keep}
+JOB_CACHE = ".triton-cache"  # inside the job's scratch folder (``namespaces.confine`` points Triton there)
 
 
 def reuse_autotuning(enabled: bool) -> None:

@@ -1,47 +1,46 @@
 """Worker-side measurement of the device's ceilings and noise floor, in a job process that runs no user code
-(the caller caches the result, ``peaks.py``).
+(the caller turns it into `Peaks`, judges the A/A rounds and caches the result: ``peaks.py``).
 
 * copy bandwidth (bytes read + written) of a 1 GiB device-to-device copy, L2 flushed by its size;
 * copy bandwidth of data resident in L2 (graph replay of copies of a buffer a quarter of the L2's size): the
   ceiling of hot-cache timings;
 * dense matmul rates through torch (16-bit: the better of fp16 and bf16; fp32 without TF32);
-* the A/A equivalence margin: two identical, separately compiled Triton kernels timed against each other through
-  the evaluator's own timing path at a small (graph) and a large (flushed) size; the margin is a multiple of the
-  largest departure from 1 of their speedup intervals, within the bounds ``peaks.py`` accepts.
+* the A/A rounds: two identical, separately compiled Triton kernels timed against each other through the
+  evaluator's own timing path at a small (graph) and a large (flushed) size; the caller's equivalence margin is a
+  multiple of the largest departure from 1 of their speedup intervals (``peaks.noise_margin``).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import torch
 import triton
 import triton.language as tl
 
+from ..shared.sequential import RoundPlan
 from . import timing
-from .peaks import MAX_NOISE_MARGIN, MIN_NOISE_MARGIN, datasheet_peaks
-from .results import Peaks
-from .speedup import RoundPlan, speedup_interval
 
-AA_FACTOR = 3.0  # margin = this times the largest A/A departure from 1
 AA_ROUNDS = 15
 AA_SIZES = (1 << 16, 1 << 26)
 
 
-def measure(measure: bool = True) -> Peaks:
-    """The current device's ceilings: measured, or the datasheet's when `measure` is False."""
+def measure(measure: bool = True) -> dict[str, Any]:
+    """The current device's name and L2 size and, when `measure`, its ceilings and A/A rounds, as the caller reads
+    them (``peaks.measured_peaks``)."""
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     l2 = int(getattr(props, "L2_cache_size", 0) or 0)
+    found: dict[str, Any] = {"device": props.name, "l2_bytes": l2}
     if not measure:
-        return datasheet_peaks(props.name, l2)
-    return Peaks(
-        props.name,
-        copy_gbps(),
-        max(matmul_tflops(torch.bfloat16), matmul_tflops(torch.float16)),
-        matmul_tflops(torch.float32),
-        "measured",
-        l2,
-        l2_copy_gbps(l2),
-        aa_margin(),
-    )
+        return found
+    return {
+        **found,
+        "bandwidth_gbps": copy_gbps(),
+        "tflops_16bit": max(matmul_tflops(torch.bfloat16), matmul_tflops(torch.float16)),
+        "tflops_fp32": matmul_tflops(torch.float32),
+        "l2_gbps": l2_copy_gbps(l2),
+        "aa_rounds": aa_rounds(),
+    }
 
 
 def copy_gbps() -> float:
@@ -107,9 +106,10 @@ def _aa_scale_b(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 1.5 + 1.0, mask=mask)
 
 
-def aa_margin(rep_ms: float = 25.0) -> float:
-    """The equivalence margin of a speedup on this device, from A/A timings of two identical kernels."""
-    departures = []
+def aa_rounds(rep_ms: float = 25.0) -> list[dict[str, list[list[float]]]]:
+    """Per size, the interleaved timing rounds of two identical kernels ("a" and "b"), from which the caller derives
+    the equivalence margin of a speedup on this device."""
+    measured = []
     for n in AA_SIZES:
         x = torch.randn(n, device="cuda")
         base = ((x, torch.empty_like(x)), {})
@@ -129,6 +129,5 @@ def aa_margin(rep_ms: float = 25.0) -> float:
             for name, (fn, sets, estimate) in prepared.items()
         }
         rounds = timing.interleaved(timers, RoundPlan.fixed(AA_ROUNDS))
-        s = speedup_interval(rounds["a"], rounds["b"], RoundPlan.fixed(AA_ROUNDS, margin=0.0))
-        departures.append(max(abs(s.low - 1.0), abs(s.high - 1.0), abs(s.ratio - 1.0)))
-    return min(max(AA_FACTOR * max(departures), MIN_NOISE_MARGIN), MAX_NOISE_MARGIN)
+        measured.append({"a": rounds["a"], "b": rounds["b"]})
+    return measured

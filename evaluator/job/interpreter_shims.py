@@ -306,7 +306,7 @@ def _library_dirs() -> tuple[str, ...]:
     paths = sysconfig.get_paths()
     found = [paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths]
     found += [p for p in sys.path if "-packages" in p]
-    found.append(os.path.dirname(os.path.abspath(__file__)))  # GEAK's own evaluator
+    found.append(os.path.dirname(os.path.abspath(__file__)))  # GEAK's job-side code (this package)
     dirs = {f(d) for d in found for f in (os.path.abspath, os.path.realpath)}
     return tuple(sorted(d.rstrip(os.sep) + os.sep for d in dirs))
 

@@ -2,7 +2,8 @@
 
 ROCm-benchmark files import ``PytestBenchmarker``, ``do_bench_config`` and ``save_all_benchmark_results`` from
 GEAK-eval, which users do not have installed. GEAK ships a module under that name (``shims/``), importable only in
-job processes (``install``: the shim directory goes on ``sys.path`` there, never in the caller's process). Its
+job processes (``install``: the shim directory goes on ``sys.path`` there, never in the caller's process, and the shim
+is bound to this module). Its
 benchmarker times nothing itself: it calls the benchmarked callable once under the ``Collector`` of the perf stage
 (``worker.capture_bench_calls``), so the ``CallRecorder`` captures the wrapper calls it makes; GEAK's own timer then
 times those calls (on rotating inputs, like every captured call). A callable that launches a kernel without a
@@ -13,6 +14,7 @@ wrapper function (``kernel[grid](...)`` in a lambda) has no call to time, and is
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import math
 import sys
@@ -78,10 +80,11 @@ _state: dict[str, Any] = {"collector": None, "scratch": None}
 
 
 def install(scratch: Path) -> None:
-    """In a job process: make the shim importable and confine its files to `scratch`."""
+    """In a job process: make the shim importable, bind it to this module and confine its files to `scratch`."""
     _state["scratch"] = Path(scratch).resolve()
     if str(SHIM_DIR) not in sys.path:
         sys.path.insert(0, str(SHIM_DIR))
+    importlib.import_module(MODULE_NAME).BACKEND = sys.modules[__name__]
 
 
 @contextlib.contextmanager

@@ -16,9 +16,9 @@ from typing import Any
 
 import torch
 
+from ..shared.protocol import probe_input_file, probe_output_file
 from . import sandbox
 from .capture import CallRecorder, call_outputs, draw_probe, probe_tensors, rebuild_probe, replayable
-from .protocol import probe_input_file, probe_output_file
 
 
 def make_probes(

@@ -1,7 +1,8 @@
 """GEAK's `geak_eval.perf.ROCm.performance_utils_pytest`: the API of GEAK-eval's module, backed by GEAK's timer.
 
-Importable only inside GEAK's job processes (see `geak.evaluator.rocm_bench`). `PytestBenchmarker.run_benchmark`
-runs the benchmarked callable once and hands it to the perf stage, which times it with GEAK's interleaved timer;
+On GEAK's path only inside job processes, where `rocm_bench.install` (``evaluator/job/rocm_bench.py``) binds it to
+that module as `BACKEND`, so a job imports nothing of GEAK by name through it. `PytestBenchmarker.run_benchmark` runs
+the benchmarked callable once and hands it to the perf stage, which times it with GEAK's interleaved timer;
 `save_all_benchmark_results` writes only inside the job's scratch directory.
 """
 
@@ -10,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from geak.evaluator import rocm_bench
-
+BACKEND: Any = None  # the job process's `rocm_bench` module, bound by its `install`
 PYTEST_BENCHMARK_RESULTS: dict[str, list[dict[str, Any]]] = {}
 
 
@@ -36,7 +36,7 @@ def add_benchmark_result(op_name: str, result: dict[str, Any]) -> None:
 
 
 def save_all_benchmark_results(output_dir: str) -> None:
-    for path in rocm_bench.save_results(PYTEST_BENCHMARK_RESULTS, output_dir):
+    for path in _backend().save_results(PYTEST_BENCHMARK_RESULTS, output_dir):
         print(f"Benchmark results saved to: {path}")
     PYTEST_BENCHMARK_RESULTS.clear()
 
@@ -57,8 +57,16 @@ class PytestBenchmarker:
         gbps_calculator: Callable[[dict[str, Any], float], Any] | None = None,
         tflops_calculator: Callable[[dict[str, Any], float], Any] | None = None,
     ) -> dict[str, Any]:
-        result = rocm_bench.submit(
+        result = _backend().submit(
             self.op_callable, self.op_name, current_params_dict, gbps_calculator, tflops_calculator
         )
         add_benchmark_result(self.op_name, result)
         return result
+
+
+def _backend() -> Any:
+    if BACKEND is None:  # outside a job process: a native run with this folder on PYTHONPATH (scripts/suite_report.py)
+        from geak.evaluator.job import rocm_bench
+
+        return rocm_bench
+    return BACKEND

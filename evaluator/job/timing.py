@@ -30,11 +30,12 @@ from typing import Any
 
 import torch
 
+from ..shared.sequential import RoundPlan
 from . import sandbox
-from .speedup import RoundPlan
 
 GRAPH_BELOW_MS = 0.05
 GRAPH_TARGET_MS = 2.0
+GRAPH_REPLAYS = 5  # replays of ~GRAPH_TARGET_MS whose median is one graph sample
 MAX_INPUT_SETS = 4
 FLUSH_BYTES = 256 << 20  # what do_bench zeroes before each call: far beyond any L2
 BUSY_GRACE_MS = 0.5  # an empty kernel's round trip beyond this: the device serves other work (time slices ~2 ms)
@@ -292,15 +293,15 @@ def graph_calls(estimate_ms_: float, sets: int) -> int:
 def make_timer(fn: Callable, sets: InputSets, estimate: float, rep_ms: float, per_graph: int | None) -> Timer:
     """A graph timer of `per_graph` calls when given and the call can be captured, else a flushed timer."""
     if per_graph:
-        timer = _graph_timer(fn, sets, rep_ms, per_graph)
+        timer = _graph_timer(fn, sets, per_graph)
         if timer is not None:
             return timer
     reps = max(5, min(1000, int(rep_ms / max(estimate, 1e-3))))
     return Timer(fn, sets, "flushed", reps)
 
 
-def _graph_timer(fn: Callable, sets: InputSets, rep_ms: float, per_graph: int) -> Timer | None:
-    timer = Timer(fn, sets, "cuda-graph", max(3, int(rep_ms / GRAPH_TARGET_MS)), per_graph)
+def _graph_timer(fn: Callable, sets: InputSets, per_graph: int) -> Timer | None:
+    timer = Timer(fn, sets, "cuda-graph", GRAPH_REPLAYS, per_graph)
     try:
         timer._refresh_all(0)
         stream = torch.cuda.Stream()
@@ -395,8 +396,8 @@ def interleaved(
 ) -> dict[str, list[list[float]]]:
     """Time every variant's calls in rounds, in pairs: a random order, then the same order reversed (A B | B A). A
     variant's place in a round (the GPU's clock still ramping up, the caches the variant before it warmed) then
-    weighs on every variant alike within each pair (``speedup.paired_ratios``). At each of the plan's looks,
-    `stop(rounds so far)` may end the timing (the sequential rule, ``speedup.rounds_needed``); it always ends at the
+    weighs on every variant alike within each pair (``shared.sequential.paired_ratios``). At each of the plan's
+    looks, `stop(rounds so far)` may end the timing (the sequential rule, ``shared.sequential``); it always ends at the
     plan's maximum.
 
     Returns variant -> round -> per-call sample (ms)."""

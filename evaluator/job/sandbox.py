@@ -72,7 +72,7 @@ def prepare_zygote(requested: str = "auto", preload: Iterable[str] = ()) -> Runt
         info = RuntimeInfo("interpreter", "cpu (Triton interpreter)", None, torch.__version__, triton.__version__)
     _install_launch_counter()
     for name in preload:
-        importlib.import_module(name)
+        importlib.import_module(name, __package__)  # a relative name: a module of evaluator/job
     mark("preload")
     _warm_up_cpu_paths()
     if gpu is None:

@@ -29,8 +29,8 @@ from typing import Any
 
 import pytest
 
+from ..shared.test_ids import sanitized_test_id, test_function
 from . import sandbox
-from .triton_file import sanitized_test_id, test_function
 
 _MODULE = pytest.StashKey[ModuleType]()
 

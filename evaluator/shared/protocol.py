@@ -1,4 +1,5 @@
-"""What the trusted side and a job agree on without trusting the job: the names of the files a job writes.
+"""What the trusted side and a job agree on without trusting the job: the jobs it is sent, the names of the files
+it writes, and how often it reports progress.
 
 A job's result message says which tests passed and which probes ran, but the trusted side never takes a file name
 from it: it derives each name here, from the test it expected or the probe it handed out, and reads only those
@@ -13,6 +14,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Literal
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+HEARTBEAT_S = 1.0  # a job on the interpreter reports how many programs it ran at most this often
 
 
 def output_file_of_test(test: str, run: str = "") -> str:
@@ -70,7 +72,7 @@ class CheckJob:
     probes: dict[str, Any] | None  # {"make": {"seed": S}} (reference) or {"replay": [probe, ...]} (candidate)
     repeat_tests: bool  # a reference runs its tests twice: which outputs reproduce?
     poison: bool  # fill new allocations with NaN / the largest integer
-    cache: dict[str, Any] | None  # triton_cache.cache_request
+    cache: dict[str, Any] | None  # cache_request
     cwd: str | None
 
 
@@ -111,3 +113,9 @@ def job_from_dict(data: dict[str, Any]) -> Job:
         missing, unknown = sorted(names - set(data)), sorted(set(data) - names)
         raise ValueError(f"{data['kind']} job: missing {missing}, unknown {unknown}")
     return cls(**data)
+
+
+def cache_request(seed: str | list[str] | None, keep: str | None) -> dict[str, Any]:
+    """A job's `cache` field: which trusted compile caches to start from (a key, or several merged in order), and
+    under which key to keep what it compiles (``job/triton_cache.py``)."""
+    return {"seed": seed, "keep": keep}

@@ -40,17 +40,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from .protocol import BenchJob, CheckJob, PeaksJob, job_from_dict
+from ..shared.isolation_policy import PROCESS_ONLY, Policy
+from ..shared.protocol import (
+    HEARTBEAT_S,
+    BenchJob,
+    CheckJob,
+    PeaksJob,
+    job_from_dict,
+    output_file_of_test,
+    timed_output_file,
+    timed_output_sets,
+)
 
-# Imported once in the zygote so that job processes inherit them instead of importing them per job.
+# Imported once in the zygote so that job processes inherit them instead of importing them per job (relative names:
+# modules of this package).
 PRELOAD = (
     "triton.testing",
-    "geak.evaluator.capture",
-    "geak.evaluator.timing",
-    "geak.evaluator.device_ceilings",
-    "geak.evaluator.pytest_plugin",
-    "geak.evaluator.rocm_bench",
-    "scipy.special",  # the speedup interval of sequential rounds (``speedup.interval``)
+    ".capture",
+    ".timing",
+    ".device_ceilings",
+    ".pytest_plugin",
+    ".rocm_bench",
+    "scipy.special",  # the speedup interval of sequential rounds (``shared.sequential.interval``)
 )
 
 _IMPORTED_AT = time.perf_counter()  # before torch: the zygote's start-up is timed from here
@@ -61,7 +72,7 @@ Send = Callable[[dict[str, Any]], None]
 
 
 def main() -> None:
-    """`python -m geak.evaluator.worker CONFIG`: CONFIG is the pool's JSON ({"backend", "log", "isolation",
+    """`python -m geak.evaluator.job.worker CONFIG`: CONFIG is the pool's JSON ({"backend", "log", "isolation",
     "policy", "bwrap"}), passed as an argument so that no variable in the environment names the evaluator."""
     _prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))  # no zygote outlives the pool's process
     config = json.loads(sys.argv[1])
@@ -120,12 +131,12 @@ def main() -> None:
 
 @dataclass(frozen=True)
 class _Confinement:
-    """How this zygote's job processes are isolated (``isolation.confine`` with `policy`, or process only)."""
+    """How this zygote's job processes are isolated (``namespaces.confine`` with `policy`, or process only)."""
 
-    status: Any  # isolation.Status
-    policy: Any | None  # isolation.Policy, None when jobs run as plain processes
+    status: Any  # namespaces.Status
+    policy: Policy | None  # None when jobs run as plain processes
     cpu_only: bool
-    forker: Any | None = None  # isolation.JobForker
+    forker: Any | None = None  # namespaces.JobForker
     trusted_cache: str | None = None  # see triton_cache.py: only with isolated jobs (which compile privately)
 
     def fork(self) -> int:
@@ -134,31 +145,31 @@ class _Confinement:
         return self.forker.fork(sandbox.fork_process) if self.forker is not None else sandbox.fork_process()
 
     def enter(self, scratch: str | None) -> None:
-        from . import isolation
+        from . import namespaces
 
         if self.policy is None:
             return
         if not scratch:  # a job that writes no file (peaks): an empty directory in the worker's own
             scratch = tempfile.mkdtemp(prefix="job-", dir=os.getcwd())
-        isolation.confine(self.policy, scratch, self.cpu_only, self.status.user_ns)
+        namespaces.confine(self.policy, scratch, self.cpu_only, self.status.user_ns)
 
 
 def _confinement(config: dict[str, Any], info: Any, open_runtime: Callable[[], None]) -> _Confinement:
     """Probe the per-job namespaces once (with the runtime opened inside); "namespaces" demands them, "process"
     skips them."""
-    from . import isolation
+    from . import namespaces
 
     cpu_only = info.backend == "interpreter"
     mode = config.get("isolation", "auto")
     if mode == "process" or not config.get("policy"):
-        return _Confinement(isolation.Status(isolation.PROCESS_ONLY, "turned off"), None, cpu_only)
-    policy = isolation.Policy.from_json(config["policy"])
-    status = isolation.probe(policy, bool(config.get("bwrap")), cpu_only, open_runtime)
+        return _Confinement(namespaces.Status(PROCESS_ONLY, "turned off"), None, cpu_only)
+    policy = Policy.from_json(config["policy"])
+    status = namespaces.probe(policy, bool(config.get("bwrap")), cpu_only, open_runtime)
     if not status.isolated and mode == "namespaces" and not config.get("bwrap"):  # (the pool retries without)
         raise RuntimeError(f"job isolation was required but is not available: {status.reason}")
     if not status.isolated:
         return _Confinement(status, None, cpu_only)
-    return _Confinement(status, policy, cpu_only, isolation.JobForker(status.user_ns), config.get("trusted_cache"))
+    return _Confinement(status, policy, cpu_only, namespaces.JobForker(status.user_ns), config.get("trusted_cache"))
 
 
 def _pidfds_work() -> bool:
@@ -374,7 +385,6 @@ def run_check(job: CheckJob, info: Any, send) -> dict[str, Any]:
     from . import rocm_bench, sandbox, triton_cache
     from .capture import CallRecorder, to_portable
     from .probes import make_probes, replay_probes
-    from .protocol import output_file_of_test
 
     gpu = info.backend != "interpreter"
     out_dir = Path(job.outputs_dir)
@@ -385,7 +395,6 @@ def run_check(job: CheckJob, info: Any, send) -> dict[str, Any]:
     running = {"test": None}
     if not gpu:
         from . import interpreter_shims
-        from .cpu_support import HEARTBEAT_S
 
         def heartbeat(programs: int) -> None:
             send({"event": "progress", "test": running["test"], "programs": programs, "at": time.time()})
@@ -512,8 +521,8 @@ def run_bench(job: BenchJob, info: Any, send) -> dict[str, Any]:
     outputs of late timed-like calls for the caller to compare (``timing_rules``)."""
     import torch
 
+    from ..shared.sequential import RoundPlan, decided
     from . import sandbox, timing, triton_cache
-    from .speedup import RoundPlan, decided
 
     save = torch.save  # bound before any user code is imported
     sandbox.set_poisoning(False)
@@ -557,11 +566,15 @@ def run_bench(job: BenchJob, info: Any, send) -> dict[str, Any]:
             except timing.TimingFooled as e:
                 return {"error": f"{label}: {e}", "fooled": not isinstance(e, timing.DeviceBusy), "label": label}
             timers[label].append(timer)
-            per_call[label][i].update(method=timer.method, input_sets=len(sets), per_graph=timer.per_graph)
+            per_call[label][i].update(
+                method=timer.method, input_sets=len(sets), per_graph=timer.per_graph, estimate_ms=estimate
+            )
             if job.profile:
                 per_call[label][i]["kernel_ms"] = timing.kernel_times(lambda fn=fn, sets=sets: sets.call(fn, 0))
 
-    plan = RoundPlan.from_dict(job.rounds)
+    plan = RoundPlan.from_dict(job.rounds).for_calls(
+        [(entry["method"], entry["estimate_ms"]) for entry in per_call[labels[0]]]
+    )
     stop = None
     if set(labels) == {"reference", "candidate"}:
         stop = lambda out: decided(out["reference"], out["candidate"], plan)
@@ -765,7 +778,6 @@ def _save_timed_outputs(timers, out_dir: Path, save) -> None:
     by chance."""
     from . import sandbox, timing
     from .capture import call_outputs
-    from .protocol import timed_output_file, timed_output_sets
 
     sandbox.set_poisoning(True)
     try:
@@ -780,9 +792,7 @@ def _save_timed_outputs(timers, out_dir: Path, save) -> None:
 
 
 def run_peaks(job: PeaksJob, info: Any, send) -> dict[str, Any]:
-    """Measure the device's ceilings and A/A noise margin (no user code runs in this job)."""
-    from dataclasses import asdict
-
+    """Measure the device's ceilings and A/A rounds (no user code runs in this job)."""
     from .device_ceilings import measure
 
     if info.backend == "interpreter":
@@ -791,7 +801,7 @@ def run_peaks(job: PeaksJob, info: Any, send) -> dict[str, Any]:
 
     sandbox.DEVICE_GRANTS.wait_alone()
     send({"event": "progress", "bench": "measuring the device's peaks and noise floor"})
-    return {"peaks": asdict(measure(job.measure))}
+    return {"peaks": measure(job.measure)}
 
 
 def _counted(module, name: str, call) -> int | None:

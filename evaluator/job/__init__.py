@@ -1,0 +1,11 @@
+"""The job side of the evaluator: everything that runs in a job process, beside the untrusted code under test.
+
+The fork server and the job process (``worker``, started as ``python -m geak.evaluator.job.worker``), the runtime
+that instruments user code (``sandbox``, ``capture``, ``probes``, ``pytest_plugin``, ``rocm_bench`` and the
+``shims/geak_eval`` module), the timer (``timing``) and device ceilings (``device_ceilings``), Triton's CPU
+interpreter made to run GPU-written files (``interpreter_shims``, ``interpreter_block_pointers``), the per-job
+namespaces (``namespaces``) and compile caches (``triton_cache``).
+
+It imports nothing of the caller's side (``api``, ``pool``, the verdicts): only its own modules, by relative imports,
+and the plain data both sides share (``evaluator/shared``). ``tests/test_layering.py`` holds it to that.
+"""

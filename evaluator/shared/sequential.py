@@ -1,0 +1,143 @@
+"""When a timing has taken enough rounds: the sequential rule both sides apply, the timing job to stop and the
+caller to check that it stopped where it should (``stopped_where_the_rule_says``).
+
+Rounds come in pairs whose second runs the variants in the first's reverse order (the job's ``timing.interleaved``):
+each sample of the speedup is one pair's ratio Σref/Σcand, so what a variant gains from its place in a round cancels
+out. The interval is a Student-t interval on the logarithms of the pair ratios. A difference is claimed only when
+the whole interval lies beyond 1 ± the equivalence margin, "no difference" only when it lies wholly inside; an
+interval that straddles an edge of the band is undecided. A sequential timing (``RoundPlan``) looks at the interval
+after a fixed schedule of round counts and stops at the first look where it is decided, else at the plan's maximum;
+the 95% confidence is shared out over the looks (an A/A timed under noise three times the margin claimed a change in
+0.5% of simulated runs, against 1.5% with 95% at every look). A pure function of the samples, so a job cannot stop
+where the rule says go on, or go on where it says stop, without the caller seeing it.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+DEFAULT_NOISE_MARGIN = 0.01  # equivalence margin of a speedup where the device's A/A margin is unknown
+# The band of a timing mostly of calls replayed in CUDA/HIP graphs (calls under ~50 µs, hot L2): identical files timed
+# so differ systematically by up to ~1.5% on an H200 (layer_norm_liger.py: 1.015x and 0.991x on two machines, tight
+# intervals), which the device's own A/A kernels do not show.
+GRAPH_MARGIN = 0.02
+LOOKS = (6, 8, 12, 16, 24, 32, 48, 64)  # round counts at which a sequential timing may stop
+MIN_ROUNDS = 6
+MAX_ROUNDS = 40
+CONFIDENCE = 0.95  # of the interval of a timing with one look; sequential ones share it out over their looks
+
+
+@dataclass(frozen=True)
+class RoundPlan:
+    """How many interleaved rounds a timing takes: exactly `min_rounds` when it equals `max_rounds` (a fixed count,
+    e.g. `--rounds`), else sequential: from `min_rounds`, a look at each round count of ``LOOKS`` (and at
+    `max_rounds`) until the speedup against `margin` is decided. Counts are even (whole pairs of rounds)."""
+
+    min_rounds: int = MIN_ROUNDS
+    max_rounds: int = MAX_ROUNDS
+    margin: float = DEFAULT_NOISE_MARGIN
+
+    @classmethod
+    def fixed(cls, rounds: int, margin: float = DEFAULT_NOISE_MARGIN) -> RoundPlan:
+        even = rounds + rounds % 2
+        return cls(even, even, margin)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> RoundPlan:
+        """The plan a job was sent; ValueError for counts that are not whole pairs in order."""
+        plan = cls(int(data["min_rounds"]), int(data["max_rounds"]), float(data["margin"]))
+        if not (2 <= plan.min_rounds <= plan.max_rounds) or plan.min_rounds % 2 or plan.max_rounds % 2:
+            raise ValueError(f"rounds {plan.min_rounds}..{plan.max_rounds} are not whole pairs in order")
+        return plan
+
+    def looks(self) -> tuple[int, ...]:
+        """The round counts after which the interval is looked at; the last is `max_rounds`."""
+        inside = {n for n in LOOKS if self.min_rounds <= n < self.max_rounds}
+        return tuple(sorted(inside | {self.min_rounds, self.max_rounds}))
+
+    def for_calls(self, calls: list[tuple[str, float]]) -> RoundPlan:
+        """The plan for what is timed: `calls` are the reference's (timing method, estimated ms) per call (the file's
+        own where there is no reference). Where graph replays hold at least half the time, the band is at least
+        ``GRAPH_MARGIN``. Both sides apply it: the job to the calls it timed, the caller to the calls it reported."""
+        total = sum(ms for _, ms in calls)
+        graphs = sum(ms for method, ms in calls if method == "cuda-graph")
+        if total > 0 and graphs >= total / 2 and self.margin < GRAPH_MARGIN:
+            return RoundPlan(self.min_rounds, self.max_rounds, GRAPH_MARGIN)
+        return self
+
+    @property
+    def confidence(self) -> float:
+        """Of each look's interval: 95% shared out over the looks (Bonferroni), so that looking often does not make
+        a difference that is not there more likely to be claimed."""
+        return 1 - (1 - CONFIDENCE) / len(self.looks())
+
+
+def paired_ratios(reference_rounds: list[list[float]], candidate_rounds: list[list[float]]) -> list[float]:
+    """Σref/Σcand over each pair of consecutive rounds (A B | B A); a last round without its pair counts alone."""
+    if len(reference_rounds) != len(candidate_rounds):
+        raise ValueError("the reference and the candidate were timed in different numbers of rounds")
+    ratios = []
+    for i in range(0, len(reference_rounds), 2):
+        ref = sum(sum(r) for r in reference_rounds[i : i + 2])
+        cand = sum(sum(c) for c in candidate_rounds[i : i + 2])
+        ratios.append(ref / cand)
+    return ratios
+
+
+def interval(ratios: list[float], confidence: float = CONFIDENCE) -> tuple[float, float, float]:
+    """(ratio, low, high): the geometric mean of the pair ratios with a Student-t interval on their logarithms at
+    `confidence` (few pairs give a wide interval, as they should); one pair, or none varying: that value."""
+    from scipy.special import stdtrit  # the t quantile (SciPy: preloaded in the worker)
+
+    logs = [math.log(r) for r in ratios]
+    mean = statistics.fmean(logs)
+    spread = statistics.stdev(logs) if len(logs) > 1 else 0.0
+    if spread == 0.0:
+        return math.exp(mean), math.exp(mean), math.exp(mean)
+    half = float(stdtrit(len(logs) - 1, 1 - (1 - confidence) / 2)) * spread / math.sqrt(len(logs))
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+
+
+def judge(low: float, high: float, margin: float) -> str:
+    """The verdict on an interval: faster / slower when it lies entirely beyond 1 ± margin, within noise when it lies
+    entirely inside, else undecided."""
+    if low > 1.0 + margin:
+        return "faster"
+    if high < 1.0 - margin:
+        return "slower"
+    band = f"±{100 * margin:.2g}%"
+    if low >= 1.0 - margin and high <= 1.0 + margin:
+        return f"within noise ({band})"
+    return f"undecided (the interval straddles the {band} noise band)"
+
+
+def decided(reference_rounds: list[list[float]], candidate_rounds: list[list[float]], plan: RoundPlan) -> bool:
+    """Is the speedup over these rounds decided (faster, slower or within noise) at the plan's confidence?"""
+    _, low, high = interval(paired_ratios(reference_rounds, candidate_rounds), plan.confidence)
+    return not judge(low, high, plan.margin).startswith("undecided")
+
+
+def rounds_needed(reference_rounds: list[list[float]], candidate_rounds: list[list[float]], plan: RoundPlan) -> int:
+    """How many of these rounds the plan takes: the first look at which the speedup is decided, else its maximum."""
+    for n in plan.looks():
+        if n >= plan.max_rounds or decided(reference_rounds[:n], candidate_rounds[:n], plan):
+            return n
+    return plan.max_rounds
+
+
+def stopped_where_the_rule_says(
+    reference_rounds: list[list[float]], candidate_rounds: list[list[float]], plan: RoundPlan
+) -> str | None:
+    """Why a job's rounds do not follow the plan (it stopped early, went on, or timed a number the plan never looks
+    at), or None. ValueError for rounds that cannot be paired (a malformed report)."""
+    timed = len(reference_rounds)
+    if timed != len(candidate_rounds):
+        raise ValueError("the reference and the candidate were timed in different numbers of rounds")
+    if timed < plan.min_rounds or timed not in plan.looks():
+        return f"{timed} rounds were timed where the plan looks at {', '.join(map(str, plan.looks()))}"
+    needed = rounds_needed(reference_rounds, candidate_rounds, plan)
+    if needed != timed:
+        return f"{timed} rounds were timed where the stopping rule says {needed}"
+    return None

@@ -1,0 +1,215 @@
+"""The language server's state, which every feature works on: the documents and their analyses (``documents``), the
+editor settings and the agent configuration, workspace trust, the engine thread, and the managers that own the
+work — `CheckManager` (checks and timings on the warm evaluator), `OptimizeManager` (optimize sessions) and
+`DiagnosticsPublisher` (what the client shows). Feature modules take a `ServerState`; it knows none of them
+(``lsp_server`` wires them together).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import logging
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+
+from geak.agent.config import AgentConfig, ConfigError
+from geak.agent.session import eval_options
+
+from .analysis import content_key
+from .checks import CheckHooks, CheckManager, FileReport
+from .documents import Documents, Snapshot
+from .engine import Engine
+from .optimizing import OptimizeHooks, OptimizeManager
+from .publishing import DiagnosticsPublisher
+from .settings import Settings, SettingsError, agent_config, parse_settings, read_workspace_file
+from .trust import WorkspaceTrust
+
+log = logging.getLogger(__name__)
+STATUS = "geak/status"
+PRELOAD = ("torch", "scipy.stats")  # output comparison and bootstrap intervals (run on the engine thread)
+
+
+class ServerState:
+    def __init__(self, server: LanguageServer, *, debounce_s: float | None = None):
+        self.server = server
+        self.documents = Documents(server)
+        self.engine = Engine()
+        self.settings = Settings()
+        self.config: AgentConfig | None = None
+        self.client_commands = False
+        self.trust = WorkspaceTrust(server, None)
+        self.ready = asyncio.Event()  # set once the client's settings have been read (after `initialized`)
+        hooks = CheckHooks(self.trust.ensure, self._on_checked, self._on_timed, self.send_status)
+        options = eval_options(AgentConfig(), "auto")
+        options.spares = 1
+        self.checks = CheckManager(self.engine, hooks, options, **({"debounce_s": debounce_s} if debounce_s else {}))
+        optimize_hooks = OptimizeHooks(
+            self.ready.wait, self.trust.ensure, lambda: self.config, self.send_status, self.refresh_hints
+        )
+        self.optimizer = OptimizeManager(server, self.documents, self.checks, self.engine, optimize_hooks)
+        self.publisher = DiagnosticsPublisher(server, self.documents, self.checks)
+        self.pending_problem: str | None = None  # an invalid initializationOptions.settings, said once initialized
+        self._closed = False
+        self._background: set[asyncio.Task] = set()
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task:
+        """Run `coro` in the background, keeping a reference until it ends; its failure is logged."""
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background_done)
+        return task
+
+    def _background_done(self, task: asyncio.Task) -> None:
+        self._background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("background work failed", exc_info=task.exception())
+
+    # ------------------------------------------------------------------------------------------ checks
+
+    def request_check(self, snap: Snapshot, *, debounce: bool = True, force: bool = False) -> asyncio.Task | None:
+        """Check (and time, if enabled) this content, unless checks on save are off (`force`: check anyway)."""
+        if not snap.model.triton or not snap.model.has_tests:
+            return None
+        if not (self.settings.check_on_save or force):
+            return None
+        return self.checks.request(snap.uri, snap.path, snap.text, timing=self.settings.time_on_save, debounce=debounce)
+
+    def _on_checked(self, uri: str, report: FileReport) -> None:
+        doc = self.documents.open_document(uri)
+        if doc is None:
+            if uri in self.publisher.published:
+                self.spawn(self.publisher.publish(uri, disk=True))
+            return
+        if content_key(doc.source) != report.key:
+            log.info("dropped a check result for an older version of %s", uri)
+            return
+        self.spawn(self.publisher.publish(uri))
+
+    def _on_timed(self, uri: str, report: FileReport) -> None:
+        self.refresh_hints()
+
+    # ------------------------------------------------------------------------------------------ client
+
+    def send_status(self) -> None:
+        runtime = self.checks.known_runtime
+        busy = self.checks.busy() or self.optimizer.busy()
+        activity = self.checks.activity or (self.optimizer.activity if self.optimizer.busy() else None)
+        self.server.protocol.notify(
+            STATUS,
+            {"backend": runtime.get("backend"), "device": runtime.get("device"), "busy": busy, "activity": activity},
+        )
+
+    def refresh_hints(self) -> None:
+        caps = self.server.client_capabilities.workspace
+        if caps and caps.inlay_hint and caps.inlay_hint.refresh_support:
+            self.spawn(self._refresh_hints())
+
+    async def _refresh_hints(self) -> None:
+        try:
+            await self.server.workspace_inlay_hint_refresh_async(None)
+        except Exception as e:
+            log.info("inlay hint refresh failed: %s", e)
+
+    def show(self, message: str, kind: types.MessageType = types.MessageType.Error) -> None:
+        self.server.window_show_message(types.ShowMessageParams(kind, message))
+        self.server.window_log_message(types.LogMessageParams(kind, message))
+
+    # ------------------------------------------------------------------------------------------ settings
+
+    def initial_options(self, options: Any) -> None:
+        if not isinstance(options, dict):
+            return
+        trusted = options.get("trusted")
+        self.trust.trusted = trusted if isinstance(trusted, bool) else None
+        self.client_commands = options.get("clientCommands") is True
+        if "settings" in options:
+            try:
+                self.settings, notes = parse_settings(options["settings"])
+                for note in notes:
+                    log.warning(note)
+            except SettingsError as e:
+                self.pending_problem = str(e)
+
+    async def apply_settings(self, raw: Any | None) -> None:
+        """Validate and apply editor settings (None: keep the editor settings, re-read the workspace file)."""
+        if raw is not None:
+            try:
+                settings, notes = parse_settings(raw)
+            except SettingsError as e:
+                self.show(f"{e} (keeping the previous settings)")
+                return
+            for note in notes:
+                log.warning(note)
+            self.settings = settings
+        root_path = self.server.workspace.root_path
+        root = Path(root_path) if root_path else None
+        try:
+            data, source = await asyncio.to_thread(read_workspace_file, root)
+            config = agent_config(self.settings, data, source, root)
+        except ConfigError as e:
+            self.show(f"GEAK configuration: {e}")
+            return
+        self.config = config
+        options = eval_options(config, self.settings.device)
+        options.spares = 1
+        if options != self.checks.options:
+            await self.checks.reconfigure(options)
+            if self.ready.is_set():  # a later change of device: start the new evaluator now
+                self.spawn(self.warm_up())
+        shown = self.settings.model_dump(by_alias=True, exclude={"base_url"})  # a URL may carry credentials
+        log.info("settings: %s%s", shown, " (baseUrl set)" if self.settings.base_url else "")
+
+    async def pull_settings(self) -> None:
+        caps = self.server.client_capabilities.workspace
+        if not (caps and caps.configuration):
+            await self.apply_settings(None)
+            return
+        try:
+            values = await self.server.workspace_configuration_async(
+                types.ConfigurationParams(items=[types.ConfigurationItem(section="geak")])
+            )
+        except Exception as e:
+            log.warning("workspace/configuration failed: %s", e)
+            values = [None]
+        await self.apply_settings(values[0] if values else None)
+
+    async def warm_up(self) -> None:
+        """Start a warm worker and tell the client the backend (no workspace code runs). The libraries that
+        comparisons and intervals need are imported now, so their import never stalls a request later."""
+        try:
+            await asyncio.to_thread(_preload)
+            runtime = await self.checks.runtime()
+            log.info("evaluator ready: %s on %s", runtime.get("backend"), runtime.get("device"))
+        except Exception as e:
+            self.show(f"GEAK could not start its evaluator: {e}")
+        self.send_status()
+
+    # ------------------------------------------------------------------------------------------ lifecycle
+
+    async def close(self) -> None:
+        """The client asked to shut down: stop optimizing and close the evaluator."""
+        if self._closed:
+            return
+        self._closed = True
+        await self.optimizer.cancel_all()
+        with contextlib.suppress(Exception):
+            await self.checks.aclose()
+
+    def end(self) -> None:
+        """The connection ended: stop the engine (closing the evaluator, unless `close` did; its workers end)."""
+        evaluator = self.checks._evaluator
+        self.engine.close(evaluator.aclose() if evaluator is not None and not self._closed else None)
+
+
+def _preload() -> None:
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except ImportError as e:
+            log.info("cannot preload %s: %s", name, e)

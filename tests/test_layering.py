@@ -1,0 +1,181 @@
+"""The layout's rules, read from the source with `ast`.
+
+- The job side of the evaluator (``evaluator/job``: what runs in a job process, beside the code under test) imports
+  none of the caller's machinery: only itself, by relative imports, and the plain data both sides share
+  (``evaluator/shared``: the standard library, and SciPy for the timing rule's t quantile). Imports inside functions
+  count: they run in the job process too.
+- No package (`geak.evaluator`, `geak.agent`, `geak.server`) has an import cycle among its modules. What counts: the
+  imports that run when a module is imported — top-level statements, also inside top-level `if` / `try` / class
+  bodies, and those under `if TYPE_CHECKING:` (a cycle for the type checker only is still a cycle) — but not imports
+  inside functions, which run when called.
+- Dependencies point one way, evaluator ← agent ← server: the evaluator imports neither the agent nor the server,
+  the agent does not import the server (any import, functions included).
+"""
+
+from __future__ import annotations
+
+import ast
+import graphlib
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = {"geak.evaluator": ROOT / "evaluator", "geak.agent": ROOT / "agent", "geak.server": ROOT / "server"}
+JOB, SHARED = "geak.evaluator.job", "geak.evaluator.shared"
+# GEAK-eval's module, a top-level `geak_eval` package at run time: it cannot import GEAK relatively (it is bound to
+# `rocm_bench` in a job process, and imports it by name only outside one).
+SHIMS = "geak.evaluator.job.shims"
+
+
+@dataclass(frozen=True)
+class Module:
+    name: str
+    path: Path
+    is_package: bool
+
+
+@dataclass(frozen=True)
+class Import:
+    module: str  # who imports
+    targets: tuple[str, ...]  # `from X import a`: X, and X.a when that is a module
+    line: int
+    at_import_time: bool  # False: inside a function
+    relative: bool
+
+
+def modules() -> dict[str, Module]:
+    found = {}
+    for package, folder in PACKAGES.items():
+        for path in sorted(folder.rglob("*.py")):
+            parts = list(path.relative_to(folder).with_suffix("").parts)
+            is_package = parts[-1] == "__init__"
+            name = ".".join([package, *(parts[:-1] if is_package else parts)])
+            found[name] = Module(name, path, is_package)
+    return found
+
+
+MODULES = modules()
+
+
+def imports(module: Module) -> list[Import]:
+    return list(_walk(module, ast.parse(module.path.read_text(encoding="utf-8")).body, at_import_time=True))
+
+
+def _walk(module: Module, nodes: list[ast.stmt], at_import_time: bool) -> Iterator[Import]:
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            targets = tuple(alias.name for alias in node.names)
+            yield Import(module.name, targets, node.lineno, at_import_time, relative=False)
+        elif isinstance(node, ast.ImportFrom):
+            base = _resolve(module, node)
+            submodules = (f"{base}.{alias.name}" for alias in node.names)
+            targets = (base, *(name for name in submodules if name in MODULES))
+            yield Import(module.name, targets, node.lineno, at_import_time, relative=node.level > 0)
+        in_function = isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):  # blocks of if, try, with, class, def...
+            inner = getattr(node, field, None)
+            if isinstance(inner, list):
+                yield from _walk(module, inner, at_import_time and not in_function)
+
+
+def _resolve(module: Module, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    package = module.name.split(".") if module.is_package else module.name.split(".")[:-1]
+    base = package[: len(package) - (node.level - 1)]
+    return ".".join([*base, *([node.module] if node.module else [])])
+
+
+def _within(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def _geak(name: str) -> bool:
+    return _within(name, "geak")
+
+
+def _where(i: Import) -> str:
+    return f"{MODULES[i.module].path.relative_to(ROOT)}:{i.line}"
+
+
+def _all_imports(package: str) -> list[Import]:
+    return [i for m in MODULES.values() if _within(m.name, package) for i in imports(m)]
+
+
+def test_the_layout_is_found():
+    expected = {f"{JOB}.worker", f"{JOB}.sandbox", f"{SHARED}.protocol", "geak.evaluator.api", "geak.server.lsp_server"}
+    assert expected <= set(MODULES)
+
+
+def test_the_job_side_imports_only_itself_and_the_shared_plain_data():
+    wrong = [
+        f"{_where(i)} imports {target}"
+        for i in _all_imports(JOB)
+        for target in i.targets
+        if _geak(target) and not (_within(target, JOB) or _within(target, SHARED))
+    ]
+    assert not wrong, "the job side reaches the caller's machinery:\n" + "\n".join(wrong)
+
+
+def test_the_job_side_reaches_geak_only_by_relative_imports():
+    """So the job process can load it under another name (no `geak` in its `sys.modules`)."""
+    wrong = [
+        f"{_where(i)} imports {', '.join(i.targets)} by name"
+        for i in _all_imports(JOB)
+        if not i.relative and any(map(_geak, i.targets)) and not (_within(i.module, SHIMS) and not i.at_import_time)
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+SHARED_LIBRARIES = {"scipy"}  # the t quantile of the sequential timing rule (``shared.sequential``), both sides'
+
+
+def test_the_shared_modules_are_plain_data_of_the_standard_library():
+    allowed = sys.stdlib_module_names | {"__future__"} | SHARED_LIBRARIES
+    wrong = [
+        f"{_where(i)} imports {target}"
+        for i in _all_imports(SHARED)
+        for target in i.targets
+        if not _within(target, SHARED) and target.split(".")[0] not in allowed
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_worker_is_started_from_the_job_package():
+    from geak.evaluator import pool
+    from geak.evaluator.job import worker
+
+    assert f"{JOB}.worker" == pool.WORKER_MODULE
+    preloaded = [name for name in worker.PRELOAD if name.startswith(".")]
+    assert preloaded and all(f"{JOB}{name}" in MODULES for name in preloaded)
+
+
+@pytest.mark.parametrize("package", sorted(PACKAGES))
+def test_no_package_has_an_import_cycle(package: str):
+    graph: dict[str, set[str]] = {}
+    for i in _all_imports(package):
+        if i.at_import_time:
+            inside = {t for t in i.targets if t in MODULES and _within(t, package) and t != i.module}
+            graph.setdefault(i.module, set()).update(inside)
+    try:
+        tuple(graphlib.TopologicalSorter(graph).static_order())
+    except graphlib.CycleError as e:
+        pytest.fail(f"import cycle in {package}: {' -> '.join(e.args[1])}")
+
+
+@pytest.mark.parametrize(
+    ("package", "forbidden"),
+    [("geak.evaluator", ("geak.agent", "geak.server")), ("geak.agent", ("geak.server",))],
+)
+def test_dependencies_point_one_way(package: str, forbidden: tuple[str, ...]):
+    wrong = [
+        f"{_where(i)} imports {target}"
+        for i in _all_imports(package)
+        for target in i.targets
+        if any(_within(target, f) for f in forbidden)
+    ]
+    assert not wrong, f"{package} must not depend on {', '.join(forbidden)}:\n" + "\n".join(wrong)
