@@ -164,7 +164,13 @@ def timing_problems(
     if references:
         for i, cand in enumerate(entries["candidate"]):
             found, skipped = rules.output_problems(
-                cand["signature"], i, cand.get("input_sets", 1), outputs_dir, cand.get("timed_calls", 0), tolerances
+                cand["signature"],
+                i,
+                cand.get("input_sets", 1),
+                outputs_dir,
+                cand.get("timed_calls", 0),
+                tolerances,
+                int(references[i].get("certain_bytes") or 0),
             )
             problems += found
             notes += skipped

@@ -362,6 +362,58 @@ def test_outputs_of_timed_calls_must_match_the_reference(tmp_path):
     assert "NaN" in rules.output_problems("add(f32[8])", 0, 4, tmp_path, 41)[0][0]
 
 
+def test_a_reproduced_reference_run_is_a_marker_and_large_outputs_are_checked_once(tmp_path):
+    from geak.evaluator.job.capture import same_outputs
+    from geak.evaluator.shared.protocol import LARGE_OUTPUT_BYTES, REPRODUCED
+
+    right = torch.arange(8, dtype=torch.float32)
+    for k in (0, 3):
+        save_outputs(tmp_path, "reference", k, right * (k + 1))
+        torch.save(REPRODUCED, tmp_path / timed_output_file("reference", 0, k, "again"))
+        save_outputs(tmp_path, "candidate", k, right * (k + 1))
+    assert rules.output_problems("add(f32[8])", 0, 4, tmp_path, 4000) == ([], [])
+    save_outputs(tmp_path, "candidate", 3, right)
+    assert rules.output_problems("add(f32[8])", 0, 4, tmp_path, 4000)[0]  # the marker does not excuse a mismatch
+    assert timed_output_sets(4) == [0, 3] and timed_output_sets(4, LARGE_OUTPUT_BYTES + 1) == [3]
+    (tmp_path / timed_output_file("candidate", 0, 0)).unlink()  # only the last set of a large call is read
+    assert rules.output_problems("add", 0, 4, tmp_path, 9, None, LARGE_OUTPUT_BYTES + 1)[0]  # set 4 still differs
+    same = {"return": right, "args": [right.clone(), "untouched input"], "kwargs": {}}
+    assert same_outputs(same, {"return": right.clone(), "args": [right, "untouched input"], "kwargs": {}})
+    assert not same_outputs(same, {"return": right + 1, "args": [right, "untouched input"], "kwargs": {}})
+    assert not same_outputs(same, {"return": right.double(), "args": [right, "untouched input"], "kwargs": {}})
+    nan = torch.full((2,), math.nan)
+    assert not same_outputs(nan, nan.clone())  # NaN is never the same: such outputs are saved and compared
+
+
+def test_identical_autotuned_kernels_of_two_variants_are_tuned_once():
+    """In a timing job the reference's choice for a key is the candidate's where their kernels are the same (same
+    source, configs and keys): an A/A's two tunings otherwise pick among near-equal configs by noise."""
+    from geak.evaluator.job import sandbox
+
+    class Tuner:  # what the wrapper reads of Triton's Autotuner
+        def __init__(self, src: str, benchmarked: list):
+            self.fn = SimpleNamespace(src=src)
+            self.configs = ["BLOCK: 64", "BLOCK: 128", "BLOCK: 256"]
+            self.keys = ["n"]
+            self.cache: dict = {}
+            self.benchmarked = benchmarked
+
+    def tune(tuner, key):  # Triton's run: benchmark a key it has no choice for (here: by the source's noise)
+        if key not in tuner.cache:
+            tuner.benchmarked.append(key)
+            tuner.cache[key] = tuner.configs[hash((tuner.fn.src, key, len(tuner.benchmarked))) % 3]
+        return tuner.cache[key]
+
+    log: list = []
+    with sandbox.twins_tuned_alike():
+        reference, candidate, changed = Tuner("k", log), Tuner("k", log), Tuner("k2", log)
+        for key in ((1024,), (4096,)):
+            picked = sandbox._tuned_like_twins(reference, lambda t, k: tune(t, k), (key,), {})
+            assert sandbox._tuned_like_twins(candidate, lambda t, k: tune(t, k), (key,), {}) == picked
+            sandbox._tuned_like_twins(changed, lambda t, k: tune(t, k), (key,), {})
+    assert log == [(1024,), (1024,), (4096,), (4096,)]  # the twin tuned nothing; the changed kernel tuned itself
+
+
 def test_missing_linked_or_hostile_output_files_fail(tmp_path):
     save_outputs(tmp_path, "reference", 0, torch.ones(4))
     save_outputs(tmp_path, "reference", 0, torch.ones(4), "again")

@@ -23,6 +23,7 @@ class Score:
     speedup: float | None = None
     speedup_low: float | None = None
     speedup_high: float | None = None
+    speedup_verdict: str | None = None  # faster, slower, within noise (±m%) or undecided (...)
     stage: str = ""
     message: str = ""
     reference_error: str | None = None
@@ -59,6 +60,7 @@ async def score_code(
         timed = from_bench(check, bench, None)
         if timed.ok and timed.speedup is not None:
             score.speedup, score.speedup_low, score.speedup_high = timed.speedup, timed.speedup_low, timed.speedup_high
+            score.speedup_verdict = timed.speedup_verdict
             score.stage = "perf"
         else:
             score.message = timed.message

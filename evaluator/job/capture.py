@@ -371,6 +371,26 @@ def _holds_tensor(value: Any, depth: int) -> bool:
     return any(_holds_tensor(v, depth + 1) for v in _attributes(value).values())
 
 
+_equal = torch.equal  # bound before any user code: whether two runs' outputs are the same (``same_outputs``)
+
+
+def same_outputs(first: Any, second: Any) -> bool:
+    """Are two portable outputs (``to_portable``) the same, bit for bit where they hold tensors?"""
+    if isinstance(first, torch.Tensor) or isinstance(second, torch.Tensor):
+        return (
+            isinstance(first, torch.Tensor)
+            and isinstance(second, torch.Tensor)
+            and first.dtype == second.dtype
+            and first.shape == second.shape
+            and _equal(first, second)
+        )
+    if isinstance(first, dict) and isinstance(second, dict):
+        return first.keys() == second.keys() and all(same_outputs(first[k], second[k]) for k in first)
+    if isinstance(first, (list, tuple)) and isinstance(second, (list, tuple)):
+        return len(first) == len(second) and all(map(same_outputs, first, second))
+    return type(first) is type(second) and first == second
+
+
 def call_outputs(result: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
     """What a wrapper call produced: its return value and every tensor argument after the call (a string in place of
     a tensor argument stands for it, e.g. ``timing.UNTOUCHED``)."""

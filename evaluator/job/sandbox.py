@@ -222,6 +222,8 @@ _GHOST = threading.Event()  # set: kernel launches are counted but do nothing (s
 _TRACK_STREAMS = threading.Event()
 _TIME_KERNELS = threading.Event()
 _DEFER_TUNING = threading.Event()
+_SHARE_TWINS = threading.Event()
+_TWIN_CHOICES: dict[tuple[Any, ...], dict[Any, int]] = {}  # a kernel's fingerprint -> tuning key -> config index
 
 FATAL_GPU_ERRORS = (
     "illegal memory access",
@@ -272,6 +274,19 @@ def tuning_deferred():
         yield
     finally:
         _DEFER_TUNING.clear()
+
+
+@contextlib.contextmanager
+def twins_tuned_alike():
+    """Within it, a `@triton.autotune` kernel of the same source, configs and tuning keys as one tuned before in this
+    job takes that kernel's choice for a key instead of tuning again: identical kernels of two variants run the same
+    config (an A/A's two tunings otherwise pick among near-equal configs by noise), and the second costs nothing."""
+    _TWIN_CHOICES.clear()
+    _SHARE_TWINS.set()
+    try:
+        yield
+    finally:
+        _SHARE_TWINS.clear()
 
 
 @contextlib.contextmanager
@@ -326,6 +341,8 @@ def _install_tuning_deferral() -> None:
 
     def run(self, *args, **kwargs):
         configs = self.configs
+        if len(configs) > 1 and _SHARE_TWINS.is_set():
+            return _tuned_like_twins(self, original, args, kwargs)
         if not _DEFER_TUNING.is_set() or len(configs) <= 1:
             return original(self, *args, **kwargs)
         self.configs = configs[:1]
@@ -338,6 +355,28 @@ def _install_tuning_deferral() -> None:
             self.configs = configs
 
     Autotuner.run = run
+
+
+def _tuned_like_twins(tuner: Any, original: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    """Run `tuner` with the choices its twins made for keys it has not tuned, and record the choices it makes."""
+    fingerprint = _fingerprint(tuner)
+    known = _TWIN_CHOICES.setdefault(fingerprint, {})
+    for key, index in known.items():
+        tuner.cache.setdefault(key, tuner.configs[index])
+    try:
+        return original(tuner, *args, **kwargs)
+    finally:
+        for key, config in tuner.cache.items():
+            if key not in known and config in tuner.configs:
+                known[key] = tuner.configs.index(config)
+
+
+def _fingerprint(tuner: Any) -> tuple[Any, ...]:
+    """What makes two autotuned kernels twins: the kernel's source, the configs in order, the tuning keys."""
+    fn = tuner.fn
+    while not hasattr(fn, "src") and hasattr(fn, "fn"):  # through @triton.heuristics
+        fn = fn.fn
+    return (getattr(fn, "src", id(fn)), tuple(str(c) for c in tuner.configs), tuple(getattr(tuner, "keys", ())))
 
 
 def _kernel_name(fn: Any) -> str:

@@ -43,6 +43,7 @@ from typing import Any, TextIO
 from ..shared.isolation_policy import PROCESS_ONLY, Policy
 from ..shared.protocol import (
     HEARTBEAT_S,
+    REPRODUCED,
     BenchJob,
     CheckJob,
     PeaksJob,
@@ -540,37 +541,11 @@ def run_bench(job: BenchJob, info: Any, send) -> dict[str, Any]:
     if len({tuple(s) for s in signatures.values()}) > 1:
         return {"error": "the variants' captured calls differ: " + json.dumps(signatures)}
 
-    n_calls = len(variants[labels[0]]["calls"])
-    budget = int(torch.cuda.mem_get_info()[0] * 0.4) // (n_calls * len(labels))
-    timers: dict[str, list[Any]] = {label: [] for label in labels}
-    per_call: dict[str, list[dict[str, Any]]] = {label: [] for label in labels}
-    for i in range(n_calls):
-        base_call = variants[labels[0]]["calls"][i]  # every variant times the same input values
-        base = (base_call.args, base_call.kwargs)
-        count = timing.set_count(timing.tensor_bytes(base), budget)
-        prepared = {}
-        for label in labels:
-            v = variants[label]
-            send({"event": "progress", "bench": f"{label}:{base_call.signature}"})
-            fn = v["recorder"].originals[v["calls"][i].wrapper]
-            sets = timing.InputSets(base, count, seed=job.input_seed)
-            entry, estimate = _prepare_call(fn, sets, v["module"], base_call)
-            prepared[label] = (fn, sets, estimate)
-            per_call[label].append(entry)
-        fastest = min(estimate for _, _, estimate in prepared.values())
-        per_graph = timing.graph_calls(fastest, count) if fastest < timing.GRAPH_BELOW_MS else None
-        for label, (fn, sets, estimate) in prepared.items():
-            timer = timing.make_timer(fn, sets, estimate, job.rep_ms, per_graph)
-            try:
-                timing.guard(lambda fn=fn, sets=sets: sets.call(fn, 0), estimate)
-            except timing.TimingFooled as e:
-                return {"error": f"{label}: {e}", "fooled": not isinstance(e, timing.DeviceBusy), "label": label}
-            timers[label].append(timer)
-            per_call[label][i].update(
-                method=timer.method, input_sets=len(sets), per_graph=timer.per_graph, estimate_ms=estimate
-            )
-            if job.profile:
-                per_call[label][i]["kernel_ms"] = timing.kernel_times(lambda fn=fn, sets=sets: sets.call(fn, 0))
+    with sandbox.twins_tuned_alike():  # identical kernels of the variants are tuned once, on the first's calls
+        prepared = _prepare_timers(job, variants, labels, send)
+    if "error" in prepared:
+        return prepared
+    timers, per_call = prepared["timers"], prepared["calls"]
 
     plan = RoundPlan.from_dict(job.rounds).for_calls(
         [(entry["method"], entry["estimate_ms"]) for entry in per_call[labels[0]]]
@@ -601,7 +576,7 @@ def run_bench(job: BenchJob, info: Any, send) -> dict[str, Any]:
     if len(labels) > 1:
         send({"event": "progress", "bench": "checking the outputs of the timed calls"})
         try:
-            _save_timed_outputs(timers, Path(job.outputs_dir), save)
+            _save_timed_outputs(timers, per_call, Path(job.outputs_dir), save)
         except Exception as e:
             detail = sandbox.describe_error(e, "", None)
             return {"error": "a call failed when the outputs of the timed calls were checked", "error_detail": detail}
@@ -614,6 +589,52 @@ def run_bench(job: BenchJob, info: Any, send) -> dict[str, Any]:
         "autotune": tuned,
         "device_lag_ms": device_lag_ms,
     }
+
+
+def _prepare_timers(job: BenchJob, variants: dict[str, Any], labels: list[str], send: Send) -> dict[str, Any]:
+    """Per captured call and variant: compile and tune it, count and estimate it, and make its timer (the same
+    method for every variant of a call); {"timers", "calls"}, or an error result."""
+    import torch
+
+    from . import timing
+
+    n_calls = len(variants[labels[0]]["calls"])
+    budget = int(torch.cuda.mem_get_info()[0] * 0.4) // (n_calls * len(labels))
+    timers: dict[str, list[Any]] = {label: [] for label in labels}
+    per_call: dict[str, list[dict[str, Any]]] = {label: [] for label in labels}
+    for i in range(n_calls):
+        base_call = variants[labels[0]]["calls"][i]  # every variant times the same input values
+        base = (base_call.args, base_call.kwargs)
+        count = timing.set_count(timing.tensor_bytes(base), budget)
+        prepared = {}
+        for label in labels:
+            v = variants[label]
+            send({"event": "progress", "bench": f"{label}:{base_call.signature}"})
+            fn = v["recorder"].originals[v["calls"][i].wrapper]
+            sets = timing.InputSets(base, count, seed=job.input_seed)
+            entry, estimate = _prepare_call(fn, sets, v["module"], base_call)
+            prepared[label] = (fn, sets, estimate)
+            per_call[label].append(entry)
+        fastest = min(estimate for _, _, estimate in prepared.values())
+        per_graph = timing.graph_calls(fastest, count) if fastest < timing.GRAPH_BELOW_MS else None
+        made = {label: timing.make_timer(fn, sets, estimate, job.rep_ms, per_graph)
+                for label, (fn, sets, estimate) in prepared.items()}  # fmt: skip
+        if len({timer.method for timer in made.values()}) > 1:  # one captured in a graph, another not: time alike
+            made = {label: timing.make_timer(fn, sets, estimate, job.rep_ms, None)
+                    for label, (fn, sets, estimate) in prepared.items()}  # fmt: skip
+        for label, (fn, sets, estimate) in prepared.items():
+            timer = made[label]
+            try:
+                timing.guard(lambda fn=fn, sets=sets: sets.call(fn, 0), estimate)
+            except timing.TimingFooled as e:
+                return {"error": f"{label}: {e}", "fooled": not isinstance(e, timing.DeviceBusy), "label": label}
+            timers[label].append(timer)
+            per_call[label][i].update(
+                method=timer.method, input_sets=len(sets), per_graph=timer.per_graph, estimate_ms=estimate
+            )
+            if job.profile:
+                per_call[label][i]["kernel_ms"] = timing.kernel_times(lambda fn=fn, sets=sets: sets.call(fn, 0))
+    return {"timers": timers, "calls": per_call}
 
 
 def autotune_choices(module) -> dict[str, dict[str, str]]:
@@ -771,22 +792,28 @@ def _prepare_call(fn, sets, module, base_call) -> tuple[dict[str, Any], float]:
     return entry, timing.estimate_ms(lambda: sets.call(fn, 0))
 
 
-def _save_timed_outputs(timers, out_dir: Path, save) -> None:
+def _save_timed_outputs(timers, entries: dict[str, list[dict[str, Any]]], out_dir: Path, save) -> None:
     """After all the timed calls: each variant's outputs on the same fresh values at its timed addresses (the
     reference's twice, to tell nondeterminism from cheating), saved under the names the caller expects
     (``protocol``). New allocations are poisoned meanwhile, so an output left unwritten cannot hold a right answer
     by chance."""
     from . import sandbox, timing
-    from .capture import call_outputs
+    from .capture import call_outputs, same_outputs
 
     sandbox.set_poisoning(True)
     try:
+        first_label = next(iter(entries))  # the reference: its output size picks the checked sets for every variant
         for label, label_timers in timers.items():
             for i, timer in enumerate(label_timers):
+                checked = timed_output_sets(len(timer.sets), entries[first_label][i]["certain_bytes"])
+                first: dict[int, Any] = {}
                 for run in ("", "again") if label == "reference" else ("",):
-                    outputs = timer.check_outputs(timed_output_sets(len(timer.sets)), timing.CHECK_STEP)
-                    for k, (ret, args, kwargs) in outputs.items():
-                        save(call_outputs(ret, args, kwargs), out_dir / timed_output_file(label, i, k, run))
+                    for k, (ret, args, kwargs) in timer.check_outputs(checked, timing.CHECK_STEP).items():
+                        outputs = call_outputs(ret, args, kwargs)
+                        if run and same_outputs(first[k], outputs):
+                            outputs = REPRODUCED  # gigabytes that need no saving, reading back and comparing
+                        first.setdefault(k, outputs)
+                        save(outputs, out_dir / timed_output_file(label, i, k, run))
     finally:
         sandbox.set_poisoning(False)
 
