@@ -20,7 +20,7 @@ EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 def build_parser() -> argparse.ArgumentParser:
     import argparse
 
-    from . import cli_bench, cli_check, cli_eval, cli_optimize, cli_run, cli_serve
+    from . import cli_bench, cli_check, cli_eval, cli_optimize, cli_run, cli_serve, cli_service
 
     parser = argparse.ArgumentParser(
         prog="geak",
@@ -29,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"geak {_version()}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log what happens to stderr")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (cli_check, cli_bench, cli_optimize, cli_serve, cli_run, cli_eval):
+    for module in (cli_check, cli_bench, cli_optimize, cli_serve, cli_run, cli_eval, cli_service):
         module.register(commands)
     return parser
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .eval_options import add_eval_arguments, run_evaluation
+from .eval_options import add_eval_arguments, add_service_argument, run_evaluation
 from .render import print_bench
 
 
@@ -19,6 +19,7 @@ def register(commands) -> None:
     parser.add_argument("--against", metavar="REF", help="reference file: report the speedup over it")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     add_eval_arguments(parser)
+    add_service_argument(parser)
     parser.set_defaults(run=run)
 
 

@@ -16,7 +16,7 @@ from geak.evaluator.cpu_support import EXIT_NOT_CHECKABLE
 from geak.evaluator.pool import WorkerStartError
 
 from .check_many import FileVerdict, check_many, summary, triton_files
-from .eval_options import add_eval_arguments, eval_options, run_evaluation
+from .eval_options import add_eval_arguments, add_service_argument, eval_options, run_evaluation
 from .render import file_progress, print_check, print_check_summary
 
 
@@ -46,6 +46,7 @@ def register(commands) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     add_eval_arguments(parser)
+    add_service_argument(parser)
     parser.set_defaults(run=run)
 
 

@@ -10,17 +10,15 @@ import json
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from geak.agent import metrics
-from geak.agent.batch_eval import read_earlier, score_predictions
-from geak.agent.config import AgentConfig
 from geak.agent.dataloaders import BUILT_IN, SuiteError
-from geak.agent.eval_slots import EvalSlot, SlotError, eval_options, local_slots
-from geak.agent.run_config import RunConfig
 
-from .batch_render import print_summary
 from .eval_options import whole_number
 from .render import console, err_console
+
+if TYPE_CHECKING:  # the agent (and the model client) load when the command runs, not for every `geak` command
+    from geak.agent.config import AgentConfig
 
 
 def register(commands) -> None:
@@ -69,6 +67,13 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"geak eval: {e}", file=sys.stderr)
         return 2
+    # The agent (and the model client) load when the command runs, not for every `geak` command.
+    from geak.agent import metrics
+    from geak.agent.config import AgentConfig
+    from geak.agent.eval_slots import SlotError
+
+    from .batch_render import print_summary
+
     agent = AgentConfig(timeout_per_check_s=args.timeout, bench_rounds=args.rounds)
     try:
         result = asyncio.run(_evaluate(args, suite, agent, earlier))
@@ -112,6 +117,8 @@ def _earlier_records(args: argparse.Namespace) -> dict[int, dict]:
         return {}
     mark = args.output / "eval.json"
     this = {"predictions": hashlib.sha256(args.predictions.read_bytes()).hexdigest(), "suite": args.suite}
+    from geak.agent.batch_eval import read_earlier
+
     earlier = read_earlier(args.output / "records.jsonl")
     if not args.resume:
         if earlier:
@@ -127,6 +134,10 @@ def _earlier_records(args: argparse.Namespace) -> dict[int, dict]:
 
 
 async def _evaluate(args: argparse.Namespace, suite, agent: AgentConfig, earlier: dict[int, dict]):
+    from geak.agent.batch_eval import score_predictions
+    from geak.agent.eval_slots import EvalSlot, eval_options, local_slots
+    from geak.agent.run_config import RunConfig
+
     if args.ray_address:
         from geak.agent.ray_evaluation import ray_slots, shutdown_ray
 

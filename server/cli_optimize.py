@@ -8,22 +8,18 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
-from geak.agent.checkpoint import paths_for
-from geak.agent.config import ConfigError, load_config
-from geak.agent.llm import LLMError
-from geak.agent.loop import ProgressEvent
-from geak.agent.outcome import OptimizeResult
-from geak.agent.session import OptimizeSession
-from geak.evaluator.api import BadInput
-from geak.evaluator.pool import WorkerStartError
-
 from .eval_options import add_eval_arguments, whole_number
 from .render import console, err_console, one_line
+
+if TYPE_CHECKING:  # the agent (and the model client) load when the command runs, not for every `geak` command
+    from geak.agent.loop import ProgressEvent
+    from geak.agent.outcome import OptimizeResult
 
 
 def register(commands) -> None:
@@ -87,6 +83,11 @@ def run(args: argparse.Namespace) -> int:
         "tolerance": args.tolerance,
         "fresh_inputs": 0 if args.no_fresh_inputs else None,
     }
+    from geak.agent.config import ConfigError, load_config
+    from geak.agent.llm import LLMError
+    from geak.evaluator.api import BadInput
+    from geak.evaluator.pool import WorkerStartError
+
     try:
         cfg = load_config(args.config, overrides)
     except ConfigError as e:
@@ -117,6 +118,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _kept(cfg, file: str) -> str:
+    from geak.agent.checkpoint import paths_for
+
     checkpoint = paths_for(cfg.output_path, file).latest
     if checkpoint.exists():
         return f"the checkpoint is kept at {checkpoint} (continue with --resume)"
@@ -124,6 +127,8 @@ def _kept(cfg, file: str) -> str:
 
 
 async def _optimize(args: argparse.Namespace, cfg) -> OptimizeResult:
+    from geak.agent.session import OptimizeSession
+
     session = OptimizeSession(args.file, cfg, backend=args.backend, progress=None if args.json else _print_progress)
     return await session.run(resume=args.resume)
 

@@ -9,14 +9,6 @@ import json
 import sys
 from pathlib import Path
 
-from geak.agent.batch import BatchError, BatchRun
-from geak.agent.config import ConfigError
-from geak.agent.dataloaders import BUILT_IN, DataloaderError, SuiteError, load_dataloader
-from geak.agent.eval_slots import SlotError
-from geak.agent.llm import LLMError
-from geak.agent.run_config import load_run_config
-
-from .batch_render import BatchProgress, print_summary
 from .render import console
 
 
@@ -48,6 +40,16 @@ def _ids(text: str) -> list[int]:
 
 
 def run(args: argparse.Namespace) -> int:
+    # The agent (and the model client) load when the command runs, not for every `geak` command.
+    from geak.agent.batch import BatchError, BatchRun
+    from geak.agent.config import ConfigError
+    from geak.agent.dataloaders import BUILT_IN, DataloaderError, SuiteError, load_dataloader
+    from geak.agent.eval_slots import SlotError
+    from geak.agent.llm import LLMError
+    from geak.agent.run_config import load_run_config
+
+    from .batch_render import BatchProgress, print_summary
+
     overrides = {k: getattr(args, k) for k in ("output_path", "start_idx", "datalen", "model_id", "workers")}
     overrides["gpu_ids"] = args.gpu_ids
     try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import math
 import sys
 from collections.abc import Callable
@@ -15,7 +16,10 @@ from geak.evaluator.compare import parse_tolerance_overrides
 from geak.evaluator.pool import WorkerStartError
 from geak.evaluator.results import BenchResult, CheckResult
 
+from . import service_client
 from .render import one_line, status_reporter
+
+log = logging.getLogger(__name__)
 
 
 def positive_seconds(text: str) -> float:
@@ -112,19 +116,36 @@ def eval_options(args: argparse.Namespace) -> EvalOptions:
     )
 
 
+def add_service_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--no-service",
+        action="store_true",
+        help="evaluate in this process, not in the warm evaluator service (also GEAK_SERVICE=0)",
+    )
+
+
+EVAL_ARGUMENTS = ("backend", "timeout", "tolerance", "no_fresh_inputs", "seed", "rounds", "gpu")  # eval_options' inputs
+
+
 def run_evaluation(args: argparse.Namespace, command: str, method: str, render) -> CheckResult | BenchResult | int:
     """Run `Evaluator.<method>(args.file, against=args.against)` for a CLI command and print the result (JSON with
-    `--json`, else `render`). Returns the result, or exit code 2 for bad input (said on stderr, or in the JSON)."""
+    `--json`, else `render`): in the warm evaluator service (``service``) where it can be reached or started, else in
+    this process. Returns the result, or exit code 2 for bad input (said on stderr, or in the JSON)."""
     options = eval_options(args)
+    result_type = CheckResult if method == "check" else BenchResult
 
-    async def evaluate():
+    async def in_process():
         async with Evaluator(options) as evaluator:
-            with status_reporter(enabled=not args.json) as report:
-                return await getattr(evaluator, method)(args.file, against=args.against, progress=report)
+            return await getattr(evaluator, method)(args.file, against=args.against, progress=report)
 
     try:
-        result = asyncio.run(evaluate())
-    except (BadInput, WorkerStartError) as e:
+        with status_reporter(enabled=not args.json) as report:
+            result = None
+            if service_client.enabled(getattr(args, "no_service", False)):
+                result = _through_service(args, method, result_type, report)
+            if result is None:
+                result = asyncio.run(in_process())
+    except (BadInput, WorkerStartError, service_client.ServiceError) as e:
         message = one_line(str(e))
         if args.json:
             print(json.dumps({"ok": False, "error": message, "stage": None}))
@@ -136,3 +157,14 @@ def run_evaluation(args: argparse.Namespace, command: str, method: str, render) 
     else:
         render(result)
     return result
+
+
+def _through_service(args: argparse.Namespace, method: str, result_type, report) -> CheckResult | BenchResult | None:
+    """The result from the warm evaluator service, or None where no service can be reached or started."""
+    options = {name: getattr(args, name) for name in EVAL_ARGUMENTS}
+    try:
+        found = asyncio.run(service_client.evaluate(method, args.file, args.against, options, report))
+    except service_client.ServiceUnavailable as e:
+        log.info("evaluating in this process: %s", e)
+        return None
+    return result_type.from_dict(found)

@@ -3,5 +3,8 @@
 import os
 
 os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
+# Commands evaluate in their own process in tests (the warm evaluator service is tested in test_service.py): a service
+# shared across tests would carry references and caches from one to the next.
+os.environ["GEAK_SERVICE"] = "0"
 
 pytest_plugins = ["scripted_llm"]  # the `scripted_llm` fixture (tests/scripted_llm.py)
