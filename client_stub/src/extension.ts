@@ -52,21 +52,17 @@ export function activate(context: vscode.ExtensionContext): void {
     vscode.commands.registerCommand(OPTIMIZE_KERNEL, (...args: unknown[]) => optimizeKernel(geak, ...args)),
     vscode.commands.registerCommand("geak.checkFile", () => checkFile(geak)),
     vscode.commands.registerCommand("geak.showCandidates", (uri?: unknown) => showCandidates(geak, uri)),
-    vscode.commands.registerCommand("geak.restartServer", () => geak.restart(true)),
+    vscode.commands.registerCommand("geak.restartServer", () => geak.restart()),
     vscode.commands.registerCommand("geak.showLog", () => {
       log.show();
     }),
     vscode.workspace.onDidOpenTextDocument(startFor),
     vscode.workspace.onDidSaveTextDocument(startFor),
-    vscode.workspace.onDidGrantWorkspaceTrust(() => {
-      log.info("Workspace trusted: restarting the server with trust");
-      void geak.restart(false);
-    }),
+    vscode.workspace.onDidGrantWorkspaceTrust(() => void geak.refresh("Workspace trusted")),
     vscode.workspace.onDidChangeConfiguration((event) => {
       switch (configurationChange((setting) => event.affectsConfiguration(setting))) {
         case "restart":
-          log.info("geak.pythonPath changed: restarting the server");
-          void geak.restart(false);
+          void geak.refresh("geak.pythonPath changed");
           break;
         case "notify":
           void geak.notifySettingsChanged();

@@ -22,6 +22,7 @@ import {
 } from "vscode-languageclient/node";
 import { type Interpreter, probeFailureMessage, probeInterpreter, resolveInterpreter, SERVER_MODULE } from "./interpreter";
 import { STATUS, type ServerStatus } from "./protocol";
+import { refreshAction } from "./restart";
 import { initializationOptions, SECTION, serverSettings } from "./settings";
 import type { ServerState } from "./status";
 
@@ -80,13 +81,33 @@ export class GeakServer implements vscode.Disposable {
     void this.serialize(() => (this.failed ? Promise.resolve(undefined) : this.start(false)));
   }
 
-  /** A new server process; unless `always`, only when one runs or was wanted (a start failed or waited for trust). */
-  restart(always: boolean): Promise<LanguageClient | undefined> {
+  /** A new server process (the "Restart server" command). */
+  restart(): Promise<LanguageClient | undefined> {
     return this.serialize(async () => {
-      const wanted = always || this.state.kind !== "idle";
       await this.stop();
       this.failed = false;
-      return wanted ? this.start(always) : undefined;
+      return this.start(true);
+    });
+  }
+
+  /**
+   * After trust was granted or the interpreter setting changed: a server on the interpreter configured now, where one
+   * runs or was wanted (a start failed or waited for trust). A server already on that interpreter is kept.
+   */
+  refresh(reason: string): Promise<LanguageClient | undefined> {
+    return this.serialize(async () => {
+      const interpreter = await this.interpreter();
+      switch (refreshAction(this.state, interpreter.command)) {
+        case "none":
+          return undefined;
+        case "keep":
+          return this.client;
+        case "start":
+          this.log.info(`${reason}: starting the server`);
+          await this.stop();
+          this.failed = false;
+          return this.start(false, interpreter);
+      }
     });
   }
 
@@ -122,7 +143,7 @@ export class GeakServer implements vscode.Disposable {
     this.stateChanged.fire(state);
   }
 
-  private async start(explicit: boolean): Promise<LanguageClient | undefined> {
+  private async start(explicit: boolean, configured?: Interpreter): Promise<LanguageClient | undefined> {
     if (this.client !== undefined) {
       return this.client;
     }
@@ -133,7 +154,7 @@ export class GeakServer implements vscode.Disposable {
       }
       return undefined;
     }
-    const interpreter = await this.interpreter();
+    const interpreter = configured ?? (await this.interpreter());
     this.setState({ kind: "starting", interpreter: interpreter.command });
     const probe = await probeInterpreter(interpreter.command, { cwd: this.context.extensionPath });
     if (!probe.ok) {
@@ -218,6 +239,10 @@ export class GeakServer implements vscode.Disposable {
       initializationOptions: initializationOptions(serverSettings(read()), vscode.workspace.isTrusted),
       middleware: {
         workspace: {
+          // The server registers for every configuration change; the extension sends it the `geak` section itself
+          // (notifySettingsChanged) and restarts it when the interpreter changes, so the client's own notification
+          // would only repeat that, or reach a server that is being replaced.
+          didChangeConfiguration: () => Promise.resolve(),
           // Answer `{section: "geak"}` with the same mapping as initializationOptions.
           configuration: async (params, token, next) => {
             const answers = await next(params, token);
@@ -267,9 +292,8 @@ export class GeakServer implements vscode.Disposable {
         this.watchingPythonExtension = true;
         this.disposables.push(
           api.environments.onDidChangeActiveEnvironmentPath(() => {
-            if (!vscode.workspace.getConfiguration(SECTION).get<string>("pythonPath") && this.client !== undefined) {
-              this.log.info("The Python extension's interpreter changed: restarting the server");
-              void this.restart(false);
+            if (!vscode.workspace.getConfiguration(SECTION).get<string>("pythonPath")) {
+              void this.refresh("The Python extension's interpreter changed");
             }
           }),
         );
