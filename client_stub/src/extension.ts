@@ -10,6 +10,8 @@ import { statusView } from "./status";
 import { containsTritonKernel } from "./tritonFile";
 
 let server: GeakServer | undefined;
+/** How long after trust is granted the workspace's own settings may take to apply. */
+const TRUST_SETTLE_MS = 1000;
 
 function statusBar(geak: GeakServer): vscode.StatusBarItem {
   const item = vscode.window.createStatusBarItem("geak.status", vscode.StatusBarAlignment.Left, 0);
@@ -58,7 +60,12 @@ export function activate(context: vscode.ExtensionContext): void {
     }),
     vscode.workspace.onDidOpenTextDocument(startFor),
     vscode.workspace.onDidSaveTextDocument(startFor),
-    vscode.workspace.onDidGrantWorkspaceTrust(() => void geak.refresh("Workspace trusted")),
+    vscode.workspace.onDidGrantWorkspaceTrust(() => {
+      // VS Code applies the workspace's restricted settings (geak.pythonPath) in a message of its own, which may come
+      // after this one: wait for it, so that the server starts on the interpreter the workspace names (a change of
+      // geak.pythonPath meanwhile starts it at once; this then keeps that server).
+      setTimeout(() => void geak.refresh("Workspace trusted"), TRUST_SETTLE_MS);
+    }),
     vscode.workspace.onDidChangeConfiguration((event) => {
       switch (configurationChange((setting) => event.affectsConfiguration(setting))) {
         case "restart":

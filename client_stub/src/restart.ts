@@ -9,8 +9,14 @@ export type RefreshAction = "none" | "keep" | "start";
 
 /** `configured`: the interpreter the settings name now. */
 export function refreshAction(state: ServerState, configured: string): RefreshAction {
-  if (state.kind === "idle") {
-    return "none"; // no Triton file opened yet: the first one starts the server
+  switch (state.kind) {
+    case "idle":
+      return "none"; // no Triton file opened yet: the first one starts the server
+    case "running":
+    case "failed": // the same start would fail the same way (and say so again); "Restart server" retries
+      return state.interpreter === configured ? "keep" : "start";
+    case "restricted":
+    case "starting":
+      return "start";
   }
-  return state.kind === "running" && state.interpreter === configured ? "keep" : "start";
 }

@@ -158,7 +158,7 @@ export class GeakServer implements vscode.Disposable {
     this.setState({ kind: "starting", interpreter: interpreter.command });
     const probe = await probeInterpreter(interpreter.command, { cwd: this.context.extensionPath });
     if (!probe.ok) {
-      this.fail(probeFailureMessage(interpreter, probe), true);
+      this.fail(interpreter.command, probeFailureMessage(interpreter, probe), true);
       return undefined;
     }
     const client = this.createClient(interpreter);
@@ -167,7 +167,7 @@ export class GeakServer implements vscode.Disposable {
       await client.start();
     } catch (error) {
       await client.dispose().catch(() => undefined);
-      this.fail(`GEAK: the server did not start: ${String(error)}`, true);
+      this.fail(interpreter.command, `GEAK: the server did not start: ${String(error)}`, true);
       return undefined;
     }
     this.client = client;
@@ -189,10 +189,10 @@ export class GeakServer implements vscode.Disposable {
     }
   }
 
-  private fail(message: string, notify: boolean): void {
+  private fail(interpreter: string, message: string, notify: boolean): void {
     this.failed = true;
     this.log.error(message);
-    this.setState({ kind: "failed", message });
+    this.setState({ kind: "failed", interpreter, message });
     if (notify) {
       void vscode.window.showErrorMessage(message, "Open Settings", "Show Log").then((choice) => {
         if (choice === "Open Settings") {
@@ -227,7 +227,7 @@ export class GeakServer implements vscode.Disposable {
       if (this.client === client) {
         this.client = undefined;
         setTimeout(() => void client.dispose().catch(() => undefined), 0); // once the client has seen the close
-        this.fail("GEAK: the server stopped; see its log.", false);
+        this.fail(interpreter.command, "GEAK: the server stopped; see its log.", false);
       }
     });
     const read = (scope?: vscode.Uri) => (key: string) => vscode.workspace.getConfiguration(SECTION, scope).get(key);

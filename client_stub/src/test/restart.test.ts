@@ -9,10 +9,15 @@ describe("refreshAction", () => {
     assert.equal(refreshAction({ kind: "running", interpreter: python, status: null }, python), "keep");
   });
 
-  it("starts a new server for another interpreter, after a failed start, or once trusted", () => {
+  it("starts a new server for another interpreter, or once trusted", () => {
     assert.equal(refreshAction({ kind: "running", interpreter: "/usr/bin/python3", status: null }, python), "start");
-    assert.equal(refreshAction({ kind: "failed", message: "not installed" }, python), "start");
+    const failed = { kind: "failed", interpreter: "/usr/bin/python3", message: "not installed" } as const;
+    assert.equal(refreshAction(failed, python), "start");
     assert.equal(refreshAction({ kind: "restricted" }, python), "start");
+  });
+
+  it("does not retry a failed start on the same interpreter (it would fail again, and say so twice)", () => {
+    assert.equal(refreshAction({ kind: "failed", interpreter: python, message: "not installed" }, python), "keep");
   });
 
   it("starts nothing before a Triton file was opened", () => {
