@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -255,6 +256,20 @@ async def test_the_workspace_configuration_is_reloaded_when_it_changes(client, w
     )
     assert "max_iteration" in shown[-1].message and "bogus_key" in shown[-1].message
     (workspace / "geak.yaml").unlink()
+
+
+async def test_the_server_exits_at_once_when_told_to(tmp_path):
+    own = await start(tmp_path)
+    await until(lambda: [s for s in own.statuses if s.backend], what="a warm evaluator (torch loaded)")
+    await own.shutdown_async(None)
+    started = time.monotonic()
+    own.exit(None)
+    await own._server.wait()
+    took = time.monotonic() - started
+    await own.stop()
+    assert own._server.returncode == 0
+    # VS Code's client kills a server still running 2 s after `exit`; Python's own teardown took 1.4-2.2 s here
+    assert took < 1.0, f"{took:.2f} s from exit to the end of the process"
 
 
 async def test_a_non_utf8_file_on_disk(client, workspace):
