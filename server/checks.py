@@ -85,6 +85,7 @@ class CheckManager:
         self._evaluator_lock = asyncio.Lock()
         self._runtime: dict[str, Any] = {}
         self._pipelines: dict[str, asyncio.Task[FileReport | None]] = {}
+        self._pipeline_keys: dict[str, str] = {}  # uri -> content key of its pipeline
         self._timings: set[asyncio.Future[BenchResult]] = set()
         self._checks_running = 0
         self._checks_idle = asyncio.Event()
@@ -153,11 +154,20 @@ class CheckManager:
         delay = self.debounce_s if debounce else 0.0
         task = asyncio.ensure_future(self._pipeline(uri, path, text, timing, delay, checked))
         self._pipelines[uri] = task
+        self._pipeline_keys[uri] = content_key(text)
         task.add_done_callback(lambda t: self._forget(uri, t))
         return task
 
+    def covers(self, uri: str, text: str) -> bool:
+        """Is this content of the document checked already, or being checked now?"""
+        key = content_key(text)
+        task = self._pipelines.get(uri)
+        in_flight = task is not None and not task.done() and self._pipeline_keys.get(uri) == key
+        return in_flight or self.cache.get(key) is not None
+
     def cancel(self, uri: str) -> None:
         """Stop the check or timing of a document (it was edited, closed, or is checked again)."""
+        self._pipeline_keys.pop(uri, None)
         task = self._pipelines.pop(uri, None)
         if task is not None and not task.done():
             task.cancel()
@@ -176,6 +186,7 @@ class CheckManager:
     def _forget(self, uri: str, task: asyncio.Task) -> None:
         if self._pipelines.get(uri) is task:
             del self._pipelines[uri]
+            self._pipeline_keys.pop(uri, None)
         self.hooks.status_changed()
         if not task.cancelled() and task.exception() is not None:
             log.error("check of %s failed", uri, exc_info=task.exception())

@@ -249,6 +249,20 @@ async def test_a_file_changed_on_disk_is_checked_again(client, workspace):
     assert found
 
 
+async def test_a_save_in_the_editor_is_checked_once(client, workspace):
+    path = workspace / "saved.py"
+    shutil.copy(FAST, path)
+    uri = open_file(client, path)
+    await until(lambda: diags(client, uri) is not None, what="diagnostics")
+    broken = (workspace / "compile_error.py").read_text()
+    replace_all(client, uri, broken, version=2)
+    path.write_text(broken)  # the editor writes the file, then says it saved it
+    save(client, uri)
+    await until(lambda: [d for d in diags(client, uri) or [] if d.code == "call"], what="the check of the save")
+    await asyncio.sleep(1.5)  # past the watcher's debounce: it saw the write, and must leave it to the save
+    assert not [m for m in client.log_messages if "saved.py changed on disk" in m.message]
+
+
 async def test_the_workspace_configuration_is_reloaded_when_it_changes(client, workspace):
     (workspace / "geak.yaml").write_text("max_iteration: 0\nbogus_key: 1\n")
     shown = await until(
