@@ -9,8 +9,7 @@ cd "$(dirname "$0")"
 E2E=$PWD
 CLIENT=$(dirname "$E2E")
 ROOT=$(dirname "$CLIENT")
-LOG=${TMPDIR:-/tmp}/geak-e2e-install.log
-: >"$LOG"
+LOG=$(mktemp "${TMPDIR:-/tmp}/geak-e2e-install-XXXXXX.log")
 
 skip() {
   echo "e2e: skipped: $1 (install log: $LOG)" >&2

@@ -7,13 +7,13 @@
  * (default: the checkout's .venv), GEAK_E2E_ARTIFACTS (logs, screenshots), GEAK_E2E_CHROMIUM (/usr/bin/chromium).
  */
 import assert from "node:assert/strict";
-import { mkdirSync, mkdtempSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { type BrowserContext, chromium } from "playwright-core";
 import { CodeServer } from "./codeServer.mts";
-import { languageServers } from "./processes.mts";
+import { commandLine, languageServers } from "./processes.mts";
 import { ScriptedModel, TEST_SECTION } from "./scriptedModel.mts";
 import { type Problem, until, Workbench } from "./workbench.mts";
 import { BROKEN, CORRECT, FILE, pythonWithoutGeak, Workspace } from "./workspace.mts";
@@ -63,13 +63,15 @@ const USER_SETTINGS = {
 };
 
 const artifacts = process.env.GEAK_E2E_ARTIFACTS ?? mkdtempSync(path.join(os.tmpdir(), "geak-e2e-"));
-const home = mkdtempSync(path.join(os.tmpdir(), "geak-e2e-home-"));
+/** The session's workspace, VS Code and Chromium profiles, and logs: kept only when something failed. */
+const home = path.join(artifacts, "session");
 let codeServer: CodeServer;
 let browser: BrowserContext;
 let model: ScriptedModel;
 let workspace: Workspace;
 let ui: Workbench;
-let broken: string | undefined;
+/** The first step that failed (skipping the rest). */
+let broken: string | undefined = "the start of code-server and Chromium";
 /** What `before` started, stopped by `after` in reverse order. */
 const cleanups: (() => Promise<void>)[] = [];
 
@@ -118,12 +120,16 @@ function killServer(): number {
   return pid;
 }
 
-function oneServer(python: string): Promise<number> {
-  return until(`one language server on ${python}`, () => {
+/** Waits until exactly one language server runs, the one `argv` describes. */
+function oneServer(what: string, matches: (argv: string[]) => boolean): Promise<number> {
+  return until(`one language server: ${what}`, () => {
     const pids = languageServers(codeServer.pid);
-    return pids.length === 1 ? pids[0] : undefined;
+    const [pid] = pids;
+    return pids.length === 1 && matches(commandLine(pid)) ? pid : undefined;
   });
 }
+
+const geakServer = (argv: string[]): boolean => argv[0] === PYTHON && argv.includes("geak.server");
 
 describe("GEAK in VS Code (code-server, Chromium; Triton's CPU interpreter)", () => {
   before(async () => {
@@ -162,11 +168,15 @@ describe("GEAK in VS Code (code-server, Chromium; Triton's CPU interpreter)", ()
     page.setDefaultTimeout(60_000);
     ui = new Workbench(page, path.join(artifacts, "screenshots"));
     await page.goto(codeServer.folderUrl(workspace.folder));
+    broken = undefined;
   });
 
   after(async () => {
     for (const cleanup of cleanups.reverse()) {
       await cleanup();
+    }
+    if (broken === undefined) {
+      rmSync(home, { recursive: true, force: true });
     }
   });
 
@@ -196,7 +206,7 @@ describe("GEAK in VS Code (code-server, Chromium; Triton's CPU interpreter)", ()
   step("starts the server on the interpreter the workspace settings name", async () => {
     workspace.settings({ "geak.pythonPath": PYTHON, "geak.device": "interpreter" });
     await until("GEAK: CPU interpreter in the status bar", async () => ((await geakStatus()).includes("GEAK: CPU interpreter") ? true : undefined));
-    await oneServer(PYTHON);
+    await oneServer(`${PYTHON} -m geak.server`, geakServer);
     await ui.command("Notifications: Clear All Notifications"); // the error above stays until dismissed
   });
 
@@ -259,7 +269,7 @@ describe("GEAK in VS Code (code-server, Chromium; Triton's CPU interpreter)", ()
   step("restarts a crashed server, and the diagnostics come back", async () => {
     const crashed = killServer();
     await until("the diagnostics cleared with the crash", async () => (errors(await ui.problems()).length === 0 ? true : undefined));
-    const restarted = await oneServer(PYTHON);
+    const restarted = await oneServer(`${PYTHON} -m geak.server`, geakServer);
     assert.notEqual(restarted, crashed);
     await failingTestDiagnostics("the diagnostics after the restart");
     assert.match(codeServer.extensionLog(), /Server process exited with signal SIGKILL/);
@@ -320,7 +330,7 @@ describe("GEAK in VS Code (code-server, Chromium; Triton's CPU interpreter)", ()
       "geak.iterations": 1,
     });
     await until("the server on the scripted GPU", async () => ((await geakStatus()).includes("GEAK: CUDA") ? true : undefined));
-    await oneServer(SCRIPTED_GPU_PYTHON);
+    await oneServer("tests/lsp_harness.py --scripted-gpu", (argv) => argv.some((arg) => arg.endsWith("lsp_harness.py")));
     await ui.goTo(workspace.lineOf("def add_kernel"), "def add_".length);
     await ui.chooseCodeAction("GEAK: Optimize kernel `add_kernel`");
     // The Refactor Preview's rows: the file, then each change, each with its checkbox.
