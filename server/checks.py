@@ -148,13 +148,20 @@ class CheckManager:
         debounce: bool = True,
         checked: asyncio.Future[FileReport | None] | None = None,
     ) -> asyncio.Task:
-        """Check (then time) this content of a document; replaces any check of the same document in flight.
+        """Check (then time) this content of a document; replaces any check of the same document in flight, except
+        one of this very content when nobody waits for this one (a save right after an open or a geak/check).
         `checked` receives the report as soon as the check (before the timing) is done."""
+        key = content_key(text)
+        running = self._pipelines.get(uri)
+        if checked is None and running is not None and not running.done() and self._pipeline_keys.get(uri) == key:
+            return running
         self.cancel(uri)
         delay = self.debounce_s if debounce else 0.0
         task = asyncio.ensure_future(self._pipeline(uri, path, text, timing, delay, checked))
+        if checked is not None:
+            task.add_done_callback(lambda _: _cancel_pending(checked))
         self._pipelines[uri] = task
-        self._pipeline_keys[uri] = content_key(text)
+        self._pipeline_keys[uri] = key
         task.add_done_callback(lambda t: self._forget(uri, t))
         return task
 
@@ -282,3 +289,9 @@ class CheckManager:
                 report.timing_note = bench.message
             self.hooks.timed(uri, report)
             return
+
+
+def _cancel_pending(future: asyncio.Future) -> None:
+    """A pipeline cancelled before its first step never runs its own handlers: its waiter must not wait forever."""
+    if not future.done():
+        future.cancel()
