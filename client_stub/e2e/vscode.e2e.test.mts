@@ -200,6 +200,7 @@ describe("GEAK in VS Code (code-server, Chromium; Triton's CPU interpreter)", ()
     await toast.getByRole("button", { name: "Show Log" }).waitFor();
     await ui.screenshot("missing-geak");
     assert.match((await ui.statusItem(EXTENSION, "geak.status").getAttribute("aria-label")) ?? "", /is not installed in/);
+    await until("the extension done with the trust grant", () => (codeServer.extensionLog().includes("Workspace trusted: ") ? true : undefined));
     assert.equal(await ui.toast(/is not installed in/).count(), 1, "the same failure is told once");
   });
 
@@ -312,7 +313,7 @@ describe("GEAK in VS Code (code-server, Chromium; Triton's CPU interpreter)", ()
     await ui.chooseCodeAction("GEAK: Optimize kernel `add_kernel`");
     const progress = ui.toast(/GEAK: optimizing add_kernel \(add\.py\)/);
     await until("a candidate being checked", async () => (/\(search\)/.test(await progress.innerText().catch(() => "")) ? true : undefined));
-    assert.match(await geakStatus(), /optimizing kernel add_kernel/);
+    await until("the status item busy", async () => (/optimizing kernel add_kernel/.test(await geakStatus()) ? true : undefined));
     await progress.getByRole("button", { name: "Cancel" }).click();
     await ui.page.locator(".statusbar-item", { hasText: "GEAK: optimization stopped" }).waitFor();
     await until("the server idle", async () => (/optimizing/.test(await geakStatus()) ? undefined : true));

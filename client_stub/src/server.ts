@@ -101,6 +101,11 @@ export class GeakServer implements vscode.Disposable {
         case "none":
           return undefined;
         case "keep":
+          this.log.info(
+            this.state.kind === "failed"
+              ? `${reason}: not starting ${interpreter.command} again ("GEAK: Restart server" does)`
+              : `${reason}: the server on ${interpreter.command} stays`,
+          );
           return this.client;
         case "start":
           this.log.info(`${reason}: starting the server`);
