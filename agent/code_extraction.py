@@ -14,6 +14,7 @@ from functools import cached_property
 
 from markdown_it import MarkdownIt
 
+from geak.evaluator.python_source import parse
 from geak.evaluator.triton_file import TEST_PREFIXES, defined_names, is_test_code, separator_index, statement_span
 
 PYTHON_LANGS = frozenset({"", "python", "py", "python3", "py3", "triton"})
@@ -61,7 +62,7 @@ class _Block:
     @cached_property
     def imports_only(self) -> bool:
         try:
-            body = ast.parse(self.code).body
+            body = parse(self.code).body
         except SyntaxError:
             return False
         return bool(body) and all(isinstance(s, (ast.Import, ast.ImportFrom)) for s in body)
@@ -102,7 +103,7 @@ def extract_code(reply: str, *, required_names: Sequence[str] = (), finish_reaso
     truncated = finish_reason == "length" or not all(b.closed for b in selected)
     code = strip_test_code("\n\n".join(_cut_at_separator(b.code).strip("\n") for b in selected))
     try:
-        tree = ast.parse(code)
+        tree = parse(code)
     except SyntaxError as e:
         if truncated:
             why = "finish_reason=length" if finish_reason == "length" else "its code block never closes"
@@ -139,7 +140,7 @@ def strip_test_code(code: str) -> str:
     code = _cut_at_separator(code)
     lines = code.split("\n")
     try:
-        tree = ast.parse(code)
+        tree = parse(code)
     except SyntaxError:
         return code.rstrip() + "\n"
     removed_defs = {
@@ -221,7 +222,7 @@ def _top_level_names(tree: ast.Module) -> set[str]:
 
 def _parses(code: str) -> bool:
     try:
-        ast.parse(code)
+        parse(code)
     except SyntaxError:
         return False
     return True

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from itertools import pairwise
 from typing import Literal
 
+from geak.evaluator.python_source import parse
 from geak.evaluator.triton_file import AUTOTUNE_DECORATORS, decorator_name, is_kernel_def
 
 ParamKind = Literal["constexpr", "num_warps", "num_stages"]
@@ -183,7 +184,7 @@ def _verify(result: str, values: Mapping[str, int]) -> None:
 
 def _parse(source: str) -> ast.Module:
     try:
-        return ast.parse(source)
+        return parse(source)
     except SyntaxError as exc:
         raise ValueError(f"source is not valid Python (line {exc.lineno}): {exc.msg}") from exc
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from rank_bm25 import BM25Okapi
 
+from geak.evaluator.python_source import parse
 from geak.evaluator.triton_file import is_kernel_def, is_test_code, separator_index, statement_span
 from geak.snippets import KERNELS_DIR
 
@@ -53,7 +54,7 @@ def kernel_section(source: str) -> str:
     lines = source.splitlines(keepends=True)
     separator = separator_index(lines, lenient=True)
     lines = lines if separator is None else lines[:separator]
-    tree = ast.parse("".join(lines))
+    tree = parse("".join(lines))
     dropped: set[int] = set()  # 0-based line numbers
     for node in tree.body:
         if is_test_code(node):
@@ -65,7 +66,7 @@ def kernel_section(source: str) -> str:
 
 def _has_kernel(code: str) -> bool:
     """Whether ``code`` (which parses) defines a ``@triton.jit`` kernel."""
-    return any(is_kernel_def(node) for node in ast.walk(ast.parse(code)))
+    return any(is_kernel_def(node) for node in ast.walk(parse(code)))
 
 
 def load_entry(path: Path) -> CorpusEntry:

@@ -3,11 +3,11 @@ import eslint from "@eslint/js";
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: ["out/", "node_modules/", "*.vsix"] },
+  { ignores: ["out/", "dist/", "node_modules/", "*.vsix", "e2e/tools/"] },
   eslint.configs.recommended,
   ...tseslint.configs.strictTypeChecked,
   {
-    files: ["src/**/*.ts"],
+    files: ["src/**/*.ts", "e2e/*.mts"],
     languageOptions: {
       parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
     },

@@ -14,6 +14,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from .python_source import parse
+
 NOT_CHECKABLE = "not checkable on CPU"
 EXIT_NOT_CHECKABLE = 3  # `geak check`: 0 pass, 1 the kernel fails, 2 bad input, 3 not checkable here
 STALLED_AFTER_S = 5.0  # a timed-out run with no new program for this long was hung, not slow (``HEARTBEAT_S``: 1 s)
@@ -86,7 +88,7 @@ def spin_wait(source: str) -> str | None:
     """A kernel whose programs wait for each other (a `while` loop on an atomic or a volatile load): the
     interpreter runs programs one after another, so the first waiter never sees the others. Returns the reason."""
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except SyntaxError:
         return None
     for func in ast.walk(tree):

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from .python_source import parse
 from .results import KernelInfo
 from .shared.test_ids import test_function
 
@@ -182,7 +183,7 @@ def looks_like_triton(path: str | Path) -> bool:
     except (OSError, UnicodeDecodeError):
         return False
     try:
-        return any(True for _ in _find_kernels(ast.parse(text)))
+        return any(True for _ in _find_kernels(parse(text)))
     except (SyntaxError, ValueError):
         return "triton.jit" in text
 
@@ -192,7 +193,7 @@ def parse_triton_file(text: str, path: str = "<string>", *, require_tests: bool 
 
     `require_tests=False` accepts kernel code alone (a candidate, whose test comes from the reference)."""
     try:
-        tree = ast.parse(text, filename=path)
+        tree = parse(text, filename=path)
     except SyntaxError as e:
         raise TritonFileError(f"syntax error: {e.msg}", e.lineno or 1, e.offset or 1, kind="syntax") from e
     lines = text.splitlines()

@@ -10,6 +10,7 @@ import ast
 import hashlib
 from dataclasses import dataclass, field
 
+from geak.evaluator.python_source import parse
 from geak.evaluator.results import KernelInfo
 from geak.evaluator.triton_file import TritonFile, TritonFileError, parse_triton_file
 
@@ -77,7 +78,7 @@ def analyze(text: str, path: str) -> DocumentModel:
     if len(text) > MAX_CHARS:
         return DocumentModel(key, False, note=f"not analysed: larger than {MAX_CHARS // 1_000_000} MB")
     try:
-        tree = ast.parse(text, filename=path)
+        tree = parse(text, filename=path)
     except (SyntaxError, ValueError) as e:  # ValueError: NUL bytes (Python < 3.12)
         line = getattr(e, "lineno", None) or 1
         column = max((getattr(e, "offset", None) or 1) - 1, 0)

@@ -85,6 +85,7 @@ class CheckManager:
         self._evaluator_lock = asyncio.Lock()
         self._runtime: dict[str, Any] = {}
         self._pipelines: dict[str, asyncio.Task[FileReport | None]] = {}
+        self._pipeline_keys: dict[str, str] = {}  # uri -> content key of its pipeline
         self._timings: set[asyncio.Future[BenchResult]] = set()
         self._checks_running = 0
         self._checks_idle = asyncio.Event()
@@ -147,17 +148,33 @@ class CheckManager:
         debounce: bool = True,
         checked: asyncio.Future[FileReport | None] | None = None,
     ) -> asyncio.Task:
-        """Check (then time) this content of a document; replaces any check of the same document in flight.
+        """Check (then time) this content of a document; replaces any check of the same document in flight, except
+        one of this very content when nobody waits for this one (a save right after an open or a geak/check).
         `checked` receives the report as soon as the check (before the timing) is done."""
+        key = content_key(text)
+        running = self._pipelines.get(uri)
+        if checked is None and running is not None and not running.done() and self._pipeline_keys.get(uri) == key:
+            return running
         self.cancel(uri)
         delay = self.debounce_s if debounce else 0.0
         task = asyncio.ensure_future(self._pipeline(uri, path, text, timing, delay, checked))
+        if checked is not None:
+            task.add_done_callback(lambda _: _cancel_pending(checked))
         self._pipelines[uri] = task
+        self._pipeline_keys[uri] = key
         task.add_done_callback(lambda t: self._forget(uri, t))
         return task
 
+    def covers(self, uri: str, text: str) -> bool:
+        """Is this content of the document checked already, or being checked now?"""
+        key = content_key(text)
+        task = self._pipelines.get(uri)
+        in_flight = task is not None and not task.done() and self._pipeline_keys.get(uri) == key
+        return in_flight or self.cache.get(key) is not None
+
     def cancel(self, uri: str) -> None:
         """Stop the check or timing of a document (it was edited, closed, or is checked again)."""
+        self._pipeline_keys.pop(uri, None)
         task = self._pipelines.pop(uri, None)
         if task is not None and not task.done():
             task.cancel()
@@ -176,6 +193,7 @@ class CheckManager:
     def _forget(self, uri: str, task: asyncio.Task) -> None:
         if self._pipelines.get(uri) is task:
             del self._pipelines[uri]
+            self._pipeline_keys.pop(uri, None)
         self.hooks.status_changed()
         if not task.cancelled() and task.exception() is not None:
             log.error("check of %s failed", uri, exc_info=task.exception())
@@ -271,3 +289,9 @@ class CheckManager:
                 report.timing_note = bench.message
             self.hooks.timed(uri, report)
             return
+
+
+def _cancel_pending(future: asyncio.Future) -> None:
+    """A pipeline cancelled before its first step never runs its own handlers: its waiter must not wait forever."""
+    if not future.done():
+        future.cancel()

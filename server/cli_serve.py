@@ -54,7 +54,11 @@ def run(args: argparse.Namespace) -> int:
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints (ours, a library's, C code's) go to stderr
     sys.stdout = sys.stderr
     server.start_io(sys.stdin.buffer, protocol_out)
-    return 0
+    # The server has shut down, its evaluator and workers too. The interpreter's own teardown of torch and the other
+    # libraries loaded takes about 2 s, and VS Code's client kills a server still running 2 s after `exit`: skip it.
+    logging.shutdown()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -253,7 +253,10 @@ class OptimizeManager:
                 loop.call_soon_threadsafe(progress.report, event)
 
             session = OptimizeSession(file, config, evaluator=evaluator, progress=on_progress, kernel=kernel)
-            return await self.engine.run(session.run())
+            try:
+                return await self.engine.run(session.run())
+            except BadInput as e:  # it names the scratch copy the session ran on: name the user's file instead
+                raise BadInput(str(e).replace(str(file), snap.path)) from e
         finally:
             await asyncio.to_thread(shutil.rmtree, scratch, True)
 

@@ -4,8 +4,9 @@ are re-checked and their hints refreshed; the configuration (`geak.yaml`, `pypro
 Watched: the workspace root, and recursively each of its folders except virtual environments, caches and
 hidden folders (so a `.venv` with torch in it costs no watches). Events arrive on watchdog's thread and are
 handed to the server's loop, debounced per file. A changed file that is open is re-checked once the editor's
-buffer holds the new disk content (right away if it already does, else when the editor's change arrives);
-a file that is not open is re-checked if GEAK has published diagnostics for it.
+buffer holds the new disk content (right away if it already does, else when the editor's change arrives), unless
+that content is checked or being checked already (the editor saved it); a file that is not open is re-checked if
+GEAK has published diagnostics for it.
 """
 
 from __future__ import annotations
@@ -118,6 +119,8 @@ class Watcher:
                 return
             if disk != snap.model.key:
                 documents.await_disk_content(uri, disk)  # the editor reloads it soon (or the buffer has unsaved edits)
+                return
+            if state.checks.covers(uri, snap.text):  # the editor saved it: its save asked for the check
                 return
         log.info("%s changed on disk: checking it again", p.name)
         state.request_check(snap, debounce=False)

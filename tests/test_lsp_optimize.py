@@ -170,6 +170,17 @@ async def test_search_without_a_model(client, workspace):
     assert result.candidates and all(c.origin == "search" for c in result.candidates)
 
 
+async def test_a_file_failing_its_test_is_refused_by_its_own_name(client, workspace):
+    configure(client)
+    path = workspace / "failing.py"
+    path.write_text(ORIGINAL.read_text().replace("x + y, mask=mask", "x - y, mask=mask"))
+    uri = open_file(client, path, version=1)
+    result = await optimize(client, uri, version=1)
+    assert result.edit is None and not result.candidates
+    assert result.summary.startswith(f"{path} does not pass its own test"), result.summary
+    assert "geak-optimize-" not in result.summary  # not the server's scratch copy
+
+
 def _children(pid: int) -> list[int]:
     found = []
     for task in Path(f"/proc/{pid}/task").glob("*"):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -248,6 +249,20 @@ async def test_a_file_changed_on_disk_is_checked_again(client, workspace):
     assert found
 
 
+async def test_a_save_in_the_editor_is_checked_once(client, workspace):
+    path = workspace / "saved.py"
+    shutil.copy(FAST, path)
+    uri = open_file(client, path)
+    await until(lambda: diags(client, uri) is not None, what="diagnostics")
+    broken = (workspace / "compile_error.py").read_text()
+    replace_all(client, uri, broken, version=2)
+    path.write_text(broken)  # the editor writes the file, then says it saved it
+    save(client, uri)
+    await until(lambda: [d for d in diags(client, uri) or [] if d.code == "call"], what="the check of the save")
+    await asyncio.sleep(1.5)  # past the watcher's debounce: it saw the write, and must leave it to the save
+    assert not [m for m in client.log_messages if "saved.py changed on disk" in m.message]
+
+
 async def test_the_workspace_configuration_is_reloaded_when_it_changes(client, workspace):
     (workspace / "geak.yaml").write_text("max_iteration: 0\nbogus_key: 1\n")
     shown = await until(
@@ -255,6 +270,20 @@ async def test_the_workspace_configuration_is_reloaded_when_it_changes(client, w
     )
     assert "max_iteration" in shown[-1].message and "bogus_key" in shown[-1].message
     (workspace / "geak.yaml").unlink()
+
+
+async def test_the_server_exits_at_once_when_told_to(tmp_path):
+    own = await start(tmp_path)
+    await until(lambda: [s for s in own.statuses if s.backend], what="a warm evaluator (torch loaded)")
+    await own.shutdown_async(None)
+    started = time.monotonic()
+    own.exit(None)
+    await own._server.wait()
+    took = time.monotonic() - started
+    await own.stop()
+    assert own._server.returncode == 0
+    # VS Code's client kills a server still running 2 s after `exit`; Python's own teardown took 1.4-2.2 s here
+    assert took < 1.0, f"{took:.2f} s from exit to the end of the process"
 
 
 async def test_a_non_utf8_file_on_disk(client, workspace):

@@ -1,4 +1,5 @@
-"""The language server's pure parts: positions, source analysis, settings, the engine thread's cancellation."""
+"""The language server's pure parts: positions, source analysis, settings, the engine thread's cancellation, the
+scheduling of checks."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from pathlib import Path
 import pytest
 from lsprotocol import types
 
-from geak.server.analysis import analyze
+from geak.evaluator.api import EvalOptions
+from geak.server.analysis import analyze, content_key
+from geak.server.checks import CheckHooks, CheckManager, FileReport
 from geak.server.engine import Engine
 from geak.server.positions import Positions
 from geak.server.settings import Settings, SettingsError, agent_config, parse_settings, read_workspace_file
@@ -117,6 +120,65 @@ async def _result(engine: Engine) -> int:
         return 42
 
     return await engine.run(answer())
+
+
+class _Checks:
+    """A CheckManager whose checks only count (no evaluator)."""
+
+    def __init__(self) -> None:
+        self.engine = Engine()
+        self.runs: list[str] = []
+
+        async def trusted() -> bool:
+            return True
+
+        def ignore(*_args) -> None:
+            pass
+
+        self.manager = CheckManager(self.engine, CheckHooks(trusted, ignore, ignore, ignore), EvalOptions())
+        self.manager._check = self._check  # type: ignore[method-assign]
+
+    async def _check(self, path: str, text: str, key: str) -> FileReport:
+        self.runs.append(key)
+        await asyncio.sleep(0.05)
+        return FileReport(key, time.time(), error="not run")
+
+
+URI, PATH = "file:///w/add.py", "/w/add.py"
+
+
+def test_a_save_right_after_a_check_request_joins_it():
+    checks = _Checks()
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        checked: asyncio.Future = loop.create_future()
+        checks.manager.request(URI, PATH, "text", timing=False, debounce=False, checked=checked)
+        checks.manager.request(URI, PATH, "text", timing=False)  # the editor's save, before the check has started
+        return await asyncio.wait_for(checked, 5)
+
+    try:
+        assert asyncio.run(main()).key == content_key("text")
+        assert checks.runs == [content_key("text")]
+    finally:
+        checks.engine.close()
+
+
+def test_a_check_request_cancelled_before_it_starts_is_answered():
+    checks = _Checks()
+
+    async def main():
+        checked: asyncio.Future = asyncio.get_running_loop().create_future()
+        checks.manager.request(URI, PATH, "text", timing=False, debounce=False, checked=checked)
+        checks.manager.cancel(URI)  # an edit, before the check has started
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(checked, 5)
+
+    try:
+        asyncio.run(main())
+        assert checks.runs == []
+    finally:
+        checks.engine.close()
 
 
 def test_serve_refuses_a_bad_tcp_address(capsys):

@@ -9,6 +9,7 @@ import type { LanguageClient } from "vscode-languageclient/node";
 import { candidateRows, candidateSummary } from "./candidates";
 import { staleDocuments } from "./edits";
 import { ProgressRelay } from "./progress";
+import { type Outcome, optimizeOutcome } from "./proposal";
 import {
   CANDIDATES,
   type Candidate,
@@ -89,8 +90,12 @@ async function pickTarget(): Promise<Target | undefined> {
   return { uri, kernel, version };
 }
 
-async function offerCandidates(message: string, uri: string): Promise<void> {
-  const choice = await vscode.window.showInformationMessage(message, "Show Candidates");
+async function tell(outcome: Outcome, uri: string): Promise<void> {
+  const items = outcome.offerCandidates ? ["Show Candidates"] : [];
+  const choice =
+    outcome.severity === "warning"
+      ? await vscode.window.showWarningMessage(outcome.text, ...items)
+      : await vscode.window.showInformationMessage(outcome.text, ...items);
   if (choice !== undefined) {
     await vscode.commands.executeCommand("geak.showCandidates", uri);
   }
@@ -98,7 +103,7 @@ async function offerCandidates(message: string, uri: string): Promise<void> {
 
 async function applyProposal(client: LanguageClient, result: OptimizeResult, uri: string): Promise<void> {
   if (result.edit === null) {
-    await offerCandidates(`GEAK: ${result.summary}`, uri);
+    await tell(optimizeOutcome(result), uri);
     return;
   }
   const edit = await client.protocol2CodeConverter.asWorkspaceEdit(result.edit);
@@ -115,7 +120,7 @@ async function applyProposal(client: LanguageClient, result: OptimizeResult, uri
   }
   // The edit's change annotation asks for confirmation, so VS Code opens the refactoring preview.
   const applied = await vscode.workspace.applyEdit(edit, { isRefactoring: true });
-  await offerCandidates(applied ? `GEAK: ${result.summary}` : `GEAK: not applied. ${result.summary}`, uri);
+  await tell(optimizeOutcome(result, applied), uri);
 }
 
 export async function optimizeKernel(server: GeakServer, ...args: unknown[]): Promise<void> {

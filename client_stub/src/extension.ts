@@ -10,6 +10,8 @@ import { statusView } from "./status";
 import { containsTritonKernel } from "./tritonFile";
 
 let server: GeakServer | undefined;
+/** How long after trust is granted the workspace's own settings may take to apply. */
+const TRUST_SETTLE_MS = 1000;
 
 function statusBar(geak: GeakServer): vscode.StatusBarItem {
   const item = vscode.window.createStatusBarItem("geak.status", vscode.StatusBarAlignment.Left, 0);
@@ -52,21 +54,22 @@ export function activate(context: vscode.ExtensionContext): void {
     vscode.commands.registerCommand(OPTIMIZE_KERNEL, (...args: unknown[]) => optimizeKernel(geak, ...args)),
     vscode.commands.registerCommand("geak.checkFile", () => checkFile(geak)),
     vscode.commands.registerCommand("geak.showCandidates", (uri?: unknown) => showCandidates(geak, uri)),
-    vscode.commands.registerCommand("geak.restartServer", () => geak.restart(true)),
+    vscode.commands.registerCommand("geak.restartServer", () => geak.restart()),
     vscode.commands.registerCommand("geak.showLog", () => {
       log.show();
     }),
     vscode.workspace.onDidOpenTextDocument(startFor),
     vscode.workspace.onDidSaveTextDocument(startFor),
     vscode.workspace.onDidGrantWorkspaceTrust(() => {
-      log.info("Workspace trusted: restarting the server with trust");
-      void geak.restart(false);
+      // VS Code applies the workspace's restricted settings (geak.pythonPath) in a message of its own, which may come
+      // after this one: wait for it, so that the server starts on the interpreter the workspace names (a change of
+      // geak.pythonPath meanwhile starts it at once; this then keeps that server).
+      setTimeout(() => void geak.refresh("Workspace trusted"), TRUST_SETTLE_MS);
     }),
     vscode.workspace.onDidChangeConfiguration((event) => {
       switch (configurationChange((setting) => event.affectsConfiguration(setting))) {
         case "restart":
-          log.info("geak.pythonPath changed: restarting the server");
-          void geak.restart(false);
+          void geak.refresh("geak.pythonPath changed");
           break;
         case "notify":
           void geak.notifySettingsChanged();

@@ -22,6 +22,7 @@ import {
 } from "vscode-languageclient/node";
 import { type Interpreter, probeFailureMessage, probeInterpreter, resolveInterpreter, SERVER_MODULE } from "./interpreter";
 import { STATUS, type ServerStatus } from "./protocol";
+import { refreshAction } from "./restart";
 import { initializationOptions, SECTION, serverSettings } from "./settings";
 import type { ServerState } from "./status";
 
@@ -80,13 +81,38 @@ export class GeakServer implements vscode.Disposable {
     void this.serialize(() => (this.failed ? Promise.resolve(undefined) : this.start(false)));
   }
 
-  /** A new server process; unless `always`, only when one runs or was wanted (a start failed or waited for trust). */
-  restart(always: boolean): Promise<LanguageClient | undefined> {
+  /** A new server process (the "Restart server" command). */
+  restart(): Promise<LanguageClient | undefined> {
     return this.serialize(async () => {
-      const wanted = always || this.state.kind !== "idle";
       await this.stop();
       this.failed = false;
-      return wanted ? this.start(always) : undefined;
+      return this.start(true);
+    });
+  }
+
+  /**
+   * After trust was granted or the interpreter setting changed: a server on the interpreter configured now, where one
+   * runs or was wanted (a start failed or waited for trust). A server already on that interpreter is kept.
+   */
+  refresh(reason: string): Promise<LanguageClient | undefined> {
+    return this.serialize(async () => {
+      const interpreter = await this.interpreter();
+      switch (refreshAction(this.state, interpreter.command)) {
+        case "none":
+          return undefined;
+        case "keep":
+          this.log.info(
+            this.state.kind === "failed"
+              ? `${reason}: not starting ${interpreter.command} again ("GEAK: Restart server" does)`
+              : `${reason}: the server on ${interpreter.command} stays`,
+          );
+          return this.client;
+        case "start":
+          this.log.info(`${reason}: starting the server`);
+          await this.stop();
+          this.failed = false;
+          return this.start(false, interpreter);
+      }
     });
   }
 
@@ -122,7 +148,7 @@ export class GeakServer implements vscode.Disposable {
     this.stateChanged.fire(state);
   }
 
-  private async start(explicit: boolean): Promise<LanguageClient | undefined> {
+  private async start(explicit: boolean, configured?: Interpreter): Promise<LanguageClient | undefined> {
     if (this.client !== undefined) {
       return this.client;
     }
@@ -133,11 +159,11 @@ export class GeakServer implements vscode.Disposable {
       }
       return undefined;
     }
-    const interpreter = await this.interpreter();
+    const interpreter = configured ?? (await this.interpreter());
     this.setState({ kind: "starting", interpreter: interpreter.command });
     const probe = await probeInterpreter(interpreter.command, { cwd: this.context.extensionPath });
     if (!probe.ok) {
-      this.fail(probeFailureMessage(interpreter, probe), true);
+      this.fail(interpreter.command, probeFailureMessage(interpreter, probe), true);
       return undefined;
     }
     const client = this.createClient(interpreter);
@@ -146,7 +172,7 @@ export class GeakServer implements vscode.Disposable {
       await client.start();
     } catch (error) {
       await client.dispose().catch(() => undefined);
-      this.fail(`GEAK: the server did not start: ${String(error)}`, true);
+      this.fail(interpreter.command, `GEAK: the server did not start: ${String(error)}`, true);
       return undefined;
     }
     this.client = client;
@@ -168,10 +194,10 @@ export class GeakServer implements vscode.Disposable {
     }
   }
 
-  private fail(message: string, notify: boolean): void {
+  private fail(interpreter: string, message: string, notify: boolean): void {
     this.failed = true;
     this.log.error(message);
-    this.setState({ kind: "failed", message });
+    this.setState({ kind: "failed", interpreter, message });
     if (notify) {
       void vscode.window.showErrorMessage(message, "Open Settings", "Show Log").then((choice) => {
         if (choice === "Open Settings") {
@@ -206,7 +232,7 @@ export class GeakServer implements vscode.Disposable {
       if (this.client === client) {
         this.client = undefined;
         setTimeout(() => void client.dispose().catch(() => undefined), 0); // once the client has seen the close
-        this.fail("GEAK: the server stopped; see its log.", false);
+        this.fail(interpreter.command, "GEAK: the server stopped; see its log.", false);
       }
     });
     const read = (scope?: vscode.Uri) => (key: string) => vscode.workspace.getConfiguration(SECTION, scope).get(key);
@@ -218,6 +244,10 @@ export class GeakServer implements vscode.Disposable {
       initializationOptions: initializationOptions(serverSettings(read()), vscode.workspace.isTrusted),
       middleware: {
         workspace: {
+          // The server registers for every configuration change; the extension sends it the `geak` section itself
+          // (notifySettingsChanged) and restarts it when the interpreter changes, so the client's own notification
+          // would only repeat that, or reach a server that is being replaced.
+          didChangeConfiguration: () => Promise.resolve(),
           // Answer `{section: "geak"}` with the same mapping as initializationOptions.
           configuration: async (params, token, next) => {
             const answers = await next(params, token);
@@ -267,9 +297,8 @@ export class GeakServer implements vscode.Disposable {
         this.watchingPythonExtension = true;
         this.disposables.push(
           api.environments.onDidChangeActiveEnvironmentPath(() => {
-            if (!vscode.workspace.getConfiguration(SECTION).get<string>("pythonPath") && this.client !== undefined) {
-              this.log.info("The Python extension's interpreter changed: restarting the server");
-              void this.restart(false);
+            if (!vscode.workspace.getConfiguration(SECTION).get<string>("pythonPath")) {
+              void this.refresh("The Python extension's interpreter changed");
             }
           }),
         );

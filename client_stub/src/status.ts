@@ -6,7 +6,7 @@ export type ServerState =
   | { kind: "restricted" }
   | { kind: "starting"; interpreter: string }
   | { kind: "running"; interpreter: string; status: ServerStatus | null }
-  | { kind: "failed"; message: string };
+  | { kind: "failed"; interpreter: string; message: string };
 
 export interface StatusView {
   text: string;

@@ -32,7 +32,7 @@ describe("statusView", () => {
   });
 
   it("marks a failed start as an error and restricted mode as a warning", () => {
-    const failed = statusView({ kind: "failed", message: "GEAK is not installed in python3 (from PATH)" });
+    const failed = statusView({ kind: "failed", interpreter: "python3", message: "GEAK is not installed in python3 (from PATH)" });
     assert.equal(failed.alert, "error");
     assert.match(failed.tooltip, /not installed in python3/);
     const restricted = statusView({ kind: "restricted" });
