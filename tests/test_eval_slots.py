@@ -6,6 +6,7 @@ import asyncio
 
 from geak.agent.eval_slots import EvalSlot, visible_gpu_ids
 from geak.evaluator import pool
+from geak.evaluator.options import EvalOptions
 
 
 class FakeEvaluator:
@@ -74,3 +75,4 @@ def test_batch_evaluators_skip_the_per_kernel_profile_no_record_reads():
 
     options = eval_options(AgentConfig(), "gpu", 1)
     assert options.gpu_id == 1 and options.backend == "gpu" and not options.profile_kernels
+    assert options.rep_ms < EvalOptions.rep_ms and options.max_bench_calls < EvalOptions.max_bench_calls

@@ -36,6 +36,7 @@ from . import sandbox
 GRAPH_BELOW_MS = 0.05
 GRAPH_TARGET_MS = 2.0
 GRAPH_REPLAYS = 5  # replays of ~GRAPH_TARGET_MS whose median is one graph sample
+ESTIMATE_CALLS = 5
 MAX_INPUT_SETS = 4
 FLUSH_BYTES = 256 << 20  # what do_bench zeroes before each call: far beyond any L2
 BUSY_GRACE_MS = 0.5  # an empty kernel's round trip beyond this: the device serves other work (time slices ~2 ms)
@@ -278,10 +279,21 @@ class Timer:
         return out
 
 
-def estimate_ms(fn: Callable[[], object]) -> float:
-    import triton.testing
-
-    return float(triton.testing.do_bench(fn, warmup=5, rep=20, return_mode="median"))
+def estimate_ms(fn: Callable[[], object], calls: int = ESTIMATE_CALLS) -> float:
+    """A first time of a warm call (ms): the median of a few calls, each with the L2 flushed before it (what the
+    timing method, the graph size and the burst length are chosen by; ~1 ms of work for a small call, where
+    `do_bench`'s fixed 25 ms budget was most of a timing job's preparation)."""
+    flush = _flush_buffer()
+    times = []
+    for _ in range(calls):
+        _zero(flush)
+        start, end = _timing_event(), _timing_event()
+        _record(start)
+        fn()
+        _record(end)
+        _wait_for(end)
+        times.append(_elapsed_ms(start, end))
+    return statistics.median(times)
 
 
 def graph_calls(estimate_ms_: float, sets: int) -> int:
