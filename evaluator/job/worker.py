@@ -46,6 +46,7 @@ from ..shared.protocol import (
     BenchJob,
     CheckJob,
     PeaksJob,
+    ScreenJob,
     job_from_dict,
     output_file_of_test,
     timed_output_file,
@@ -61,6 +62,7 @@ PRELOAD = (
     ".device_ceilings",
     ".pytest_plugin",
     ".rocm_bench",
+    ".screening",
     "scipy.special",  # the speedup interval of sequential rounds (``shared.sequential.interval``)
 )
 
@@ -323,7 +325,7 @@ def _job_process(
         os.chdir(job.cwd)
     try:
         sandbox.DEVICE_GRANTS.open(send, grant_read)
-        handler = {"check": run_check, "bench": run_bench, "peaks": run_peaks}[job.kind]
+        handler = {"check": run_check, "bench": run_bench, "screen": run_screen, "peaks": run_peaks}[job.kind]
         result = handler(job, info, send)
     except BaseException as e:  # the worker's own failure, reported rather than lost
         result = {"worker_error": "".join(traceback.format_exception(type(e), e, e.__traceback__))}
@@ -789,6 +791,13 @@ def _save_timed_outputs(timers, out_dir: Path, save) -> None:
                         save(call_outputs(ret, args, kwargs), out_dir / timed_output_file(label, i, k, run))
     finally:
         sandbox.set_poisoning(False)
+
+
+def run_screen(job: ScreenJob, info: Any, send) -> dict[str, Any]:
+    """Many variants of the file's launch configuration on the test's own inputs (``screening``)."""
+    from .screening import run_screen as screen
+
+    return screen(job, info, send)
 
 
 def run_peaks(job: PeaksJob, info: Any, send) -> dict[str, Any]:
