@@ -105,6 +105,7 @@ class TunableParam:
     default: bool
     _edit: _Edit = field(repr=False, compare=False)
     group: str = ""  # the launch configuration it belongs to: its launch site, and the table row or branch it sets
+    via: str = "literal"  # how the launch reaches its literal (``VIAS``); "default" for an omitted option
 
 
 @dataclass(frozen=True)
@@ -325,7 +326,7 @@ def _heuristic_params(tree: ast.Module, kernel: _Kernel) -> Iterator[TunablePara
             site = f"{kernel.name}:heuristics@L{value.lineno}"
             for result in results:
                 for found in _literals(result, scopes, kind):
-                    yield _make_param(kernel.name, name, kind, found, site)
+                    yield _make_param(kernel.name, name, kind, found.reached("heuristics"), site)
 
 
 def _positional_arguments(call: ast.Call, kernel: _Kernel) -> Iterator[tuple[str, ast.expr]]:
@@ -368,6 +369,7 @@ def _make_param(
         default=False,
         _edit=edit,
         group=site + literal.row,
+        via=literal.via,
     )
 
 
@@ -391,6 +393,7 @@ def _default_param(call: ast.Call, kernel: str, option: ParamKind, site: str) ->
         default=True,
         _edit=_Edit(line, col, line, col, keyword=option, after_argument=bool(arguments)),
         group=site,
+        via="default",
     )
 
 
@@ -412,6 +415,17 @@ class _Literal:
     node: ast.Constant
     value: int
     row: str = ""  # the table row it sits in (``[torch.float16]``), for a value taken from a table
+    via: str = "literal"  # how the launch reaches it: one of VIAS
+
+    def reached(self, how: str) -> _Literal:
+        """This literal, reached one step further out through `how` (the most telling step is kept)."""
+        return self if VIAS.index(self.via) >= VIAS.index(how) else replace(self, via=how)
+
+
+# How a launch reaches a parameter's literal, least telling first: written in the call, bound to a name, the bound of
+# a clamped next_power_of_2, a branch of a conditional, a heuristics function's result, an element a function
+# returns, a table row.
+VIAS = ("literal", "name", "capped", "branch", "heuristics", "returned", "table")
 
 
 def _accepted(kind: ParamKind, value: int) -> bool:
@@ -430,15 +444,17 @@ def _literals(value: ast.expr, scopes: tuple[_ScopeNode, ...], kind: ParamKind, 
     if isinstance(value, ast.Constant) and type(value.value) is int:
         found = [_Literal(value, value.value)]
     elif isinstance(value, ast.IfExp):
-        found = _literals(value.body, scopes, kind, depth + 1) + _literals(value.orelse, scopes, kind, depth + 1)
+        branches = _literals(value.body, scopes, kind, depth + 1) + _literals(value.orelse, scopes, kind, depth + 1)
+        found = [lit.reached("branch") for lit in branches]
     elif isinstance(value, ast.Call) and (bound := _clamped_power_of_two_bound(value)) is not None:
-        found = [bound]
+        found = [bound.reached("capped")]
     elif isinstance(value, ast.Name):
-        found = [lit for bound, inner in _bound_values(value.id, scopes) for lit in _literals(bound, inner, kind,
-                                                                                              depth + 1)]  # fmt: skip
+        for bound, inner, how in _bound_values(value.id, scopes):
+            found += [lit.reached(how) for lit in _literals(bound, inner, kind, depth + 1)]
     elif isinstance(value, ast.Subscript):
         for entry, row, inner in _table_entries(value, scopes, depth):
-            found += [lit if lit.row else replace(lit, row=row) for lit in _literals(entry, inner, kind, depth + 1)]
+            found += [replace(lit, row=lit.row or row).reached("table") for lit in _literals(entry, inner, kind,
+                                                                                             depth + 1)]  # fmt: skip
     return [lit for lit in found if _accepted(kind, lit.value)]
 
 
@@ -469,7 +485,7 @@ def _dicts(value: ast.expr, scopes: tuple[_ScopeNode, ...], depth: int) -> list[
     if isinstance(value, ast.Dict):
         return [(value, "", scopes)]
     if isinstance(value, ast.Name):
-        return [d for bound, inner in _bound_values(value.id, scopes) for d in _dicts(bound, inner, depth + 1)]
+        return [d for bound, inner, _ in _bound_values(value.id, scopes) for d in _dicts(bound, inner, depth + 1)]
     if isinstance(value, ast.Subscript):
         return [
             (table, row or inner_row, where)
@@ -506,9 +522,10 @@ def _clamped_power_of_two_bound(node: ast.expr) -> _Literal | None:
 # --- name resolution -------------------------------------------------------------------------------------
 
 
-def _bound_values(name: str, scopes: tuple[_ScopeNode, ...]) -> list[tuple[ast.expr, tuple[_ScopeNode, ...]]]:
-    """Every value ``name`` is bound to in its scope, with the scopes to read that value in; none when the name is
-    bound any other way too (a loop variable, an augmented assignment, an import...), so it is not a set of literals.
+def _bound_values(name: str, scopes: tuple[_ScopeNode, ...]) -> list[tuple[ast.expr, tuple[_ScopeNode, ...], str]]:
+    """Every value ``name`` is bound to in its scope, with the scopes to read that value in and how ("name", or
+    "returned" by a function); none when the name is bound any other way too (a loop variable, an augmented
+    assignment, an import...), so it is not a set of literals.
 
     The scope is the innermost enclosing function that binds the name, else the module (Python's rule, except
     that class bodies are not searched; they are not visible from methods either). A name unpacked from what a
@@ -520,13 +537,13 @@ def _bound_values(name: str, scopes: tuple[_ScopeNode, ...]) -> list[tuple[ast.e
             if not bindings or any(b is None for b in bindings):
                 return []
             outer = scopes[: index + 1]
-            resolved: list[tuple[ast.expr, tuple[_ScopeNode, ...]]] = []
+            resolved: list[tuple[ast.expr, tuple[_ScopeNode, ...], str]] = []
             for binding in bindings:
                 assert binding is not None
                 if isinstance(binding, _Unpacked):
-                    resolved += _unpacked(binding, scopes[0])
+                    resolved += [(value, inner, "returned") for value, inner in _unpacked(binding, scopes[0])]
                 else:
-                    resolved.append((binding, outer))
+                    resolved.append((binding, outer, "name"))
             return resolved
     return []
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .results import CallCost, CompiledKernelFacts, Peaks
+from .results import CallCost, CallTiming, CompiledKernelFacts, Peaks
 
 LAUNCH_BOUND_MS = 0.01  # a call under ~10 µs is bound by launching, whatever its tiles
 NEAR_CEILING = 0.4  # a call achieving this share of a ceiling is bound by it; below both, by latency
@@ -80,6 +80,12 @@ def call_cost(
         return CallCost(**base, **pct, bound=side, why=f"{side}-bound: {where}")
     return CallCost(**base, **pct, bound="latency", why=f"latency-bound: only {where} (too few programs in flight, "
                                                         "or stalls that more warps or stages would hide)")  # fmt: skip
+
+
+def timing_cost(call: CallTiming, peaks: Peaks | None) -> CallCost:
+    """A benchmarked call (``bench``) on the roofline: its bytes, its FLOPs where declared, its median time."""
+    flops = int(call.tflops * 1e12 * call.median_ms * 1e-3) if call.tflops else None
+    return call_cost(call.signature, call.bytes_moved, flops, "declared" if flops else None, call.median_ms, peaks)
 
 
 def _pct(share: float | None) -> float | None:
