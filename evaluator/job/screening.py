@@ -32,6 +32,7 @@ from ..shared.protocol import ScreenJob, screen_output_file
 from ..shared.screening import ScreenPlan, survivors
 
 ROUGH_TOLERANCE = 0.05  # the job's own output check: relative to the reference's RMS (ranking only)
+TIMER_MEMORY_SHARE = 0.5  # of the free device memory, for the timers (graphs hold their calls' outputs)
 
 
 def run_screen(job: ScreenJob, info: Any, send) -> dict[str, Any]:
@@ -61,26 +62,12 @@ def run_screen(job: ScreenJob, info: Any, send) -> dict[str, Any]:
     out_dir = Path(job.outputs_dir)
     sandbox.set_poisoning(True)
     try:
-        send({"event": "progress", "screen": "running the reference"})
-        for run in ("", "again"):
-            problem = reference.run_calls(calls, job.seed, out_dir, save, run, gpu)
-            if problem:
-                return {"error": f"the reference failed on its own captured call: {problem}"}
-        lost = None
-        for index, variant in enumerate(loaded, 1):
-            if lost or time.monotonic() > runs_end:
-                variant.status, variant.message = "not run", lost or "out of time"
-                continue
-            send({"event": "progress", "screen": f"running variant {index} of {len(loaded)}"})
-            problem = variant.run_calls(calls, job.seed, out_dir, save, "", gpu)
-            if problem:
-                variant.fail(problem)
-                if sandbox.context_lost(gpu, problem):
-                    lost = f"the GPU context was lost after {variant.label} failed"
-            else:
-                variant.judge_against(reference)
+        with sandbox.tuning_deferred():  # autotuned kernels tune when timed, with the device alone
+            failed, lost = _run_all(reference, loaded, calls, job.seed, out_dir, save, runs_end, gpu, send)
     finally:
         sandbox.set_poisoning(False)
+    if failed:
+        return {"error": f"the reference failed on its own captured call: {failed}"}
     costs = reference.costs
     timing: dict[str, Any] = {"timed": False, "why": "timing needs a GPU"}
     if gpu and not lost:
@@ -96,6 +83,42 @@ def run_screen(job: ScreenJob, info: Any, send) -> dict[str, Any]:
         "device_limits": _device_limits() if gpu else {},
         "seconds": time.monotonic() - started,
     }
+
+
+def _run_all(
+    reference: _Variant,
+    variants: list[_Variant],
+    calls: list[Any],
+    seed: int,
+    out_dir: Path,
+    save,
+    runs_end: float,
+    gpu: bool,
+    send,
+) -> tuple[str | None, str | None]:
+    """The reference twice, then each variant while time lasts; (why the reference failed, why the GPU context was
+    lost), each None if it did not happen."""
+    from . import sandbox
+
+    send({"event": "progress", "screen": "running the reference"})
+    for run in ("", "again"):
+        problem = reference.run_calls(calls, seed, out_dir, save, run, gpu)
+        if problem:
+            return problem, None
+    lost = None
+    for index, variant in enumerate(variants, 1):
+        if lost or time.monotonic() > runs_end:
+            variant.status, variant.message = "not run", lost or "out of time"
+            continue
+        send({"event": "progress", "screen": f"running variant {index} of {len(variants)}"})
+        problem = variant.run_calls(calls, seed, out_dir, save, "", gpu)
+        if problem:
+            variant.fail(problem)
+            if sandbox.context_lost(gpu, problem):
+                lost = f"the GPU context was lost after {variant.label} failed"
+        else:
+            variant.judge_against(reference)
+    return None, lost
 
 
 class _Variant:
@@ -227,6 +250,8 @@ def _rank(
 ) -> dict[str, Any]:
     """Successive halving over short timings of every call: each rung times the variants still in the race (and the
     reference) in shuffled order, keeps the faster half, and doubles the samples."""
+    import torch
+
     from . import timing
 
     sets = [timing.InputSets((c.args, c.kwargs), 2) for c in calls]
@@ -235,12 +260,15 @@ def _rank(
                                                                                               strict=True)]  # fmt: skip
         per_graph = [timing.graph_calls(e, len(s)) if e < timing.GRAPH_BELOW_MS else None
                      for e, s in zip(estimates, sets, strict=True)]  # fmt: skip
+        reserved = torch.cuda.memory_reserved()
         timers = {"reference": _timers(reference, sets, estimates, per_graph, plan)}
+        per_variant = max(torch.cuda.memory_reserved() - reserved, 1)
     except Exception as e:
         return {"timed": False, "why": f"the reference failed when timed: {e}"}
+    room = int(torch.cuda.mem_get_info()[0] * TIMER_MEMORY_SHARE // per_variant)
     for variant in contenders:
-        if time.monotonic() > deadline:
-            variant.status, variant.message = "not timed", "out of time"
+        if time.monotonic() > deadline or len(timers) > room:
+            variant.status, variant.message = "not timed", "out of time" if len(timers) <= room else "out of memory"
             continue
         try:
             timers[variant.label] = _timers(variant, sets, estimates, per_graph, plan)
@@ -287,9 +315,13 @@ def _rank(
 
 
 def _timers(variant: _Variant, sets: list[Any], estimates: list[float], per_graph: list[int | None], plan) -> list:
-    """A timer per captured call, timed the way the reference's is (graph replays of as many calls, or flushed)."""
-    from . import timing
+    """A timer per captured call, timed the way the reference's is (graph replays of as many calls, or flushed),
+    after one untimed call of each (where an autotuned kernel tunes)."""
+    from . import sandbox, timing
 
+    for fn, s in zip(variant.functions, sets, strict=True):
+        s.call(fn, 0)
+    sandbox.synchronize(True)
     return [
         timing.make_timer(fn, s, e, plan.rep_ms, g)
         for fn, s, e, g in zip(variant.functions, sets, estimates, per_graph, strict=True)
