@@ -167,7 +167,8 @@ class _Search:
         if not self.state["rounds"] and not self.stopped:
             limit = FIRST_ROUND if self.backend.timing else CPU_ROUND
             share = FIRST_ROUND_SHARE if self.backend.timing else 1.0
-            deadline = max(MIN_ROUND_S, (self.left_s - reserve) * share)
+            floor = MIN_ROUND_S if self.backend.timing else 1.0
+            deadline = max(floor, (self.left_s - reserve) * share)
             await self._round(space.first_round(limit, focus, seed), deadline, "first round")
         rounds = self.state["rounds"]
         if not rounds:
@@ -182,6 +183,8 @@ class _Search:
             refined = space.refine(leaders, tried, REFINE_ROUND, rounds[0].get("focus", focus)) if leaders else []
             if refined:
                 await self._round(refined, self.left_s - reserve, "second round")
+        if self.stopped:
+            return self._result(f"stopped after screening {self._counts()[0]} configuration(s)")
         finalists = self._finalists()
         if not finalists:
             return self._result(self._no_finalist_summary())

@@ -22,7 +22,7 @@ from geak.agent.session import OptimizeSession
 from geak.evaluator.api import BadInput
 from geak.evaluator.pool import WorkerStartError
 
-from .eval_options import add_eval_arguments, whole_number
+from .eval_options import add_eval_arguments, positive_seconds, whole_number
 from .render import console, err_console, one_line
 
 
@@ -47,8 +47,8 @@ def register(commands) -> None:
         "--parallel", type=whole_number(1, "a whole number of at least 1"), help="independent chains (pass@k)"
     )
     parser.add_argument(
-        "--budget", dest="search_budget", type=whole_number(1, "a whole number of at least 1"),
-        help="launch-parameter search evaluations",
+        "--budget", dest="search_time_s", type=positive_seconds, metavar="SECONDS",
+        help="seconds for the launch-configuration search (default 60)",
     )  # fmt: skip
     parser.add_argument(
         "--no-search",
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
             "api_key_env",
             "max_iteration",
             "parallel",
-            "search_budget",
+            "search_time_s",
             "search",
             "output_path",
         )

@@ -37,7 +37,7 @@ def results(folder: Path) -> list[dict]:
 
 def test_run_search_mode_over_fixture_suite(tmp_path, capsys):
     out = tmp_path / "run"
-    cfg = write_config(tmp_path / "run.yaml", suite="tritonbench", data_path=TB, output_path=out, search_budget=2)
+    cfg = write_config(tmp_path / "run.yaml", suite="tritonbench", data_path=TB, output_path=out, search_time_s=2)
     assert main(["run", str(cfg), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)["summary"]
     rows = {r["filename"]: r for r in results(out)}
@@ -89,7 +89,7 @@ def test_run_user_dataloader(tmp_path, monkeypatch, capsys):
     write_user_loader(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
     out = tmp_path / "run"
-    cfg = write_config(tmp_path / "run.yaml", dataloader="my_kernels:MyKernels", output_path=out, search_budget=1,
+    cfg = write_config(tmp_path / "run.yaml", dataloader="my_kernels:MyKernels", output_path=out, search_time_s=1,
                        dataloader_args={"names": ["row_sum.py", "relu_kernel.py"]})  # fmt: skip
     assert main(["run", str(cfg), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)["summary"]
@@ -138,7 +138,7 @@ def test_generate_mode_from_instruction_with_scripted_model(tmp_path, capsys, sc
 
 def test_resume_after_ctrl_c_loses_no_finished_problem(tmp_path):
     out = tmp_path / "run"
-    cfg = write_config(tmp_path / "run.yaml", suite="tritonbench", data_path=TB, output_path=out, search_budget=4)
+    cfg = write_config(tmp_path / "run.yaml", suite="tritonbench", data_path=TB, output_path=out, search_time_s=4)
     cmd = [sys.executable, "-m", "geak.server.cli", "run", str(cfg)]
     proc = start_interruptible(cmd)
     deadline = time.monotonic() + 240

@@ -33,7 +33,7 @@ def reply(latency: float, *, hang: bool = False) -> str:
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("optimize")
-    (root / "geak.yaml").write_text("search: false\ntimeout_per_check_s: 60\nsearch_budget: 4\n")
+    (root / "geak.yaml").write_text("search: false\ntimeout_per_check_s: 60\nsearch_time_s: 4\n")
     return root
 
 
