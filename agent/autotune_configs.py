@@ -147,10 +147,10 @@ def _config_calls(tree: ast.Module, configs: ast.AST, depth: int) -> list[ast.Ca
     """The ``Config(...)`` calls the configs expression is made of: in it, in the module-level value of a name it
     uses, or in the module functions it calls (a few levels deep)."""
     calls = [n for n in ast.walk(configs) if isinstance(n, ast.Call) and _is_config(n)]
-    if calls or depth > 3:
+    if depth > 3:
         return calls
     for node in ast.walk(configs):
-        if isinstance(node, ast.Name):
+        if isinstance(node, ast.Name) and node.id not in ("triton", "Config"):
             values = [
                 n.value
                 for n in tree.body

@@ -82,7 +82,7 @@ class Variant:
     """New values for some groups: group -> ((knob key, value), ...). `origin` says how it was chosen."""
 
     changes: tuple[tuple[str, tuple[tuple[str, int], ...]], ...]
-    origin: str = ""
+    origin: str = field(default="", compare=False)
 
     def values(self, group: str) -> dict[str, int]:
         return dict(next((v for g, v in self.changes if g == group), ()))
@@ -182,10 +182,11 @@ class Space:
         found += _ordered(_steps(group, current), group, focus)
         found += _ordered(_grid(group), group, focus)
         found += _draws(group, seed)
+        known = group.autotune.known if group.autotune is not None else ()
         variants = []
         for values in found:
             full = {**current, **values}
-            if full != current and _accepted(group, full, self.backend):
+            if full != current and _accepted(group, full, self.backend) and _config_or_none(group, full) not in known:
                 variants.append(Variant(((group.name, tuple(full.items())),), "first round"))
         return list(dict.fromkeys(variants))
 
@@ -286,6 +287,10 @@ def _config(group: Group, values: dict[str, int]) -> LaunchConfig:
     first = group.autotune.known[0] if group.autotune.known else LaunchConfig(())
     meta = tuple((k, values.get(k, v)) for k, v in first.meta)
     return LaunchConfig(meta, values.get("num_warps", first.num_warps), values.get("num_stages", first.num_stages))
+
+
+def _config_or_none(group: Group, values: dict[str, int]) -> LaunchConfig | None:
+    return _config(group, values) if group.autotune is not None else None
 
 
 def _site_of(source: str, group: Group, backend: str | None) -> AutotuneSite:

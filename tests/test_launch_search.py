@@ -16,10 +16,11 @@ import triton.language as tl
 
 @triton.jit
 def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-    mask = offs < n
-    x = tl.load(x_ptr + offs, mask=mask)
-    tl.store(out_ptr + offs, x + tl.load(y_ptr + offs, mask=mask), mask=mask)
+    for start in range(0, n, BLOCK_SIZE * tl.num_programs(0)):  # a loop: num_stages is a knob
+        offs = start + tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+        mask = offs < n
+        x = tl.load(x_ptr + offs, mask=mask)
+        tl.store(out_ptr + offs, x + tl.load(y_ptr + offs, mask=mask), mask=mask)
 
 
 def add(x, y, out):
@@ -97,12 +98,15 @@ def test_screens_wide_confirms_the_leaders_and_keeps_the_fastest_confirmed():
     backend = Scripted()
     result = run(backend)
     assert result.improved and result.best is not None
-    assert launch_values(result.best.source) == {"BLOCK_SIZE": 4096, "num_warps": 8, "num_stages": 3}
+    assert {k: v for k, v in launch_values(result.best.source).items() if k != "num_stages"} == {
+        "BLOCK_SIZE": 4096,
+        "num_warps": 8,
+    }
     assert len(backend.screens) == 2  # a first round, then one around its leaders
     assert 1 <= len(backend.confirmed) <= FINALISTS
     assert result.best.confirmation.speedup > 1.5
     assert "BLOCK_SIZE 1024→4096" in result.summary and "faster" in result.summary
-    assert result.knobs == 2  # BLOCK_SIZE and num_warps (no loop: stages are not a knob)
+    assert result.knobs == 3  # BLOCK_SIZE, num_warps, num_stages
     assert result.screened == sum(len(s) for s in backend.screens)
 
 
@@ -146,7 +150,9 @@ def test_without_timing_configurations_are_checked_for_correctness_only():
 
 
 def test_nothing_to_tune():
-    computed = SOURCE.replace("BLOCK_SIZE=1024)", "BLOCK_SIZE=triton.next_power_of_2(n), num_warps=n // 256)")
+    computed = SOURCE.replace(
+        "BLOCK_SIZE=1024)", "BLOCK_SIZE=triton.next_power_of_2(n), num_warps=n // 256, num_stages=n % 3)"
+    )
     backend = Scripted()
     result = run(backend, computed)
     assert not result.improved and backend.screens == []
@@ -179,6 +185,11 @@ def test_stop_and_resume_continue_where_the_search_was():
     assert resumed.improved
     assert len(again.screens) == 1  # the first round is not screened again, only the second
     assert len(state["rounds"]) == 2 and len(state["finalists"]) >= 1
+
+
+def test_a_loop_free_kernel_has_no_stages_to_tune():
+    loop_free = SOURCE.replace("    for start in range(0, n, BLOCK_SIZE * tl.num_programs(0)):", "    if True:")
+    assert run(Scripted(timing=False), loop_free).knobs == 2
 
 
 def test_kernel_focus_tunes_only_that_kernels_launches():
