@@ -231,9 +231,14 @@ class _Search:
             }
         )
         self._save()
-        best = min((v["ratio"] for v in verdicts if v["ratio"]), default=None)
-        lead = f"; best {1 / best:.2f}x the original in screening" if best else ""
-        self._say(f"{label}: {result.message}{lead}")
+        took = f" in {result.duration_s:.0f} s" + (f" ({result.compile_note})" if result.compile_note else "")
+        self._say(f"{label}: {result.message}{took}")
+        leaders = sorted((v["ratio"], i) for i, v in enumerate(verdicts) if v["ratio"])[:LEADERS]
+        if leaders:
+            shown = ", ".join(f"{self.space.describe(kept[i])} {1 / ratio:.2f}x" for ratio, i in leaders)
+            self._say(f"leaders in screening (the original's time over theirs): {shown}")
+        if self.diagnosis and len(self.state["rounds"]) == 1:
+            self._say(f"diagnosis: {self.diagnosis} (focus: {focus})")
 
     def _ranked(self) -> list[tuple[Variant, float]]:
         """Every correct, timed configuration screened so far, fastest relative to the original first."""

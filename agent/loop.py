@@ -34,6 +34,7 @@ from .tasks import all_or_none
 
 log = logging.getLogger(__name__)
 WAITING_REPORT_S = 15.0  # how often a `waiting` progress event says how long the model has been thinking
+CONFIRM_FACTOR = 1.5  # a finalist's check and paired bench, over the original's own check and bench
 
 
 @dataclass(frozen=True)
@@ -489,7 +490,8 @@ class _SearchBackend:
         self.run = run
         self.parent = parent
         self.timing = bool(agent.candidates.timing)
-        self.confirm_estimate_s = agent.candidates.baseline_s
+        baseline_s = agent.candidates.baseline_s
+        self.confirm_estimate_s = CONFIRM_FACTOR * baseline_s if baseline_s else None
 
     async def screen(self, baseline: str, variants: list[str], deadline_s: float, finalists: int):
         progress = lambda message: self.agent._emit("waiting", message)

@@ -131,7 +131,11 @@ async def search_one(evaluator, path: str, args, out: Path) -> dict[str, Any]:
 
     cfg = AgentConfig(search_time_s=args.budget, output_path=out / "runs")
     started = time.perf_counter()
-    session = OptimizeSession(path, cfg, evaluator=evaluator, progress=lambda e: print(f"    {e.message}", flush=True))
+    def progress(event) -> None:
+        if event.kind != "waiting":  # the screening job's own steps: too many lines for a report
+            print(f"    {event.message}", flush=True)
+
+    session = OptimizeSession(path, cfg, evaluator=evaluator, progress=progress)
     try:
         result = await session.run()
     except Exception as e:  # a file the search cannot take: recorded, and the report goes on
