@@ -12,8 +12,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 from geak.evaluator.api import Evaluator, Progress
-from geak.evaluator.diagnosis import timing_cost
-from geak.evaluator.results import BenchResult, CallCost, CheckResult, ScreenResult
+from geak.evaluator.diagnosis import summary, timing_cost
+from geak.evaluator.results import BenchResult, CallCost, CheckResult, CompiledKernelFacts, ScreenResult
 from geak.evaluator.triton_file import TritonFile, read_triton_file
 
 from .memory import Evaluation
@@ -38,6 +38,7 @@ class CandidateEvaluator:
         self.runtime: dict = {}
         self.baseline_ms: float | None = None
         self.baseline_costs: tuple[CallCost, ...] = ()  # the original's timed calls on the device's roofline
+        self.baseline_kernels: tuple[CompiledKernelFacts, ...] = ()  # what the compiler made of its kernels
         self.baseline_s: float | None = None  # how long the original's own check and bench took
 
     async def start(self) -> Evaluation:
@@ -54,8 +55,15 @@ class CandidateEvaluator:
         if bench.ok and bench.total_ms:
             self.baseline_ms = bench.total_ms
             self.baseline_costs = tuple(timing_cost(c, bench.peaks) for c in bench.calls)
+            kernels = {k.kernel: k for c in bench.calls for k in c.kernels}
+            self.baseline_kernels = tuple(kernels.values())
         self.baseline_s = time.perf_counter() - started
         return from_bench(check, bench, self.baseline_ms)
+
+    @property
+    def diagnosis(self) -> str:
+        """Why the original is slow: its slowest call on the roofline, what the compiler made of its kernels."""
+        return summary(self.baseline_costs, self.baseline_kernels)
 
     async def screen(
         self, baseline: str, variants: list[str], deadline_s: float, finalists: int, progress: Progress | None = None

@@ -38,6 +38,7 @@ REFINE_ROUND = 24
 CPU_ROUND = 6  # configurations checked on Triton's CPU interpreter (slow)
 LEADERS = 3  # the best of a round whose neighbours the next round screens
 MIN_ROUND_S = 10.0  # a screening round gets at least this long, or is not started
+SHOWN = 8  # screened configurations listed in a report
 CONFIRM_ESTIMATE_S = 20.0  # a finalist's check and bench, where the baseline's own duration is unknown
 FIRST_ROUND_SHARE = 0.6  # of the screening time, when a second round is to follow
 
@@ -95,6 +96,7 @@ class SearchResult:
     rounds: int = 0
     diagnosis: str = ""
     seconds: float = 0.0
+    configurations: list[dict[str, Any]] = field(default_factory=list)  # the fastest screened first (``SHOWN``)
 
 
 async def search_launch_configs(
@@ -312,7 +314,19 @@ class _Search:
             rounds=len(self.state["rounds"]),
             diagnosis=self.diagnosis or next((r.get("diagnosis", "") for r in self.state["rounds"]), ""),
             seconds=time.monotonic() - self.started,
+            configurations=self._shown(),
         )
+
+    def _shown(self) -> list[dict[str, Any]]:
+        """The screened configurations for a report: the fastest in screening first, then those that failed."""
+        rows = []
+        for r in self.state["rounds"]:
+            for data, verdict in zip(r["variants"], r["verdicts"], strict=False):
+                change = self.space.describe(Variant.from_json(data))
+                rows.append({"change": change, "status": verdict["status"], "ratio": verdict.get("ratio"),
+                             "message": verdict.get("message", "")})  # fmt: skip
+        rows.sort(key=lambda row: (row["ratio"] is None, row["ratio"] or 0.0, row["status"] != "ok"))
+        return rows[:SHOWN]
 
 
 def _said(finalist: Finalist) -> str:

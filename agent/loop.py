@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from geak.evaluator.api import BadInput
-from geak.evaluator.diagnosis import summary as diagnosis_summary
 
 from . import checkpoint, prompts
 from .code_extraction import extract_code, extract_strategy
@@ -130,7 +129,8 @@ class GeakAgent:
             else "a GPU (none is visible here: kernels run in Triton's CPU interpreter, speed is not measured)"
         )
         knowledge = knowledge_for(runtime.get("backend"), runtime.get("arch"), cfg.target_gpu) if cfg.knowledge else ""
-        run = _Run(memory, prompts.Context(original, device, knowledge, timing, self.kernel), store, usage_before)
+        context = prompts.Context(original, device, knowledge, timing, self.kernel, self.candidates.diagnosis)
+        run = _Run(memory, context, store, usage_before)
         base = f"baseline {self.candidates.baseline_ms:.4f} ms" if self.candidates.baseline_ms else "no timing"
         focus = f" (kernel {self.kernel})" if self.kernel else ""
         self._emit("start", f"optimizing {original.path}{focus} on {runtime.get('device')} ({base})")
@@ -396,14 +396,13 @@ class GeakAgent:
         label = f"the best candidate {best.id}" if best is not None else "the original"
         self._emit("search", f"tuning the launch configurations of {label}")
         backend = _SearchBackend(self, run, best.id if best is not None else None)
-        costs = self.candidates.baseline_costs
         result = await search_launch_configs(
             start,
             backend,
             budget_s=self.config.search_time_s,
             device_backend=self.candidates.runtime.get("backend"),
             kernel=self.kernel,
-            focus=focus_of(costs, ()),
+            focus=focus_of(self.candidates.baseline_costs, self.candidates.baseline_kernels),
             state=memory.search_state,
             on_event=lambda message: self._emit("search", message),
             on_state=lambda state: self._save(run),
@@ -417,8 +416,9 @@ class GeakAgent:
             "correct": result.correct,
             "rounds": result.rounds,
             "finalists": len(result.finalists),
-            "diagnosis": result.diagnosis or diagnosis_summary(costs, ()),
+            "diagnosis": self.candidates.diagnosis or result.diagnosis,
             "seconds": round(result.seconds, 1),
+            "configurations": result.configurations,
         }
         self._emit("search", result.summary)
 

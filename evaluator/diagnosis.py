@@ -3,7 +3,7 @@ device's roofline (memory-, compute- or latency-bound). Pure functions of plain 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .results import CallCost, CallTiming, CompiledKernelFacts, Peaks
@@ -92,20 +92,27 @@ def _pct(share: float | None) -> float | None:
     return None if share is None else 100 * share
 
 
-def summary(calls: tuple[CallCost, ...], kernels: tuple[CompiledKernelFacts, ...]) -> str:
-    """One line for a person (hover, report) and for the model (the optimizer prompt)."""
+def kernel_line(k: CompiledKernelFacts) -> str:
+    """What the compiler made of one kernel, in words: ``8 warps, 3 stages, 128 registers/thread, 12 spilled, 64 KB
+    shared, occupancy 25% (registers)``."""
+    parts = [
+        f"{k.num_warps} warps" if k.num_warps else "",
+        f"{k.num_stages} stages" if k.num_stages else "",
+        f"{k.n_regs} registers/thread" if k.n_regs is not None else "",
+        f"{k.n_spills} spilled" if k.n_spills else "",
+        f"{k.shared_bytes / 1024:.0f} KB shared" if k.shared_bytes else "",
+        f"occupancy {100 * k.occupancy:.0f}% ({k.limited_by})" if k.occupancy is not None else "",
+    ]
+    return ", ".join(p for p in parts if p)
+
+
+def summary(calls: Sequence[CallCost], kernels: Sequence[CompiledKernelFacts]) -> str:
+    """One line for a person (hover, report) and for the model (the optimizer prompt): where the slowest call sits,
+    and what the compiler made of each kernel."""
     parts = []
     timed = [c for c in calls if c.ms]
     if timed:
         slowest = max(timed, key=lambda c: c.ms or 0)
         parts.append(f"{slowest.signature}: {slowest.why}")
-    for k in kernels:
-        facts = [f"{k.num_warps} warps" if k.num_warps else "", f"{k.num_stages} stages" if k.num_stages else "",
-                 f"{k.n_regs} registers/thread" if k.n_regs is not None else "",
-                 f"{k.n_spills} spilled" if k.n_spills else "",
-                 f"{k.shared_bytes / 1024:.0f} KB shared" if k.shared_bytes else "",
-                 f"occupancy {100 * k.occupancy:.0f}% ({k.limited_by})" if k.occupancy is not None else ""]  # fmt: skip
-        shown = ", ".join(f for f in facts if f)
-        if shown:
-            parts.append(f"{k.kernel}: {shown}")
+    parts += [f"{k.kernel}: {line}" for k in kernels if (line := kernel_line(k))]
     return "; ".join(parts)

@@ -113,6 +113,22 @@ class CheckResult:
 
 
 @dataclass(frozen=True)
+class CompiledKernelFacts:
+    """What the compiler made of one kernel: registers per thread, spilled registers, shared memory per block, warps
+    and pipeline stages, and the occupancy they allow (resident warps over the SM's maximum; estimated from the
+    limits, None where unknown)."""
+
+    kernel: str
+    n_regs: int | None = None
+    n_spills: int | None = None
+    shared_bytes: int | None = None
+    num_warps: int | None = None
+    num_stages: int | None = None
+    occupancy: float | None = None
+    limited_by: str | None = None  # what bounds the occupancy: "registers", "shared memory" or "warps"
+
+
+@dataclass(frozen=True)
 class CallTiming:
     """Timing of one captured wrapper call (`signature` names the wrapper and its argument shapes)."""
 
@@ -128,6 +144,7 @@ class CallTiming:
     pct_peak_flops: float | None
     cache: str
     kernel_ms: dict[str, float] = field(default_factory=dict)
+    kernels: tuple[CompiledKernelFacts, ...] = ()  # what the compiler made of the kernels it launches
 
 
 @dataclass(frozen=True)
@@ -199,22 +216,6 @@ class BenchResult:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BenchResult:
         return _from_dict(cls, {k: v for k, v in data.items() if k != "total_ms"})
-
-
-@dataclass(frozen=True)
-class CompiledKernelFacts:
-    """What the compiler made of one kernel: registers per thread, spilled registers, shared memory per block, warps
-    and pipeline stages, and the occupancy they allow (resident warps over the SM's maximum; estimated from the
-    limits, None where unknown)."""
-
-    kernel: str
-    n_regs: int | None = None
-    n_spills: int | None = None
-    shared_bytes: int | None = None
-    num_warps: int | None = None
-    num_stages: int | None = None
-    occupancy: float | None = None
-    limited_by: str | None = None  # what bounds the occupancy: "registers", "shared memory" or "warps"
 
 
 @dataclass(frozen=True)

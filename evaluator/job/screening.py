@@ -80,7 +80,7 @@ def run_screen(job: ScreenJob, info: Any, send) -> dict[str, Any]:
         "variants": {v.label: v.report() for v in variants},
         "compile": compile_report,
         "timing": timing,
-        "device_limits": _device_limits() if gpu else {},
+        "device_limits": device_limits() if gpu else {},
         "seconds": time.monotonic() - started,
     }
 
@@ -147,7 +147,7 @@ class _Variant:
         from . import sandbox
         from .capture import bytes_moved, call_outputs
 
-        outputs, kernels = [], {}
+        outputs, compiled = [], []
         for i, call in enumerate(calls):
             fn = self.functions[i]
             if fn is None:
@@ -159,21 +159,18 @@ class _Variant:
                 with sandbox.compiled_kept():
                     ret = fn(*args, **kwargs)
                     sandbox.synchronize(gpu)
-                    compiled = list(sandbox.COMPILED)
+                    compiled += sandbox.COMPILED
             except Exception as e:
                 return sandbox.describe_error(e, "", None)["message"]
             if self.label == "reference" and not run:
                 self.costs.append({"bytes": bytes_moved(args, kwargs, ret), **_declared_costs(self, call, fn)})
-            for name, kernel in compiled:
-                facts = _kernel_facts(name, kernel)
-                kernels.setdefault(facts.get("hash") or f"{name}:{len(kernels)}", facts)
             output = call_outputs(ret, *_untouched_marked(args, kwargs, before))
             save(output, out_dir / screen_output_file(self.label, i, run))
             outputs.append(output)
         if run == "again":
             self.again = outputs
         else:
-            self.outputs, self.kernels = outputs, list(kernels.values())
+            self.outputs, self.kernels = outputs, compiled_facts(compiled)
         return None
 
     def judge_against(self, reference: _Variant) -> None:
@@ -375,7 +372,16 @@ def _launch_metadata(fn: Any, call: Any) -> dict[str, int]:
     return {k: v for k, v in totals.items() if v}
 
 
-def _kernel_facts(name: str, kernel: Any) -> dict[str, Any]:
+def compiled_facts(compiled: list[tuple[str, Any]]) -> list[dict[str, Any]]:
+    """The facts of each distinct kernel among launches' compiled kernels (``sandbox.COMPILED``)."""
+    found: dict[str, dict[str, Any]] = {}
+    for name, kernel in compiled:
+        facts = kernel_facts(name, kernel)
+        found.setdefault(facts["hash"] or f"{name}:{len(found)}", facts)
+    return list(found.values())
+
+
+def kernel_facts(name: str, kernel: Any) -> dict[str, Any]:
     """What the compiler made of one kernel (None where this backend does not say)."""
     metadata = getattr(kernel, "metadata", None)
 
@@ -393,7 +399,7 @@ def _kernel_facts(name: str, kernel: Any) -> dict[str, Any]:
     }
 
 
-def _device_limits() -> dict[str, Any]:
+def device_limits() -> dict[str, Any]:
     """The streaming multiprocessor's limits, for the caller's occupancy estimate."""
     import torch
 

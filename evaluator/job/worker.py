@@ -525,6 +525,7 @@ def run_bench(job: BenchJob, info: Any, send) -> dict[str, Any]:
 
     from ..shared.sequential import RoundPlan, decided
     from . import sandbox, timing, triton_cache
+    from .screening import device_limits
 
     save = torch.save  # bound before any user code is imported
     sandbox.set_poisoning(False)
@@ -615,6 +616,7 @@ def run_bench(job: BenchJob, info: Any, send) -> dict[str, Any]:
         "device_ms": device_ms,
         "autotune": tuned,
         "device_lag_ms": device_lag_ms,
+        "device_limits": device_limits(),
     }
 
 
@@ -748,6 +750,7 @@ def _prepare_call(fn, sets, module, base_call) -> tuple[dict[str, Any], float]:
 
     from . import sandbox, timing
     from .capture import bytes_moved, output_bytes
+    from .screening import compiled_facts
 
     ret = sets.call(fn, 0)
     torch.cuda.synchronize()
@@ -767,8 +770,10 @@ def _prepare_call(fn, sets, module, base_call) -> tuple[dict[str, Any], float]:
     }
     del ret
     before = Counter(sandbox.LAUNCHES)
-    sets.call(fn, 0)  # the untimed call whose launches every timed call must match
-    torch.cuda.synchronize()
+    with sandbox.compiled_kept():  # what the compiler made of the kernels (why a kernel is slow)
+        sets.call(fn, 0)  # the untimed call whose launches every timed call must match
+        torch.cuda.synchronize()
+        entry["kernels"] = compiled_facts(sandbox.COMPILED)
     entry["checked_launches"] = dict(sandbox.LAUNCHES - before)
     return entry, timing.estimate_ms(lambda: sets.call(fn, 0))
 
