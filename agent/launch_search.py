@@ -265,7 +265,8 @@ class _Search:
         return finalists
 
     def _counts(self) -> tuple[int, int]:
-        verdicts = [v for r in self.state["rounds"] for v in r["verdicts"]]
+        """(configurations screened: run, whatever came of it; those correct)."""
+        verdicts = [v for r in self.state["rounds"] for v in r["verdicts"] if v["status"] != "not run"]
         return len(verdicts), sum(v["status"] in ("ok", "same") for v in verdicts)
 
     def _untimed_summary(self) -> str:
@@ -273,10 +274,11 @@ class _Search:
         statuses = [v["status"] for r in self.state["rounds"] for v in r["verdicts"]]
         wrong = statuses.count("wrong")
         failed = sum(s in ("failed", "skipped") for s in statuses)
+        late = f"; {statuses.count('not run')} more not run in the time" if "not run" in statuses else ""
         return (
             f"timing needs a GPU: {screened} launch configuration(s) of {self.space.knob_count} knob(s) were screened "
             f"for correctness only ({correct} correct, {wrong} wrong, {failed} failed or not accepted by the "
-            "compiler); the original is kept"
+            f"compiler{late}); the original is kept"
         )
 
     def _no_finalist_summary(self) -> str:
