@@ -32,6 +32,7 @@ from ..shared.protocol import ScreenJob, screen_output_file
 from ..shared.screening import ScreenPlan, survivors
 
 ROUGH_TOLERANCE = 0.05  # the job's own output check: relative to the reference's RMS (ranking only)
+PROGRESS_EVERY = 8  # variants run between two progress reports
 TIMER_MEMORY_SHARE = 0.5  # of the free device memory, for the timers (graphs hold their calls' outputs)
 
 
@@ -55,7 +56,8 @@ def run_screen(job: ScreenJob, info: Any, send) -> dict[str, Any]:
         return captured
     calls = captured["calls"]
     reference = _Variant("reference", captured["module"], None, calls, captured["recorder"].originals)
-    variants = [_load(spec, calls, send) for spec in variant_specs]
+    send({"event": "progress", "screen": f"importing {len(variant_specs)} variants"})
+    variants = [_load(spec, calls) for spec in variant_specs]
     loaded = [v for v in variants if v.error is None]
     compile_report = _compile_all(loaded, calls, plan, runs_end, gpu, send) if gpu else {"mode": "none"}
 
@@ -110,7 +112,9 @@ def _run_all(
         if lost or time.monotonic() > runs_end:
             variant.status, variant.message = "not run", lost or "out of time"
             continue
-        send({"event": "progress", "screen": f"running variant {index} of {len(variants)}"})
+        if index % PROGRESS_EVERY == 1:
+            last = min(index + PROGRESS_EVERY - 1, len(variants))
+            send({"event": "progress", "screen": f"running variants {index}-{last} of {len(variants)}"})
         problem = variant.run_calls(calls, seed, out_dir, save, "", gpu)
         if problem:
             variant.fail(problem)
@@ -194,10 +198,9 @@ class _Variant:
         }
 
 
-def _load(spec: dict[str, Any], calls: list[Any], send) -> _Variant:
+def _load(spec: dict[str, Any], calls: list[Any]) -> _Variant:
     from . import sandbox
 
-    send({"event": "progress", "screen": f"importing {spec['label']}"})
     try:
         module = sandbox.load_module(spec["path"], spec["module_name"])
     except Exception as e:
