@@ -32,7 +32,7 @@ from .launch_space import Focus, Space, Variant, focus_of
 log = logging.getLogger(__name__)
 
 SCREEN_GAIN = 0.03  # a configuration must beat the original by this much in screening to be a finalist
-FINALISTS = 2
+FINALISTS = 2  # at most; one where confirming two would take more than half the budget
 FIRST_ROUND = 48  # configurations of the first round on a GPU (the screen's deadline stops it sooner)
 REFINE_ROUND = 24
 CPU_ROUND = 6  # configurations checked on Triton's CPU interpreter (slow)
@@ -144,6 +144,7 @@ class _Search:
         self._on_state = on_state
         self._should_stop = should_stop or (lambda: False)
         self.diagnosis = ""
+        self.finalists = FINALISTS
 
     @property
     def left_s(self) -> float:
@@ -165,7 +166,8 @@ class _Search:
         self._say(f"{space.knob_count} knob(s) in {len(space.groups)} launch configuration(s): "
                   + ", ".join(g.name for g in space.groups))  # fmt: skip
         confirm_s = self.backend.confirm_estimate_s or CONFIRM_ESTIMATE_S
-        reserve = FINALISTS * confirm_s if self.backend.timing else 0.0
+        self.finalists = FINALISTS if FINALISTS * confirm_s <= self.budget_s / 2 else 1
+        reserve = self.finalists * confirm_s if self.backend.timing else 0.0
         if not self.state["rounds"] and not self.stopped:
             limit = FIRST_ROUND if self.backend.timing else CPU_ROUND
             share = FIRST_ROUND_SHARE if self.backend.timing else 1.0
@@ -212,7 +214,7 @@ class _Search:
         if not kept:
             return
         self._say(f"screening {len(kept)} configuration(s), {label} ({deadline_s:.0f} s at most)")
-        result = await self.backend.screen(self.source, [screened for screened, _ in rendered], deadline_s, FINALISTS)
+        result = await self.backend.screen(self.source, [s for s, _ in rendered], deadline_s, self.finalists)
         focus = focus_of(result.calls, result.reference_kernels)
         if not self.diagnosis:
             self.diagnosis = diagnosis_summary(result.calls, result.reference_kernels)
@@ -254,7 +256,7 @@ class _Search:
 
     def _finalists(self) -> list[Finalist]:
         if "finalists" not in self.state:
-            chosen = [(v, ratio) for v, ratio in self._ranked() if ratio < 1 - SCREEN_GAIN][:FINALISTS]
+            chosen = [(v, ratio) for v, ratio in self._ranked() if ratio < 1 - SCREEN_GAIN][: self.finalists]
             self.state["finalists"] = [{"variant": v.to_json(), "ratio": ratio} for v, ratio in chosen]
             self._save()
         finalists = []
