@@ -136,7 +136,8 @@ class GeakAgent:
         self._emit("start", f"optimizing {original.path}{focus} on {runtime.get('device')} ({base})")
         self._emit("start", f"checkpoint: {store.paths.latest}")
         if self.model is None:
-            self._emit("start", "no model configured (model_id, --model): tuning launch parameters by measurement")
+            self._emit("start", "no model configured (model_id, --model): tuning launch configurations by measurement")
+        self._save(run)  # a checkpoint from the start: a run stopped in its first step can be resumed
         try:
             if self.model is not None and self.config.model_configured:
                 await all_or_none(self._chain(run, state) for state in memory.chains)
