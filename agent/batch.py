@@ -27,6 +27,7 @@ from .config import AgentConfig
 from .dataloaders import Dataloader, ProblemError, ProblemState, reference_file
 from .eval_slots import EvalSlot, eval_options, local_slots
 from .evaluation import CandidateEvaluator
+from .launch_search import FINALISTS
 from .llm import ChatModel, LLMError, ModelUnusable
 from .loop import GeakAgent, ProgressEvent
 from .outcome import OptimizeResult
@@ -211,7 +212,7 @@ class BatchRun:
     def _budget(self) -> int:
         cfg = self.agent
         llm = cfg.max_iteration * cfg.parallel * cfg.descendant_num if self.model is not None else 0
-        return llm + (cfg.search_budget if cfg.search or self.model is None else 0)
+        return llm + (FINALISTS if cfg.search or self.model is None else 0)
 
     async def _solve(self, ps: ProblemState, slot: EvalSlot) -> dict[str, Any]:
         started = time.perf_counter()

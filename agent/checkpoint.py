@@ -88,6 +88,7 @@ class _Problem(BaseModel):
     baseline: Evaluation | None = None
     completed_rounds: int = 0
     search_done: bool = False
+    search_state: dict[str, Any] = {}
 
 
 class _State(BaseModel):
@@ -154,6 +155,7 @@ def load(path: Path) -> Loaded:
         p.completed_rounds,
         p.search_done,
         original_text=original,
+        search_state=p.search_state,
     )
     return Loaded(memory, state.usage, path, state.candidate_bytes, records)
 
@@ -275,6 +277,7 @@ class Checkpoint:
                     "baseline": asdict(memory.baseline) if memory.baseline else None,
                     "completed_rounds": memory.completed_rounds,
                     "search_done": memory.search_done,
+                    "search_state": memory.search_state,
                 },
                 "candidates_file": self.paths.candidates.name,
                 "candidate_bytes": self._bytes,

@@ -30,6 +30,7 @@ SECRET_HINT = (
 # Keys of the original GEAK's TritonBench harness that have no meaning here.
 LEGACY_HINTS = {
     "multi_thread": "use `parallel: N` for independent optimization chains",
+    "search_budget": "the launch-configuration search's budget is now a time: `search_time_s: SECONDS` (default 60)",
     **dict.fromkeys(
         (
             "statis_path",
@@ -77,9 +78,9 @@ class AgentConfig(BaseModel):
     descendant_num: int = Field(1, ge=1)
     max_perf_debug_num: int = Field(5, ge=1)
 
-    # LLM-free launch-parameter search.
+    # LLM-free launch-configuration search.
     search: bool = True
-    search_budget: int = Field(24, ge=1)
+    search_time_s: float = Field(60, gt=0)  # seconds for screening and confirming (the baseline's own check aside)
 
     # Evaluation.
     timeout_per_check_s: float = Field(300, gt=0)

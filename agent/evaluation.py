@@ -7,11 +7,13 @@ steadier than comparing times taken in different processes.
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict
 from pathlib import Path
 
 from geak.evaluator.api import Evaluator, Progress
-from geak.evaluator.results import BenchResult, CheckResult
+from geak.evaluator.diagnosis import summary, timing_cost
+from geak.evaluator.results import BenchResult, CallCost, CheckResult, CompiledKernelFacts, ScreenResult
 from geak.evaluator.triton_file import TritonFile, read_triton_file
 
 from .memory import Evaluation
@@ -35,9 +37,13 @@ class CandidateEvaluator:
         self.timing: bool | None = None
         self.runtime: dict = {}
         self.baseline_ms: float | None = None
+        self.baseline_costs: tuple[CallCost, ...] = ()  # the original's timed calls on the device's roofline
+        self.baseline_kernels: tuple[CompiledKernelFacts, ...] = ()  # what the compiler made of its kernels
+        self.baseline_s: float | None = None  # how long the original's own check and bench took
 
     async def start(self) -> Evaluation:
         """Learn the backend and evaluate the original itself (its test must pass; its time is the baseline)."""
+        started = time.perf_counter()
         self.runtime = await self.evaluator.runtime()
         self.timing = self.runtime.get("backend") != "interpreter"
         check = await self.evaluator.check(self.original_path)
@@ -48,7 +54,25 @@ class CandidateEvaluator:
         bench = await self.evaluator.bench(self.original_path, check_first=False)
         if bench.ok and bench.total_ms:
             self.baseline_ms = bench.total_ms
+            self.baseline_costs = tuple(timing_cost(c, bench.peaks) for c in bench.calls)
+            kernels = {k.kernel: k for c in bench.calls for k in c.kernels}
+            self.baseline_kernels = tuple(kernels.values())
+        self.baseline_s = time.perf_counter() - started
         return from_bench(check, bench, self.baseline_ms)
+
+    @property
+    def diagnosis(self) -> str:
+        """Why the original is slow: its slowest call on the roofline, what the compiler made of its kernels."""
+        return summary(self.baseline_costs, self.baseline_kernels)
+
+    async def screen(
+        self, baseline: str, variants: list[str], deadline_s: float, finalists: int, progress: Progress | None = None
+    ) -> ScreenResult:
+        """Screen variants of `baseline` (kernel code or a whole file) with the original's test."""
+        return await self.evaluator.screen(
+            self.original_path, variants, baseline=baseline, deadline_s=deadline_s, finalists=finalists,
+            progress=progress,
+        )  # fmt: skip
 
     async def evaluate(self, code: str, *, rounds: int | None = None, progress: Progress | None = None) -> Evaluation:
         """Check `code` (kernel code, or a whole file) against the original; time it if it passes."""

@@ -1,17 +1,22 @@
 """Tunable launch parameters of a Triton module, found and rewritten by pure source analysis.
 
 A parameter is tunable when its value at a launch site ``kernel[grid](...)`` of a non-autotuned
-``@triton.jit`` kernel is an integer literal, either written in the call or bound once to a literal in
-the enclosing scope (``BLOCK = 1024``, or a wrapper parameter's default ``block_size: int = 1024``; then
-that binding is rewritten, and every other use of the name follows). Tunable are:
+``@triton.jit`` kernel comes from integer literals the source sets it with: written in the call; bound to a name in
+the enclosing scope (``BLOCK = 1024``; a wrapper parameter's default ``block_size: int = 1024``; assignments in the
+branches of an ``if``, each its own parameter; then that binding is rewritten, and every other use of the name
+follows); a row of a table (``configs[dtype]["BLOCK_SIZE_M"]``: one parameter per row a runtime key can select); a
+branch of a conditional expression (``4 if n <= 64 else 8``); the literal bound of the common
+``min(4096, triton.next_power_of_2(n))`` / ``max(...)`` pattern; an element of what a module function returns into a
+tuple (``BLOCK, num_warps = calculate_settings(n)``); or a value a ``@triton.heuristics`` function gives. Tunable are:
 
 - ``tl.constexpr`` arguments (keyword or positional) holding a power of two from 16 to 65536 (smaller
-  values are usually flags or row counts), also as the literal bound of the common
-  ``min(4096, triton.next_power_of_2(n))`` / ``max(...)`` pattern;
+  values are usually flags or row counts);
 - ``num_warps`` and ``num_stages``; when a launch omits them they are still tunable, starting from Triton's
   default (``num_warps=4``; ``num_stages=3`` on NVIDIA, 2 on AMD, reported as 3 and marked ``default``), and a
-  change inserts the keyword into the call.
+  change inserts the keyword into the call; ``num_ctas`` where the launch sets it;
+- on ROCm (``backend="rocm"``) ``waves_per_eu``, ``matrix_instr_nonkdim`` and ``kpack`` where the launch sets them.
 
+``@triton.autotune`` kernels are tuned through their config lists instead (``autotune_configs``).
 Rewriting touches only the changed literals (or inserts the missing keyword); every other byte is preserved.
 """
 
@@ -27,7 +32,9 @@ from typing import Literal
 from geak.evaluator.python_source import parse
 from geak.evaluator.triton_file import AUTOTUNE_DECORATORS, decorator_name, is_kernel_def
 
-ParamKind = Literal["constexpr", "num_warps", "num_stages"]
+HEURISTICS_DECORATORS = frozenset({"triton.heuristics", "heuristics"})
+
+ParamKind = Literal["constexpr", "num_warps", "num_stages", "num_ctas", "waves_per_eu", "matrix_instr_nonkdim", "kpack"]
 
 NUM_WARPS_CHOICES = (1, 2, 4, 8, 16)
 NUM_STAGES_CHOICES = (1, 2, 3, 4, 5)
@@ -36,8 +43,19 @@ DEFAULT_NUM_STAGES = 3
 MIN_BLOCK = 16
 MAX_BLOCK = 65536
 _BLOCK_FACTORS = (0.25, 0.5, 1, 2, 4)
-_LAUNCH_OPTIONS: tuple[ParamKind, ...] = ("num_warps", "num_stages")
+_OPTION_CHOICES: dict[str, tuple[int, ...]] = {
+    "num_warps": NUM_WARPS_CHOICES,
+    "num_stages": NUM_STAGES_CHOICES,
+    "num_ctas": (1, 2),
+    "waves_per_eu": (0, 1, 2, 3, 4),
+    "matrix_instr_nonkdim": (16, 32),
+    "kpack": (1, 2),
+}
+ROCM_OPTIONS = ("waves_per_eu", "matrix_instr_nonkdim", "kpack")  # compile options only ROCm's Triton accepts
+_LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas")
+_INSERTED_OPTIONS: tuple[ParamKind, ...] = ("num_warps", "num_stages")  # tunable even where a launch omits them
 _DEFAULTS = {"num_warps": DEFAULT_NUM_WARPS, "num_stages": DEFAULT_NUM_STAGES}
+_MAX_DEPTH = 8  # names and tables followed through at most this many steps
 
 _ScopeNode = ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
 _NEW_SCOPES = (
@@ -87,6 +105,8 @@ class TunableParam:
     choices: tuple[int, ...]
     default: bool
     _edit: _Edit = field(repr=False, compare=False)
+    group: str = ""  # the launch configuration it belongs to: its launch site, and the table row or branch it sets
+    via: str = "literal"  # how the launch reaches its literal (``VIAS``); "default" for an omitted option
 
 
 @dataclass(frozen=True)
@@ -95,6 +115,7 @@ class _Kernel:
     positional: tuple[str, ...]  # parameter names that can be passed by position, in order
     constexprs: frozenset[str]
     autotuned: bool
+    heuristics: tuple[ast.Dict, ...] = ()  # the dicts of its `@triton.heuristics({...})` decorators
 
 
 def autotuned_kernels(source: str) -> list[str]:
@@ -102,34 +123,38 @@ def autotuned_kernels(source: str) -> list[str]:
     return [k.name for k in _kernels(_parse(source)).values() if k.autotuned]
 
 
-def find_tunable_params(source: str) -> list[TunableParam]:
-    """All tunable launch parameters of the module, in source order of their launch sites."""
+def find_tunable_params(source: str, backend: str | None = None) -> list[TunableParam]:
+    """All tunable launch parameters of the module, in source order of their launch sites (then the heuristics').
+    `backend` "rocm" adds ROCm's compile options."""
     tree = _parse(source)
     kernels = {name: k for name, k in _kernels(tree).items() if not k.autotuned}
+    options = _LAUNCH_OPTIONS + (ROCM_OPTIONS if backend == "rocm" else ())
     params: list[TunableParam] = []
     claimed: set[tuple[int, int]] = set()  # literals already owned by a parameter (a name shared by launches)
     seen_keys: Counter[str] = Counter()
-    for call, kernel_name, scopes in _launch_sites(tree, kernels):
-        for param in _call_params(call, kernels[kernel_name], scopes):
-            location = (param._edit.line, param._edit.col)
-            if not param._edit.is_insertion:
-                if location in claimed:
-                    continue
-                claimed.add(location)
-            seen_keys[param.key] += 1
-            if seen_keys[param.key] > 1:  # two launches of one kernel on one line: number them in order
-                param = replace(param, key=f"{param.key}#{seen_keys[param.key]}")
-            params.append(param)
+    found = [p for call, name, scopes in _launch_sites(tree, kernels) for p in _call_params(call, kernels[name], scopes,
+                                                                                             options)]  # fmt: skip
+    found += [p for kernel in kernels.values() for p in _heuristic_params(tree, kernel)]
+    for param in found:
+        location = (param._edit.line, param._edit.col)
+        if not param._edit.is_insertion:
+            if location in claimed:
+                continue
+            claimed.add(location)
+        seen_keys[param.key] += 1
+        if seen_keys[param.key] > 1:  # two launches of one kernel on one line: number them in order
+            param = replace(param, key=f"{param.key}#{seen_keys[param.key]}")
+        params.append(param)
     return params
 
 
-def apply_params(source: str, values: Mapping[str, int]) -> str:
+def apply_params(source: str, values: Mapping[str, int], backend: str | None = None) -> str:
     """Return ``source`` with the given parameters (by key) set to the given values.
 
     Only changed values are rewritten. Raises ``ValueError`` for an unknown key, a value outside the
     parameter's choices, or a result that does not parse back to the requested values.
     """
-    params = {p.key: p for p in find_tunable_params(source)}
+    params = {p.key: p for p in find_tunable_params(source, backend)}
     unknown = sorted(set(values) - set(params))
     if unknown:
         known = ", ".join(params) or "none"
@@ -152,7 +177,7 @@ def apply_params(source: str, values: Mapping[str, int]) -> str:
             for line, col, end_line, end_col in edit.linked:
                 edits.append((line_starts[line - 1] + col, line_starts[end_line - 1] + end_col, str(value)))
     for position, (after_argument, keywords) in insertions.items():
-        keywords.sort(key=lambda keyword: _LAUNCH_OPTIONS.index(keyword.split("=")[0]))
+        keywords.sort(key=lambda keyword: _INSERTED_OPTIONS.index(keyword.split("=")[0]))
         edits.append((position, position, (", " if after_argument else "") + ", ".join(keywords)))
     if not edits:
         return source
@@ -168,13 +193,13 @@ def apply_params(source: str, values: Mapping[str, int]) -> str:
         position = end
     pieces.append(encoded[position:])
     result = b"".join(pieces).decode("utf-8")
-    _verify(result, values)
+    _verify(result, values, backend)
     return result
 
 
-def _verify(result: str, values: Mapping[str, int]) -> None:
+def _verify(result: str, values: Mapping[str, int], backend: str | None) -> None:
     try:
-        rewritten = {p.key: p.current for p in find_tunable_params(result)}
+        rewritten = {p.key: p.current for p in find_tunable_params(result, backend)}
     except ValueError as exc:
         raise ValueError(f"rewriting launch parameters produced invalid Python: {exc}") from exc
     wrong = [key for key, value in values.items() if rewritten.get(key) != value]
@@ -223,11 +248,18 @@ def _kernels(tree: ast.Module) -> dict[str, _Kernel]:
         decorators = {decorator_name(d) for d in node.decorator_list}
         positional = [*node.args.posonlyargs, *node.args.args]
         constexprs = frozenset(a.arg for a in [*positional, *node.args.kwonlyargs] if _is_constexpr(a.annotation))
+        heuristics = tuple(
+            d.args[0]
+            for d in node.decorator_list
+            if isinstance(d, ast.Call) and decorator_name(d) in HEURISTICS_DECORATORS and d.args
+            and isinstance(d.args[0], ast.Dict)
+        )  # fmt: skip
         kernels[node.name] = _Kernel(
             node.name,
             tuple(a.arg for a in positional),
             constexprs,
             autotuned=bool(decorators & AUTOTUNE_DECORATORS),
+            heuristics=heuristics,
         )
     return kernels
 
@@ -256,22 +288,46 @@ def _launch_sites(tree: ast.Module, kernels: Mapping[str, _Kernel]) -> Iterator[
     yield from visit(tree, (tree,))
 
 
-def _call_params(call: ast.Call, kernel: _Kernel, scopes: tuple[_ScopeNode, ...]) -> Iterator[TunableParam]:
+def _call_params(
+    call: ast.Call, kernel: _Kernel, scopes: tuple[_ScopeNode, ...], options: tuple[str, ...]
+) -> Iterator[TunableParam]:
     keywords = {kw.arg: kw for kw in call.keywords if kw.arg is not None}
     passed = [*_positional_arguments(call, kernel), *((kw.arg, kw.value) for kw in call.keywords)]
+    site = f"{kernel.name}@L{call.lineno}"
     for name, value in passed:
         if name in kernel.constexprs:
-            found = _tunable_literal(value, scopes, block_size=True)
-            if found is not None:
+            for found in _literals(value, scopes, "constexpr"):
                 linked = _grid_literals(call, found.value) if found.node is value else ()
-                yield _make_param(kernel.name, name, "constexpr", found, linked)
-    for option in _LAUNCH_OPTIONS:
+                yield _make_param(kernel.name, name, "constexpr", found, site, linked)
+    for option in options:
         if option in keywords:
-            found = _tunable_literal(keywords[option].value, scopes, block_size=False)
-            if found is not None:
-                yield _make_param(kernel.name, option, option, found)
-        elif not any(kw.arg is None for kw in call.keywords):  # no **kwargs that could carry it
-            yield _default_param(call, kernel.name, option)
+            for found in _literals(keywords[option].value, scopes, option):
+                yield _make_param(kernel.name, option, option, found, site)  # type: ignore[arg-type]
+        elif option in _INSERTED_OPTIONS and not any(kw.arg is None for kw in call.keywords):  # no **kwargs
+            yield _default_param(call, kernel.name, option, site)
+
+
+def _heuristic_params(tree: ast.Module, kernel: _Kernel) -> Iterator[TunableParam]:
+    """Values a ``@triton.heuristics({...})`` of the kernel gives its meta-parameters: the literal results of a lambda,
+    or of a module function it names."""
+    for entries in kernel.heuristics:
+        for key_node, value in zip(entries.keys, entries.values, strict=True):
+            if not (isinstance(key_node, ast.Constant) and isinstance(key_node.value, str)):
+                continue
+            name = key_node.value
+            kind: ParamKind = name if name in ("num_warps", "num_stages") else "constexpr"  # type: ignore[assignment]
+            if kind == "constexpr" and name not in kernel.constexprs:
+                continue
+            if isinstance(value, ast.Lambda):
+                results, scopes = [value.body], (tree, value)
+            elif isinstance(value, ast.Name) and (function := _module_function(tree, value.id)) is not None:
+                results, scopes = _returned(function), (tree, function)
+            else:
+                continue
+            site = f"{kernel.name}:heuristics@L{value.lineno}"
+            for result in results:
+                for found in _literals(result, scopes, kind):
+                    yield _make_param(kernel.name, name, kind, found.reached("heuristics"), site)
 
 
 def _positional_arguments(call: ast.Call, kernel: _Kernel) -> Iterator[tuple[str, ast.expr]]:
@@ -294,12 +350,17 @@ def _grid_literals(call: ast.Call, value: int) -> tuple[tuple[int, int, int, int
 
 
 def _make_param(
-    kernel: str, name: str, kind: ParamKind, literal: _Literal, linked: tuple[tuple[int, int, int, int], ...] = ()
+    kernel: str,
+    name: str,
+    kind: ParamKind,
+    literal: _Literal,
+    site: str,
+    linked: tuple[tuple[int, int, int, int], ...] = (),
 ) -> TunableParam:
     node = literal.node
     edit = _Edit(node.lineno, node.col_offset, node.end_lineno or node.lineno, node.end_col_offset or 0, linked=linked)
     return TunableParam(
-        key=f"{kernel}:{name}@L{node.lineno}",
+        key=f"{kernel}:{name}{literal.row}@L{node.lineno}",
         kernel=kernel,
         name=name,
         kind=kind,
@@ -308,10 +369,12 @@ def _make_param(
         choices=_choices(kind, literal.value),
         default=False,
         _edit=edit,
+        group=site + literal.row,
+        via=literal.via,
     )
 
 
-def _default_param(call: ast.Call, kernel: str, option: ParamKind) -> TunableParam:
+def _default_param(call: ast.Call, kernel: str, option: ParamKind, site: str) -> TunableParam:
     """A launch option the call omits: inserted after the last argument when changed."""
     arguments: list[ast.expr | ast.keyword] = [*call.args, *call.keywords]
     if arguments:
@@ -330,17 +393,17 @@ def _default_param(call: ast.Call, kernel: str, option: ParamKind) -> TunablePar
         choices=_choices(option, current),
         default=True,
         _edit=_Edit(line, col, line, col, keyword=option, after_argument=bool(arguments)),
+        group=site,
+        via="default",
     )
 
 
 def _choices(kind: ParamKind, current: int) -> tuple[int, ...]:
-    if kind == "num_warps":
-        candidates = set(NUM_WARPS_CHOICES)
-    elif kind == "num_stages":
-        candidates = set(NUM_STAGES_CHOICES)
-    else:
+    if kind == "constexpr":
         scaled = (int(current * factor) for factor in _BLOCK_FACTORS)
         candidates = {v for v in scaled if MIN_BLOCK <= v <= MAX_BLOCK and _is_power_of_two(v)}
+    else:
+        candidates = set(_OPTION_CHOICES[kind])
     return tuple(sorted(candidates | {current}))
 
 
@@ -352,6 +415,85 @@ def _is_power_of_two(value: int) -> bool:
 class _Literal:
     node: ast.Constant
     value: int
+    row: str = ""  # the table row it sits in (``[torch.float16]``), for a value taken from a table
+    via: str = "literal"  # how the launch reaches it: one of VIAS
+
+    def reached(self, how: str) -> _Literal:
+        """This literal, reached one step further out through `how` (the most telling step is kept)."""
+        return self if VIAS.index(self.via) >= VIAS.index(how) else replace(self, via=how)
+
+
+# How a launch reaches a parameter's literal, least telling first: written in the call, bound to a name, the bound of
+# a clamped next_power_of_2, a branch of a conditional, a heuristics function's result, an element a function
+# returns, a table row.
+VIAS = ("literal", "name", "capped", "branch", "heuristics", "returned", "table")
+
+
+def _accepted(kind: ParamKind, value: int) -> bool:
+    """Could `value` be tuned as a `kind`? Block sizes are powers of two in [MIN_BLOCK, MAX_BLOCK]."""
+    if kind == "constexpr":
+        return MIN_BLOCK <= value <= MAX_BLOCK and _is_power_of_two(value)
+    return value >= 0 if kind == "waves_per_eu" else value >= 1
+
+
+def _literals(value: ast.expr, scopes: tuple[_ScopeNode, ...], kind: ParamKind, depth: int = 0) -> list[_Literal]:
+    """The integer literals that set an argument's value (see the module's docstring for where they may sit), those
+    a `kind` can take; none where the value is computed."""
+    if depth > _MAX_DEPTH:
+        return []
+    found: list[_Literal] = []
+    if isinstance(value, ast.Constant) and type(value.value) is int:
+        found = [_Literal(value, value.value)]
+    elif isinstance(value, ast.IfExp):
+        branches = _literals(value.body, scopes, kind, depth + 1) + _literals(value.orelse, scopes, kind, depth + 1)
+        found = [lit.reached("branch") for lit in branches]
+    elif isinstance(value, ast.Call) and (bound := _clamped_power_of_two_bound(value)) is not None:
+        found = [bound.reached("capped")]
+    elif isinstance(value, ast.Name):
+        for bound, inner, how in _bound_values(value.id, scopes):
+            found += [lit.reached(how) for lit in _literals(bound, inner, kind, depth + 1)]
+    elif isinstance(value, ast.Subscript):
+        for entry, row, inner in _table_entries(value, scopes, depth):
+            found += [replace(lit, row=lit.row or row).reached("table") for lit in _literals(entry, inner, kind,
+                                                                                             depth + 1)]  # fmt: skip
+    return [lit for lit in found if _accepted(kind, lit.value)]
+
+
+_Entry = tuple[ast.expr, str, tuple[_ScopeNode, ...]]  # a table entry, its row label, the scopes to read it in
+
+
+def _table_entries(value: ast.Subscript, scopes: tuple[_ScopeNode, ...], depth: int) -> list[_Entry]:
+    """What ``table[key]`` can be, with its row label: the entry of a constant key, or every entry for a runtime key
+    (``configs[dtype]``), through names bound to dict literals and nested tables."""
+    key = value.slice
+    found: list[_Entry] = []
+    for table, row, inner in _dicts(value.value, scopes, depth + 1):
+        for entry_key, entry in zip(table.keys, table.values, strict=True):
+            if entry_key is None:  # `**other` in the literal: not a table we can read
+                return []
+            if isinstance(key, ast.Constant):
+                if isinstance(entry_key, ast.Constant) and entry_key.value == key.value:
+                    found.append((entry, row, inner))
+            else:
+                found.append((entry, row or f"[{ast.unparse(entry_key)}]", inner))
+    return found
+
+
+def _dicts(value: ast.expr, scopes: tuple[_ScopeNode, ...], depth: int) -> list[tuple[ast.Dict, str, tuple]]:
+    """The dict literals an expression can be (through names and tables), with row labels and their scopes."""
+    if depth > _MAX_DEPTH:
+        return []
+    if isinstance(value, ast.Dict):
+        return [(value, "", scopes)]
+    if isinstance(value, ast.Name):
+        return [d for bound, inner, _ in _bound_values(value.id, scopes) for d in _dicts(bound, inner, depth + 1)]
+    if isinstance(value, ast.Subscript):
+        return [
+            (table, row or inner_row, where)
+            for entry, row, inner in _table_entries(value, scopes, depth)
+            for table, inner_row, where in _dicts(entry, inner, depth + 1)
+        ]
+    return []
 
 
 def _int_literal(node: ast.expr) -> _Literal | None:
@@ -378,45 +520,72 @@ def _clamped_power_of_two_bound(node: ast.expr) -> _Literal | None:
     return None
 
 
-def _tunable_literal(value: ast.expr, scopes: tuple[_ScopeNode, ...], *, block_size: bool) -> _Literal | None:
-    """The literal that sets an argument's value: in the call itself, or in the single binding of a name.
-
-    Block sizes must be powers of two in [MIN_BLOCK, MAX_BLOCK] and may also be the literal bound of a
-    clamped ``next_power_of_2``.
-    """
-    bound = _single_binding(value.id, scopes) if isinstance(value, ast.Name) else value
-    if bound is None:
-        return None
-    literal = _int_literal(bound)
-    if block_size:
-        literal = literal or _clamped_power_of_two_bound(bound)
-        in_range = literal is not None and MIN_BLOCK <= literal.value <= MAX_BLOCK
-        return literal if in_range and _is_power_of_two(literal.value) else None
-    return literal if literal is not None and literal.value >= 1 else None
-
-
 # --- name resolution -------------------------------------------------------------------------------------
 
 
-def _single_binding(name: str, scopes: tuple[_ScopeNode, ...]) -> ast.expr | None:
-    """The value of ``name`` if its scope binds it exactly once, by ``name = value`` (or ``name: T = value``,
-    or as a parameter with a default value, which is then what gets rewritten).
+def _bound_values(name: str, scopes: tuple[_ScopeNode, ...]) -> list[tuple[ast.expr, tuple[_ScopeNode, ...], str]]:
+    """Every value ``name`` is bound to in its scope, with the scopes to read that value in and how ("name", or
+    "returned" by a function); none when the name is bound any other way too (a loop variable, an augmented
+    assignment, an import...), so it is not a set of literals.
 
     The scope is the innermost enclosing function that binds the name, else the module (Python's rule, except
-    that class bodies are not searched; they are not visible from methods either).
+    that class bodies are not searched; they are not visible from methods either). A name unpacked from what a
+    module function returns (``BLOCK, warps = settings(n)``) is bound to that element of each of its ``return``s.
     """
-    for scope in reversed(scopes):
+    for index, scope in reversed(list(enumerate(scopes))):
         bindings = list(_bindings(scope, name))
         if bindings or scope is scopes[0]:
-            if len(bindings) != 1:
-                return None
-            return bindings[0]
-    return None
+            if not bindings or any(b is None for b in bindings):
+                return []
+            outer = scopes[: index + 1]
+            resolved: list[tuple[ast.expr, tuple[_ScopeNode, ...], str]] = []
+            for binding in bindings:
+                assert binding is not None
+                if isinstance(binding, _Unpacked):
+                    resolved += [(value, inner, "returned") for value, inner in _unpacked(binding, scopes[0])]
+                else:
+                    resolved.append((binding, outer, "name"))
+            return resolved
+    return []
 
 
-def _bindings(scope: _ScopeNode, name: str) -> Iterator[ast.expr | None]:
-    """Each binding of ``name`` directly in ``scope``: the value of a simple assignment or the default of a
-    parameter, else None."""
+@dataclass(frozen=True)
+class _Unpacked:
+    """``a, b = f(...)``: the name is element `index` of what the call returns."""
+
+    call: ast.Call
+    index: int
+    width: int
+
+
+def _unpacked(binding: _Unpacked, module: _ScopeNode) -> list[tuple[ast.expr, tuple[_ScopeNode, ...]]]:
+    assert isinstance(module, ast.Module)
+    if not isinstance(binding.call.func, ast.Name):
+        return []
+    function = _module_function(module, binding.call.func.id)
+    if function is None:
+        return []
+    found = []
+    for returned in _returned(function):
+        if not (isinstance(returned, ast.Tuple) and len(returned.elts) == binding.width):
+            return []
+        found.append((returned.elts[binding.index], (module, function)))
+    return found
+
+
+def _module_function(module: ast.Module, name: str) -> ast.FunctionDef | None:
+    defs = [n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == name]
+    return defs[0] if len(defs) == 1 else None
+
+
+def _returned(function: ast.FunctionDef) -> list[ast.expr]:
+    """The values of a function's own ``return`` statements (not those of functions nested in it)."""
+    return [n.value for n in _scope_nodes(list(function.body)) if isinstance(n, ast.Return) and n.value is not None]
+
+
+def _bindings(scope: _ScopeNode, name: str) -> Iterator[ast.expr | _Unpacked | None]:
+    """Each binding of ``name`` directly in ``scope``: the value of a simple assignment, the default of a
+    parameter, an element unpacked from a call's result, else None."""
     if isinstance(scope, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
         yield from _parameter_bindings(scope.args, name)
     body: list[ast.AST] = [scope.body] if isinstance(scope, ast.Lambda) else list(scope.body)
@@ -425,6 +594,17 @@ def _bindings(scope: _ScopeNode, name: str) -> Iterator[ast.expr | None]:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and _is_name(node.targets[0], name):
             simple_targets.add(id(node.targets[0]))
             yield node.value
+        elif (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Tuple)
+            and isinstance(node.value, ast.Call)
+            and any(_is_name(t, name) for t in node.targets[0].elts)
+        ):
+            elts = node.targets[0].elts
+            index = next(i for i, t in enumerate(elts) if _is_name(t, name))
+            simple_targets.add(id(elts[index]))
+            yield _Unpacked(node.value, index, len(elts))
         elif isinstance(node, ast.AnnAssign) and _is_name(node.target, name):
             simple_targets.add(id(node.target))
             yield node.value

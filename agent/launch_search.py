@@ -1,248 +1,344 @@
-"""LLM-free search over the launch parameters of a Triton module, by measurement.
+"""LLM-free search over a Triton file's launch configurations: screen wide, confirm narrow.
 
-The baseline is evaluated first, then a greedy coordinate descent: for one parameter at a time (block
-sizes first, then ``num_warps``, then ``num_stages``) the neighbouring choices of the current best are
-tried, and the search moves (and keeps going in that direction) when a correct candidate is faster by more
-than the noise margin and, where the evaluator gives a verdict, significantly faster than the original. Passes
-over all parameters repeat until none moves or the evaluation budget is spent.
-When the baseline cannot be timed, the neighbours are only checked for correctness and the baseline is kept.
+1. The knobs are found wherever the file sets them (``launch_space``), and a first round of configurations is chosen
+   by what the diagnosis says limits the kernel.
+2. A screening job (``Evaluator.screen``) compiles them in parallel, runs each on the test's own inputs (outputs
+   compared with the original's) and, on a GPU, ranks the correct ones by successive halving over short timings.
+3. While the time budget allows, a second round screens the neighbours of the leaders and the leaders of different
+   launch configurations combined.
+4. The few configurations that beat the original in screening by more than ``SCREEN_GAIN`` are finalists: each gets
+   the full check against the original and the paired bench. Only a finalist the bench finds significantly faster is
+   kept, the fastest of those; otherwise the original stays. Screen timings only rank; they never claim.
+
+The budget is time. Screening gets what the finalists' confirmation leaves (its estimate: the baseline's own check and
+bench). On Triton's CPU interpreter the configurations are screened for correctness only and the original is kept.
+The state after every screening and confirmation is handed to `on_state` (plain JSON), so that a stopped search
+resumes where it was (``state``).
 """
 
 from __future__ import annotations
 
 import logging
-import random
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from typing import Protocol
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
-from .launch_params import TunableParam, apply_params, find_tunable_params
+from geak.evaluator.diagnosis import summary as diagnosis_summary
+from geak.evaluator.results import ScreenResult
 
-logger = logging.getLogger(__name__)
+from .launch_space import Focus, Space, Variant, focus_of
 
-NOISE_MARGIN = 0.02  # a candidate must be this much faster (relative) to count as an improvement
-_BLOCK_WORDS = ("BLOCK", "TILE", "SIZE")
+log = logging.getLogger(__name__)
+
+SCREEN_GAIN = 0.03  # a configuration must beat the original by this much in screening to be a finalist
+FINALISTS = 2  # at most; one where confirming two would take more than half the budget
+FIRST_ROUND = 48  # configurations of the first round on a GPU (the screen's deadline stops it sooner)
+REFINE_ROUND = 24
+CPU_ROUND = 6  # configurations checked on Triton's CPU interpreter (slow)
+LEADERS = 3  # the best of a round whose neighbours the next round screens
+MIN_ROUND_S = 10.0  # a screening round gets at least this long, or is not started
+SHOWN = 8  # screened configurations listed in a report
+CONFIRM_ESTIMATE_S = 20.0  # a finalist's check and bench, where the baseline's own duration is unknown
+FIRST_ROUND_SHARE = 0.6  # of the screening time, when a second round is to follow
 
 
-class Outcome(Protocol):
-    """What an evaluation reports about one candidate source (a `Trial` is one). `faster`: the evaluator's verdict
-    against the original (its speedup interval clears the noise floor), None where there is no verdict."""
+class Confirmation(Protocol):
+    """What the full check and paired bench say of a finalist (an ``Evaluation`` is one)."""
 
     ok: bool
-    latency_ms: float | None
     message: str
-    faster: bool | None
+    speedup: float | None
+    speedup_low: float | None
+    speedup_high: float | None
+
+    @property
+    def faster(self) -> bool: ...
+
+
+class SearchBackend(Protocol):
+    """The evaluator as the search uses it: screening, and the full check + bench of a finalist against the original."""
+
+    timing: bool
+    confirm_estimate_s: float | None
+
+    async def screen(self, baseline: str, variants: list[str], deadline_s: float, finalists: int) -> ScreenResult: ...
+
+    async def confirm(self, source: str, note: str) -> Confirmation: ...
 
 
 @dataclass
-class Trial:
-    """One evaluated candidate: its parameter values (by key), its source and how it fared."""
+class Finalist:
+    """A configuration that beat the original in screening, and what its confirmation said."""
 
-    values: dict[str, int]
+    note: str
     source: str
-    ok: bool
-    latency_ms: float | None
-    message: str
-    faster: bool | None = None
+    screen_ratio: float  # its screen time over the original's in the same screening (ranking only)
+    confirmation: Confirmation | None = None
+
+    @property
+    def confirmed(self) -> bool:
+        c = self.confirmation
+        return c is not None and c.ok and c.faster
 
 
 @dataclass
 class SearchResult:
-    """The best trial (the baseline unless a faster correct one was found), all trials in order, a summary."""
+    """The search's outcome: the best confirmed finalist (None: the original stays) and what it took to find it."""
 
-    best: Trial
-    trials: list[Trial]
     improved: bool
     summary: str
+    best: Finalist | None = None
+    finalists: list[Finalist] = field(default_factory=list)
+    knobs: int = 0
+    screened: int = 0
+    correct: int = 0
+    rounds: int = 0
+    diagnosis: str = ""
+    seconds: float = 0.0
+    configurations: list[dict[str, Any]] = field(default_factory=list)  # the fastest screened first (``SHOWN``)
 
 
-Evaluate = Callable[[str], Awaitable[Outcome]]
-
-
-async def search_launch_params(
+async def search_launch_configs(
     source: str,
-    evaluate: Evaluate,
+    backend: SearchBackend,
     *,
-    budget: int,
-    seed: int = 0,
-    on_trial: Callable[[Trial], None] | None = None,
-    should_stop: Callable[[], bool] | None = None,
+    budget_s: float,
+    device_backend: str | None = None,
     kernel: str | None = None,
+    focus: Focus = "unknown",
+    state: dict[str, Any] | None = None,
+    on_event: Callable[[str], None] | None = None,
+    on_state: Callable[[dict[str, Any]], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    seed: int = 0,
 ) -> SearchResult:
-    """Tune the launch parameters of ``source`` with at most ``budget`` evaluations (the baseline included).
-
-    ``evaluate`` checks and times a candidate source; ``latency_ms`` None means it could not be timed.
-    ``seed`` orders parameters of equal priority (the search is deterministic for a given seed).
-    ``should_stop`` is polled before every evaluation after the baseline's. ``kernel`` restricts the search to
-    the launches of that kernel. Raises ``ValueError`` for a
-    budget below 1 or a source that does not parse.
-    """
-    if budget < 1:
-        raise ValueError(f"budget must be at least 1 evaluation (the baseline), got {budget}")
-    params = _search_order([p for p in find_tunable_params(source) if kernel in (None, p.kernel)], seed)
-    search = _Search(source, evaluate, budget, on_trial, should_stop)
-    baseline = await search.evaluate_baseline({p.key: p.current for p in params})
-    if not baseline.ok:
-        reason = baseline.message.strip().splitlines()[-1:] or ["no message"]
-        return search.result(baseline, f"the baseline fails ({reason[0][:200]}); nothing to tune")
-    if not params:
-        return search.result(baseline, "no tunable launch parameters (autotuned or computed values only)")
-    if baseline.latency_ms is None:
-        return await _check_neighbours(search, params, baseline)
-    best, converged = await _coordinate_descent(search, params, baseline)
-    summary = _describe(baseline, best, params, search)
-    if not converged and not search.stopped:
-        summary += f" (budget of {budget} evaluations spent before the search converged)"
-    return search.result(best, summary)
+    """Tune the launch configurations of `source` within about `budget_s` seconds. `device_backend`: "cuda", "rocm"
+    or "interpreter" (which presets and options apply); `kernel` restricts the search to that kernel's launches;
+    `focus`: what the baseline's diagnosis says limits it. Raises ValueError for a source that does not parse."""
+    search = _Search(source, backend, budget_s, device_backend, kernel, state, on_event, on_state, should_stop)
+    return await search.run(focus, seed)
 
 
 class _Search:
-    """Evaluation bookkeeping: budget, deduplication of values, callbacks."""
-
     def __init__(
         self,
         source: str,
-        evaluate: Evaluate,
-        budget: int,
-        on_trial: Callable[[Trial], None] | None,
+        backend: SearchBackend,
+        budget_s: float,
+        device_backend: str | None,
+        kernel: str | None,
+        state: dict[str, Any] | None,
+        on_event: Callable[[str], None] | None,
+        on_state: Callable[[dict[str, Any]], None] | None,
         should_stop: Callable[[], bool] | None,
-    ) -> None:
+    ):
         self.source = source
-        self._evaluate = evaluate
-        self.budget = budget
-        self._on_trial = on_trial
-        self._should_stop = should_stop
-        self.trials: list[Trial] = []
-        self._seen: dict[tuple[tuple[str, int], ...], Trial] = {}
-        self.stopped = False
+        self.backend = backend
+        self.started = time.monotonic()
+        self.budget_s = budget_s
+        self.space = Space(source, device_backend, kernel)
+        self.state: dict[str, Any] = state if state is not None else {"rounds": []}
+        self.state.setdefault("rounds", [])
+        self._say = on_event or (lambda message: None)
+        self._on_state = on_state
+        self._should_stop = should_stop or (lambda: False)
+        self.diagnosis = ""
+        self.finalists = FINALISTS
 
     @property
-    def exhausted(self) -> bool:
-        return self.stopped or len(self.trials) >= self.budget
+    def left_s(self) -> float:
+        return self.budget_s - (time.monotonic() - self.started)
 
-    async def evaluate_baseline(self, values: Mapping[str, int]) -> Trial:
-        """The unchanged source (always evaluated, whatever ``should_stop`` says)."""
-        return await self._run(values, self.source)
+    @property
+    def stopped(self) -> bool:
+        return self._should_stop()
 
-    async def evaluate(self, values: Mapping[str, int]) -> Trial | None:
-        """The trial for ``values``: a fresh evaluation, a cached one, or None when out of budget/stopped."""
-        signature = tuple(sorted(values.items()))
-        if signature in self._seen:
-            return self._seen[signature]
-        if self.exhausted:
-            return None
-        if self._should_stop is not None and self._should_stop():
-            self.stopped = True
-            return None
-        try:
-            candidate = apply_params(self.source, values)
-        except ValueError as exc:  # the rewrite itself failed: record it as a failed candidate
-            logger.warning("could not rewrite launch parameters %s: %s", dict(values), exc)
-            return self._record(Trial(dict(values), self.source, False, None, f"could not rewrite the source: {exc}"))
-        return await self._run(values, candidate)
+    def _save(self) -> None:
+        if self._on_state is not None:
+            self._on_state(self.state)
 
-    async def _run(self, values: Mapping[str, int], candidate: str) -> Trial:
-        try:
-            outcome = await self._evaluate(candidate)
-            trial = Trial(dict(values), candidate, outcome.ok, outcome.latency_ms, outcome.message, outcome.faster)
-        except Exception as exc:  # a crashing evaluation is a failed candidate, not a failed search
-            logger.warning("evaluating launch parameters %s raised %r", dict(values), exc)
-            trial = Trial(dict(values), candidate, False, None, f"evaluation raised {type(exc).__name__}: {exc}")
-        return self._record(trial)
+    async def run(self, focus: Focus, seed: int) -> SearchResult:
+        space = self.space
+        if not space.groups:
+            return self._result("no launch configuration to tune: every launch's configuration is computed at run "
+                                "time or set by the test")  # fmt: skip
+        self._say(f"{space.knob_count} knob(s) in {len(space.groups)} launch configuration(s): "
+                  + ", ".join(g.name for g in space.groups))  # fmt: skip
+        confirm_s = self.backend.confirm_estimate_s or CONFIRM_ESTIMATE_S
+        self.finalists = FINALISTS if FINALISTS * confirm_s <= self.budget_s / 2 else 1
+        reserve = self.finalists * confirm_s if self.backend.timing else 0.0
+        if not self.state["rounds"] and not self.stopped:
+            limit = FIRST_ROUND if self.backend.timing else CPU_ROUND
+            share = FIRST_ROUND_SHARE if self.backend.timing else 1.0
+            floor = MIN_ROUND_S if self.backend.timing else 1.0
+            deadline = max(floor, (self.left_s - reserve) * share)
+            await self._round(space.first_round(limit, focus, seed), deadline, "first round")
+        rounds = self.state["rounds"]
+        if not rounds:
+            return self._result("stopped before the first screening")
+        if not rounds[0]["ok"]:
+            return self._result(f"the screening failed: {rounds[0]['message']}")
+        if not self.backend.timing:
+            return self._result(self._untimed_summary())
+        if len(rounds) == 1 and not self.stopped and self.left_s - reserve >= MIN_ROUND_S:
+            leaders = [v for v, _ in self._ranked()[:LEADERS]]
+            tried = {Variant.from_json(v) for r in rounds for v in r["variants"]}
+            refined = space.refine(leaders, tried, REFINE_ROUND, rounds[0].get("focus", focus)) if leaders else []
+            if refined:
+                await self._round(refined, self.left_s - reserve, "second round")
+        if self.stopped:
+            return self._result(f"stopped after screening {self._counts()[0]} configuration(s)")
+        finalists = self._finalists()
+        if not finalists:
+            return self._result(self._no_finalist_summary())
+        for index, finalist in enumerate(finalists, 1):
+            if self.stopped or (index > 1 and self.left_s <= 0):
+                break
+            self._say(f"confirming finalist {index} of {len(finalists)}: {finalist.note} "
+                      f"({1 / finalist.screen_ratio:.2f}x in screening)")  # fmt: skip
+            finalist.confirmation = await self.backend.confirm(finalist.source, finalist.note)
+        confirmed = [f for f in finalists if f.confirmed]
+        best = max(confirmed, key=lambda f: f.confirmation.speedup or 0.0) if confirmed else None  # type: ignore[union-attr]
+        return self._result(self._final_summary(best, finalists), best, finalists)
 
-    def _record(self, trial: Trial) -> Trial:
-        self._seen[tuple(sorted(trial.values.items()))] = trial
-        self.trials.append(trial)
-        if self._on_trial is not None:
-            self._on_trial(trial)
-        return trial
+    async def _round(self, variants: list[Variant], deadline_s: float, label: str) -> None:
+        """Screen `variants` (each rendered; a rewrite that fails is recorded as failed) and record the round."""
+        rendered, kept = [], []
+        for variant in variants:
+            try:
+                rendered.append(self.space.render(variant))
+                kept.append(variant)
+            except ValueError as e:
+                log.warning("could not render %s: %s", self.space.describe(variant), e)
+        if not kept:
+            return
+        self._say(f"screening {len(kept)} configuration(s), {label} ({deadline_s:.0f} s at most)")
+        result = await self.backend.screen(self.source, [s for s, _ in rendered], deadline_s, self.finalists)
+        focus = focus_of(result.calls, result.reference_kernels)
+        if not self.diagnosis:
+            self.diagnosis = diagnosis_summary(result.calls, result.reference_kernels)
+        verdicts = []
+        for screened in result.variants:
+            ratio = screened.screen_ms / result.reference_ms if screened.screen_ms and result.reference_ms else None
+            verdicts.append({"status": screened.status, "ratio": ratio, "message": screened.message[:300]})
+        self.state["rounds"].append(
+            {
+                "label": label,
+                "ok": result.ok,
+                "message": result.message,
+                "timed": result.timed,
+                "variants": [v.to_json() for v in kept],
+                "verdicts": verdicts,
+                "focus": focus,
+                "diagnosis": self.diagnosis,
+            }
+        )
+        self._save()
+        took = f" in {result.duration_s:.0f} s" + (f" ({result.compile_note})" if result.compile_note else "")
+        self._say(f"{label}: {result.message}{took}")
+        leaders = sorted((v["ratio"], i) for i, v in enumerate(verdicts) if v["ratio"])[:LEADERS]
+        if leaders:
+            shown = ", ".join(f"{self.space.describe(kept[i])} {1 / ratio:.2f}x" for ratio, i in leaders)
+            self._say(f"leaders in screening (the original's time over theirs): {shown}")
+        if self.diagnosis and len(self.state["rounds"]) == 1:
+            self._say(f"diagnosis: {self.diagnosis} (focus: {focus})")
 
-    def result(self, best: Trial, summary: str) -> SearchResult:
-        baseline = self.trials[0]
-        improved = best is not baseline
+    def _ranked(self) -> list[tuple[Variant, float]]:
+        """Every correct, timed configuration screened so far, fastest relative to the original first."""
+        found: dict[Variant, float] = {}
+        for r in self.state["rounds"]:
+            for data, verdict in zip(r["variants"], r["verdicts"], strict=False):
+                if verdict["status"] == "ok" and verdict.get("ratio"):
+                    variant = Variant.from_json(data)
+                    found[variant] = min(found.get(variant, verdict["ratio"]), verdict["ratio"])
+        return sorted(found.items(), key=lambda item: item[1])
+
+    def _finalists(self) -> list[Finalist]:
+        if "finalists" not in self.state:
+            chosen = [(v, ratio) for v, ratio in self._ranked() if ratio < 1 - SCREEN_GAIN][: self.finalists]
+            self.state["finalists"] = [{"variant": v.to_json(), "ratio": ratio} for v, ratio in chosen]
+            self._save()
+        finalists = []
+        for entry in self.state["finalists"]:
+            variant = Variant.from_json(entry["variant"])
+            _, proposed = self.space.render(variant)
+            finalists.append(Finalist(self.space.describe(variant), proposed, entry["ratio"]))
+        return finalists
+
+    def _counts(self) -> tuple[int, int]:
+        """(configurations screened: run, whatever came of it; those correct)."""
+        verdicts = [v for r in self.state["rounds"] for v in r["verdicts"] if v["status"] != "not run"]
+        return len(verdicts), sum(v["status"] in ("ok", "same") for v in verdicts)
+
+    def _untimed_summary(self) -> str:
+        screened, correct = self._counts()
+        statuses = [v["status"] for r in self.state["rounds"] for v in r["verdicts"]]
+        wrong = statuses.count("wrong")
+        failed = sum(s in ("failed", "skipped") for s in statuses)
+        late = f"; {statuses.count('not run')} more not run in the time" if "not run" in statuses else ""
+        return (
+            f"timing needs a GPU: {screened} launch configuration(s) of {self.space.knob_count} knob(s) were screened "
+            f"for correctness only ({correct} correct, {wrong} wrong, {failed} failed or not accepted by the "
+            f"compiler{late}); the original is kept"
+        )
+
+    def _no_finalist_summary(self) -> str:
+        screened, correct = self._counts()
+        return (
+            f"no configuration beat the original by more than {SCREEN_GAIN:.0%} in screening ({screened} screened, "
+            f"{correct} correct, over {self.space.knob_count} knob(s)): its launch configuration already suits this "
+            "device"
+        )
+
+    def _final_summary(self, best: Finalist | None, finalists: list[Finalist]) -> str:
+        screened, correct = self._counts()
+        tally = f"{screened} configuration(s) screened ({correct} correct), {len(finalists)} finalist(s) confirmed"
+        if best is None:
+            said = "; ".join(f"{f.note}: {_said(f)}" for f in finalists if f.confirmation is not None)
+            return f"no finalist was confirmed faster by the full bench ({said}); {tally}"
+        c = best.confirmation
+        assert c is not None and c.speedup is not None
+        return f"{best.note}: {c.speedup:.3f}x [{c.speedup_low:.3f}, {c.speedup_high:.3f}] faster; {tally}"
+
+    def _result(
+        self, summary: str, best: Finalist | None = None, finalists: list[Finalist] | None = None
+    ) -> SearchResult:
+        screened, correct = self._counts()
         if self.stopped:
             summary += " (stopped early)"
-        return SearchResult(best=best, trials=list(self.trials), improved=improved, summary=summary)
+        return SearchResult(
+            improved=best is not None,
+            summary=summary,
+            best=best,
+            finalists=finalists or [],
+            knobs=self.space.knob_count,
+            screened=screened,
+            correct=correct,
+            rounds=len(self.state["rounds"]),
+            diagnosis=self.diagnosis or next((r.get("diagnosis", "") for r in self.state["rounds"]), ""),
+            seconds=time.monotonic() - self.started,
+            configurations=self._shown(),
+        )
+
+    def _shown(self) -> list[dict[str, Any]]:
+        """The screened configurations for a report: the fastest in screening first, then those that failed."""
+        rows = []
+        for r in self.state["rounds"]:
+            for data, verdict in zip(r["variants"], r["verdicts"], strict=False):
+                change = self.space.describe(Variant.from_json(data))
+                rows.append({"change": change, "status": verdict["status"], "ratio": verdict.get("ratio"),
+                             "message": verdict.get("message", "")})  # fmt: skip
+        rows.sort(key=lambda row: (row["ratio"] is None, row["ratio"] or 0.0, row["status"] != "ok"))
+        return rows[:SHOWN]
 
 
-def _search_order(params: list[TunableParam], seed: int) -> list[TunableParam]:
-    """Block-size constexprs first, other constexprs, then num_warps, then num_stages; seed shuffles ties."""
-
-    def priority(param: TunableParam) -> int:
-        if param.kind == "constexpr":
-            return 0 if any(word in param.name.upper() for word in _BLOCK_WORDS) else 1
-        return 2 if param.kind == "num_warps" else 3
-
-    tie_break = random.Random(seed).sample(range(len(params)), len(params))
-    ranked = sorted(range(len(params)), key=lambda i: (priority(params[i]), tie_break[i]))
-    return [params[i] for i in ranked]
-
-
-def _faster(candidate: Trial, best: Trial) -> bool:
-    """Better than the best so far by the noise margin, and (where the evaluator gave a verdict) significantly
-    faster than the original."""
-    return (
-        candidate.ok
-        and candidate.faster is not False
-        and candidate.latency_ms is not None
-        and best.latency_ms is not None
-        and candidate.latency_ms < best.latency_ms * (1 - NOISE_MARGIN)
-    )
-
-
-async def _coordinate_descent(search: _Search, params: list[TunableParam], baseline: Trial) -> tuple[Trial, bool]:
-    """The fastest correct trial found, and whether the search converged (a full pass without a move)."""
-    best = baseline
-    while True:
-        moved = starved = False
-        for param in params:
-            for step in (1, -1):
-                moved_this_way = False
-                while True:  # keep going in this direction while it pays
-                    index = param.choices.index(best.values[param.key]) + step
-                    if not 0 <= index < len(param.choices):
-                        break
-                    trial = await search.evaluate({**best.values, param.key: param.choices[index]})
-                    starved = starved or trial is None
-                    if trial is None or not _faster(trial, best):
-                        break
-                    best, moved, moved_this_way = trial, True, True
-                if moved_this_way:
-                    break
-        if starved or not moved:
-            return best, not starved
-
-
-async def _check_neighbours(search: _Search, params: list[TunableParam], baseline: Trial) -> SearchResult:
-    """No timing: check that neighbouring values still pass, to report which are safe; keep the baseline."""
-    for param in params:
-        index = param.choices.index(param.current)
-        for neighbour in (index + 1, index - 1):
-            if 0 <= neighbour < len(param.choices):
-                await search.evaluate({**baseline.values, param.key: param.choices[neighbour]})
-    checked = search.trials[1:]
-    failed = [t for t in checked if not t.ok]
-    summary = (
-        f"speed could not be measured (no timing available); kept the baseline. "
-        f"Checked {len(checked)} neighbouring launch configuration(s) for correctness: {len(failed)} failed."
-    )
-    return search.result(baseline, summary)
-
-
-def _describe(baseline: Trial, best: Trial, params: list[TunableParam], search: _Search) -> str:
-    evaluated = len(search.trials)
-    failed = sum(not t.ok for t in search.trials)
-    tally = f"{evaluated} configuration(s) evaluated, {failed} failed"
-    if best is baseline:
-        margin = f"{NOISE_MARGIN:.0%}"
-        return f"no launch configuration beat the baseline ({baseline.latency_ms:.4g} ms) by > {margin}; {tally}"
-    names = {p.key: f"{p.kernel}.{p.name} (line {p.line})" for p in params}
-    changes = ", ".join(
-        f"{names[key]} {baseline.values[key]} -> {value}"
-        for key, value in best.values.items()
-        if value != baseline.values[key]
-    )
-    assert baseline.latency_ms is not None and best.latency_ms is not None  # both timed to be compared
-    speedup = baseline.latency_ms / best.latency_ms
-    timing = f"{baseline.latency_ms:.4g} ms -> {best.latency_ms:.4g} ms ({speedup:.2f}x faster)"
-    return f"{timing} by {changes}; {tally}"
+def _said(finalist: Finalist) -> str:
+    c = finalist.confirmation
+    if c is None:
+        return "not confirmed"
+    if not c.ok:
+        return c.message.splitlines()[0][:160] if c.message else "failed"
+    if c.speedup is not None:
+        return f"{c.speedup:.3f}x [{c.speedup_low:.3f}, {c.speedup_high:.3f}]"
+    return "not timed"

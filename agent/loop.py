@@ -23,7 +23,8 @@ from .config import AgentConfig
 from .evaluation import CandidateEvaluator
 from .file_edit import merged_file, unified_diff
 from .knowledge import knowledge_for
-from .launch_search import Trial, search_launch_params
+from .launch_search import search_launch_configs
+from .launch_space import focus_of
 from .llm import ChatModel, LLMError, ModelUnusable
 from .memory import Candidate, ChainState, Evaluation, ProblemMemory
 from .outcome import OptimizeResult, pass_at_k
@@ -32,6 +33,7 @@ from .tasks import all_or_none
 
 log = logging.getLogger(__name__)
 WAITING_REPORT_S = 15.0  # how often a `waiting` progress event says how long the model has been thinking
+CONFIRM_FACTOR = 1.5  # a finalist's check and paired bench, over the original's own check and bench
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,7 @@ class _Run:
     ctx: prompts.Context
     store: checkpoint.Checkpoint
     usage_before: dict = field(default_factory=dict)
+    search: dict = field(default_factory=dict)  # the launch search's tally, for the result
 
 
 class GeakAgent:
@@ -126,13 +129,15 @@ class GeakAgent:
             else "a GPU (none is visible here: kernels run in Triton's CPU interpreter, speed is not measured)"
         )
         knowledge = knowledge_for(runtime.get("backend"), runtime.get("arch"), cfg.target_gpu) if cfg.knowledge else ""
-        run = _Run(memory, prompts.Context(original, device, knowledge, timing, self.kernel), store, usage_before)
+        context = prompts.Context(original, device, knowledge, timing, self.kernel, self.candidates.diagnosis)
+        run = _Run(memory, context, store, usage_before)
         base = f"baseline {self.candidates.baseline_ms:.4f} ms" if self.candidates.baseline_ms else "no timing"
         focus = f" (kernel {self.kernel})" if self.kernel else ""
         self._emit("start", f"optimizing {original.path}{focus} on {runtime.get('device')} ({base})")
         self._emit("start", f"checkpoint: {store.paths.latest}")
         if self.model is None:
-            self._emit("start", "no model configured (model_id, --model): tuning launch parameters by measurement")
+            self._emit("start", "no model configured (model_id, --model): tuning launch configurations by measurement")
+        self._save(run)  # a checkpoint from the start: a run stopped in its first step can be resumed
         try:
             if self.model is not None and self.config.model_configured:
                 await all_or_none(self._chain(run, state) for state in memory.chains)
@@ -385,49 +390,37 @@ class GeakAgent:
         if best is None and self.instruction is not None:  # generate mode: only the model's code is tuned
             best = next((c for c in memory.passing() if c.evaluation and c.evaluation.timed), None)
             if best is None:
-                self._emit("search", "no timed correct candidate of the model to tune: no launch-parameter search")
+                self._emit("search", "no timed correct candidate of the model to tune: no launch-configuration search")
                 memory.search_done = True
                 return
         start = best.code if best is not None else self.candidates.original.text
         label = f"the best candidate {best.id}" if best is not None else "the original"
-        self._emit("search", f"tuning the launch parameters of {label}")
-        counter = sum(1 for c in memory.candidates if c.origin == "search")
-
-        known = {c.code: c.evaluation for c in memory.candidates if c.origin == "search" and c.evaluation}
-
-        async def evaluate(source: str) -> Trial:
-            nonlocal counter
-            if source in known:  # evaluated before a resume: reuse, don't re-run
-                ev = known[source]
-                return _trial(source, ev)
-            counter += 1
-            candidate = Candidate(f"s{counter}", -1, 0, "search", source, parent=best.id if best else None)
-            candidate.evaluation = await self.candidates.evaluate(source)
-            ev = candidate.evaluation
-            memory.candidates.append(candidate)
-            self._report(run, candidate)
-            return _trial(source, ev)  # saved by on_trial, outside the search's net for failed evaluations
-
-        baseline_values: dict[str, int] = {}
-
-        def on_trial(trial: Trial) -> None:
-            if not baseline_values:
-                baseline_values.update(trial.values)
-            mine = next((c for c in reversed(memory.candidates) if c.code == trial.source), None)
-            if mine is not None:
-                changed = {k: v for k, v in trial.values.items() if baseline_values.get(k) != v}
-                mine.note = ", ".join(f"{k.split('@')[0]}={v}" for k, v in changed.items()) or "baseline"
-            self._save(run)
-
-        result = await search_launch_params(
+        self._emit("search", f"tuning the launch configurations of {label}")
+        backend = _SearchBackend(self, run, best.id if best is not None else None)
+        result = await search_launch_configs(
             start,
-            evaluate,
-            budget=self.config.search_budget,
-            on_trial=on_trial,
-            should_stop=lambda: self._stop,
+            backend,
+            budget_s=self.config.search_time_s,
+            device_backend=self.candidates.runtime.get("backend"),
             kernel=self.kernel,
+            focus=focus_of(self.candidates.baseline_costs, self.candidates.baseline_kernels),
+            state=memory.search_state,
+            on_event=lambda message: self._emit("search", message),
+            on_state=lambda state: self._save(run),
+            should_stop=lambda: self._stop,
         )
         memory.search_done = not self._stop
+        run.search = {
+            "summary": result.summary,
+            "knobs": result.knobs,
+            "screened": result.screened,
+            "correct": result.correct,
+            "rounds": result.rounds,
+            "finalists": len(result.finalists),
+            "diagnosis": self.candidates.diagnosis or result.diagnosis,
+            "seconds": round(result.seconds, 1),
+            "configurations": result.configurations,
+        }
         self._emit("search", result.summary)
 
     # ------------------------------------------------------------------------------------------ result
@@ -437,7 +430,7 @@ class GeakAgent:
         original = self.candidates.original
         best = memory.best()
         message = ""
-        if best is not None and not self._stop:
+        if best is not None and not self._stop and best.origin != "search":  # a search finalist was just confirmed
             rounds = self.config.bench_rounds
             self._emit("final", f"re-measuring {best.id}" + (f" with {rounds} rounds" if rounds else ""))
             final = await self.candidates.evaluate(best.code, rounds=self.config.bench_rounds)
@@ -483,11 +476,37 @@ class GeakAgent:
             usage_this_run=dict(vars(self.model.usage)) if self.model is not None else {},
             checkpoint=str(run.store.paths.latest),
             stopped=self._stop,
+            search=run.search,
         )
         self._emit("done", message, best_speedup=best.evaluation.speedup if best and best.evaluation else None)
         return result
 
 
-def _trial(source: str, ev: Evaluation) -> Trial:
-    faster = ev.faster if ev.speedup_verdict else None
-    return Trial({}, source, ev.ok, ev.latency_ms if ev.timed else None, ev.message, faster)
+class _SearchBackend:
+    """The launch search's view of the run: screening through the evaluator, and each finalist confirmed (full check
+    and paired bench against the original) as a candidate of the run, reused where a resumed run finished it."""
+
+    def __init__(self, agent: GeakAgent, run: _Run, parent: str | None):
+        self.agent = agent
+        self.run = run
+        self.parent = parent
+        self.timing = bool(agent.candidates.timing)
+        baseline_s = agent.candidates.baseline_s
+        self.confirm_estimate_s = CONFIRM_FACTOR * baseline_s if baseline_s else None
+
+    async def screen(self, baseline: str, variants: list[str], deadline_s: float, finalists: int):
+        progress = lambda message: self.agent._emit("waiting", message)
+        return await self.agent.candidates.screen(baseline, variants, deadline_s, finalists, progress)
+
+    async def confirm(self, source: str, note: str) -> Evaluation:
+        memory = self.run.memory
+        done = next((c for c in memory.candidates if c.origin == "search" and c.code == source and c.evaluation), None)
+        if done is not None and done.evaluation is not None:  # confirmed before a resume: not run again
+            return done.evaluation
+        number = sum(1 for c in memory.candidates if c.origin == "search") + 1
+        candidate = Candidate(f"s{number}", -1, 0, "search", source, parent=self.parent, note=note)
+        candidate.evaluation = await self.agent.candidates.evaluate(source)
+        memory.candidates.append(candidate)
+        self.agent._report(self.run, candidate)
+        self.agent._save(self.run)
+        return candidate.evaluation

@@ -81,6 +81,7 @@ class ProblemMemory:
     completed_rounds: int = 0
     search_done: bool = False
     original_text: str = ""  # the whole original file (`original_code` is its kernel section)
+    search_state: dict[str, Any] = field(default_factory=dict)  # the launch search's rounds and finalists (resume)
 
     def get(self, candidate_id: str | None) -> Candidate | None:
         return next((c for c in self.candidates if c.id == candidate_id), None)
@@ -118,4 +119,5 @@ class ProblemMemory:
             baseline=evaluation(data.get("baseline")),
             completed_rounds=data.get("completed_rounds", 0),
             search_done=data.get("search_done", False),
+            search_state=data.get("search_state", {}),
         )

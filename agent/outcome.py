@@ -28,6 +28,7 @@ class OptimizeResult:
     usage_this_run: dict[str, int] = field(default_factory=dict)
     checkpoint: str = ""
     stopped: bool = False
+    search: dict[str, Any] = field(default_factory=dict)  # the launch search's tally and the baseline's diagnosis
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -21,6 +21,7 @@ class Context:
     knowledge: str
     timing: bool
     focus: str | None = None  # the one kernel to optimize (None: all of them)
+    diagnosis: str = ""  # why the original is slow: its calls on the roofline, its kernels' compile facts
 
     @property
     def wrappers(self) -> str:
@@ -123,8 +124,9 @@ def optimizer(ctx: Context, ancestors: list[Candidate], baseline_ms: float | Non
             figures.append(f"{ev.pct_peak_flops:.0f}% of peak TFLOP/s")
         blocks.append(f"### Candidate {c.id} ({c.origin}): {', '.join(figures)}\n{_fence(c.code)}")
     base = f"The original takes {baseline_ms:.4f} ms. " if baseline_ms else ""
+    why = f"Why the original is slow, as measured: {ctx.diagnosis}\n" if ctx.diagnosis else ""
     user = (
-        f"## Measured candidates on {ctx.device}, slowest first\n{base}\n\n" + "\n\n".join(blocks) + "\n\n"
+        f"## Measured candidates on {ctx.device}, slowest first\n{base}\n{why}\n" + "\n\n".join(blocks) + "\n\n"
         f"## Knowledge\n{ctx.knowledge.strip()}\n\n"
         "## Your job\nAnalyse why the faster candidates are faster and what limits the fastest one (memory- or "
         "compute-bound? compare its efficiency with the peak). Then write a section '## Strategy': a concrete, "

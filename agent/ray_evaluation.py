@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from geak.evaluator.api import BadInput, EvalOptions, Evaluator
-from geak.evaluator.results import BenchResult, CheckResult
+from geak.evaluator.results import BenchResult, CheckResult, ScreenResult
 
 from .eval_slots import EvalSlot, SlotError
 
@@ -71,6 +71,19 @@ class EvalActor:
             return {"bad_input": str(e)}
         return result.to_dict()
 
+    async def screen(
+        self, ref_name: str, ref_text: str, variants: list[str], baseline: str | None, deadline_s: float, finalists: int
+    ) -> dict[str, Any]:
+        reference = self._reference(ref_name, ref_text)
+        assert reference is not None
+        try:
+            result = await self._evaluator().screen(
+                reference, variants, baseline=baseline, deadline_s=deadline_s, finalists=finalists
+            )
+        except BadInput as e:
+            return {"bad_input": str(e)}
+        return result.to_dict()
+
     async def close(self) -> None:
         if self.evaluator is not None:
             await self.evaluator.aclose()
@@ -78,7 +91,7 @@ class EvalActor:
 
 
 class RayEvaluator:
-    """The driver's side: the `Evaluator` interface (runtime, check, bench, aclose), served by one actor."""
+    """The driver's side: the `Evaluator` interface (runtime, check, bench, screen, aclose), served by one actor."""
 
     def __init__(self, actor: Any):
         self.actor = actor
@@ -93,6 +106,10 @@ class RayEvaluator:
     async def bench(self, file=None, *, source=None, against=None, progress=None, check_first=True, rounds=None):
         data = await self.actor.bench.remote(_text(file, source), *_ref(against), check_first, rounds)
         return BenchResult.from_dict(_raise_bad_input(data))
+
+    async def screen(self, against, variants, *, baseline=None, deadline_s=60.0, finalists=2, progress=None):
+        data = await self.actor.screen.remote(*_ref(against), variants, baseline, deadline_s, finalists)
+        return ScreenResult.from_dict(_raise_bad_input(data))
 
     async def aclose(self) -> None:
         import ray

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import importlib
+import os
 import secrets
 import shutil
 import sys
@@ -23,10 +24,12 @@ from typing import Any
 from . import bench as bench_stage
 from . import check as check_stage
 from . import peaks as peaks_cache
+from . import screen as screen_stage
 from .options import EvalOptions
 from .pool import JobOutcome, WorkerPool
-from .results import BenchResult, CheckResult, Diagnostic, Peaks
+from .results import BenchResult, CheckResult, Diagnostic, Peaks, ScreenedVariant, ScreenResult
 from .shared.protocol import PeaksJob, cache_request, probe_input_file
+from .shared.screening import ScreenPlan
 from .timing_rules import REMEASURE_ABOVE, BatchClock
 from .triton_file import Composed, TritonFile, TritonFileError, parse_triton_file, read_source, read_triton_file
 
@@ -410,6 +413,62 @@ class Evaluator:
         finally:
             shutil.rmtree(job_dir, ignore_errors=True)
 
+    # ------------------------------------------------------------------------------------------ screen
+
+    async def screen(
+        self,
+        against: str | Path,
+        variants: list[str],
+        *,
+        baseline: str | None = None,
+        deadline_s: float = 60.0,
+        finalists: int = 2,
+        progress: Progress | None = None,
+    ) -> ScreenResult:
+        """Screen many variants (kernel code, or whole files) with the test of `against` in one job: each runs the
+        captured calls on the test's own inputs (its outputs compared here with the baseline's), and on a GPU the
+        correct ones are ranked by short timings until `finalists` are left. `baseline`: the code they are variants
+        of (default: `against` itself). Screen timings only rank; the full check and bench confirm."""
+        started = time.perf_counter()
+        reference = self._read(against, "reference")
+        info = await self.pool.runtime_info()
+        peaks = await self.device_peaks(progress) if info.get("backend") != "interpreter" else None
+        base_kernel = reference.kernel_section if baseline is None else self._kernel_section(baseline)
+        if base_kernel is None:
+            raise BadInput("the baseline of a screening does not parse")
+        job_dir = self._new_dir("screen")
+        reference_text = reference.compose(base_kernel).text
+        modules = [self._bench_module("reference", reference_text, reference, job_dir)]
+        labels, unparsed = [], {}
+        for i, variant in enumerate(variants, 1):
+            label, kernel = f"v{i}", self._kernel_section(variant)
+            labels.append(label)
+            if kernel is None:
+                unparsed[label] = ScreenedVariant(label, "failed", "does not parse")
+            else:
+                modules.append(self._bench_module(label, reference.compose(kernel).text, reference, job_dir))
+        plan = ScreenPlan(deadline_s, finalists, compile_workers=min(16, len(os.sched_getaffinity(0))))
+        cache = cache_request(seed=_text_key(reference_text), keep=None)
+        timed = info.get("backend") != "interpreter"
+        job = screen_stage.screen_job(modules, reference, self.options, job_dir / "outputs", plan, cache, timed)
+        _say(progress, f"screening {len(variants)} variant(s) of {Path(reference.path).name}")
+        try:
+            outcome = await self.pool.run(job, timeout_s=deadline_s + self.options.timeout_s, on_event=_relay(progress))
+            result = await asyncio.to_thread(
+                screen_stage.screen_result, outcome, labels, job_dir / "outputs", info, peaks, self.options
+            )
+        finally:
+            shutil.rmtree(job_dir, ignore_errors=True)
+        if unparsed:
+            result = replace(result, variants=tuple(unparsed.get(v.label, v) for v in result.variants))
+        return _with_duration(result, time.perf_counter() - started)
+
+    def _kernel_section(self, code: str) -> str | None:
+        try:
+            return parse_triton_file(code, CANDIDATE_LABEL, require_tests=False).kernel_section
+        except TritonFileError:
+            return None
+
     async def device_peaks(self, progress: Progress | None = None) -> Peaks:
         """The device's ceilings and noise margin: validated cache, else measured once in a job that runs no user
         code (and cached by this process only), else the datasheet's."""
@@ -509,6 +568,8 @@ def _relay(progress: Progress | None) -> Callable[[dict[str, Any]], None] | None
             progress(f"running {event['test']}")
         elif "bench" in event:
             progress(f"timing {event['bench']}")
+        elif "screen" in event:
+            progress(f"screening: {event['screen']}")
 
     return on_event
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import timing_rules as rules
+from .diagnosis import kernel_facts
 from .pool import JobOutcome
 from .results import BenchResult, CallTiming, CheckResult, Diagnostic, Peaks
 from .shared.protocol import BenchJob
@@ -98,7 +99,8 @@ def bench_result(
             message += f": {detail['message']}"
         return BenchResult(ok=False, stage="perf", message=message, **base)
     try:
-        timings = {who: tuple(_call_timing(c, peaks) for c in calls) for who, calls in result["calls"].items()}
+        limits = {k: v for k, v in (result.get("device_limits") or {}).items() if isinstance(v, int)}
+        timings = {who: tuple(_call_timing(c, peaks, limits) for c in calls) for who, calls in result["calls"].items()}
         problems, notes = timing_problems(result, timings, peaks, outputs_dir, window_s, tolerances)
         speedup = None
         if "reference" in timings:  # from the very samples the rules above believed
@@ -214,7 +216,7 @@ def _rounds(entries: list[dict[str, Any]]) -> list[list[float]]:
     return [list(samples) for samples in zip(*(entry["samples"] for entry in entries), strict=True)]
 
 
-def _call_timing(entry: dict[str, Any], peaks: Peaks) -> CallTiming:
+def _call_timing(entry: dict[str, Any], peaks: Peaks, limits: dict[str, int]) -> CallTiming:
     samples = entry["samples"]
     median = statistics.median(samples)
     q = statistics.quantiles(samples, n=4) if len(samples) >= 4 else [min(samples), median, max(samples)]
@@ -235,4 +237,5 @@ def _call_timing(entry: dict[str, Any], peaks: Peaks) -> CallTiming:
         pct_peak_flops=100 * tflops / peaks.tflops_16bit if tflops and peaks.tflops_16bit else None,
         cache="hot" if hot else "flushed",
         kernel_ms=entry.get("kernel_ms", {}),
+        kernels=tuple(kernel_facts(k, limits) for k in entry.get("kernels") or ()),
     )

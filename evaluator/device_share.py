@@ -16,7 +16,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-TIMED_KINDS = frozenset({"bench", "peaks"})  # job kinds (``protocol``) that measure time
+TIMED_KINDS = frozenset({"bench", "screen", "peaks"})  # job kinds (``protocol``) that measure time
 OUT_OF_MEMORY = ("CUDA out of memory", "HIP out of memory", "OutOfMemoryError", "hipErrorOutOfMemory")
 
 

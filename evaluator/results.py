@@ -113,6 +113,22 @@ class CheckResult:
 
 
 @dataclass(frozen=True)
+class CompiledKernelFacts:
+    """What the compiler made of one kernel: registers per thread, spilled registers, shared memory per block, warps
+    and pipeline stages, and the occupancy they allow (resident warps over the SM's maximum; estimated from the
+    limits, None where unknown)."""
+
+    kernel: str
+    n_regs: int | None = None
+    n_spills: int | None = None
+    shared_bytes: int | None = None
+    num_warps: int | None = None
+    num_stages: int | None = None
+    occupancy: float | None = None
+    limited_by: str | None = None  # what bounds the occupancy: "registers", "shared memory" or "warps"
+
+
+@dataclass(frozen=True)
 class CallTiming:
     """Timing of one captured wrapper call (`signature` names the wrapper and its argument shapes)."""
 
@@ -128,6 +144,7 @@ class CallTiming:
     pct_peak_flops: float | None
     cache: str
     kernel_ms: dict[str, float] = field(default_factory=dict)
+    kernels: tuple[CompiledKernelFacts, ...] = ()  # what the compiler made of the kernels it launches
 
 
 @dataclass(frozen=True)
@@ -199,6 +216,67 @@ class BenchResult:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BenchResult:
         return _from_dict(cls, {k: v for k, v in data.items() if k != "total_ms"})
+
+
+@dataclass(frozen=True)
+class CallCost:
+    """One captured call against the device's roofline: bytes it moves (its tensors, each once), FLOPs where declared
+    (`flops_<wrapper>`, a benchmark, Triton's `launch_metadata`), its time, and where that puts it."""
+
+    signature: str
+    bytes_moved: int
+    flops: int | None
+    flops_from: str | None
+    ms: float | None
+    pct_peak_bw: float | None
+    pct_peak_flops: float | None
+    bound: str  # "memory", "compute", "latency" or "unknown" (not timed)
+    why: str
+
+
+@dataclass(frozen=True)
+class ScreenedVariant:
+    """One variant of a screening. `status`: ok (ran, matched the reference's outputs, timed if a GPU is there),
+    wrong (outputs differ), failed (raised), skipped (the device cannot run the configuration, or the compiler refuses
+    it), same (launches the reference's very kernels), not run / not timed (out of time). `screen_ms`: the median
+    of its short timings, Σ over the calls: for ranking only, never a claim."""
+
+    label: str
+    status: str
+    message: str = ""
+    screen_ms: float | None = None
+    rung: int = 0
+    kernels: tuple[CompiledKernelFacts, ...] = ()
+
+    @property
+    def correct(self) -> bool:
+        return self.status in ("ok", "same")
+
+
+@dataclass(frozen=True)
+class ScreenResult:
+    """A screening job's verdict: each variant (in the order given) against the reference, the reference's short
+    timing and compile facts, and its calls on the roofline. `timed` is False on Triton's CPU interpreter (correctness
+    only) or where the timing could not be done (`message` says why)."""
+
+    ok: bool
+    message: str
+    backend: Backend | None
+    device: str | None
+    timed: bool
+    reference_ms: float | None = None
+    variants: tuple[ScreenedVariant, ...] = ()
+    reference_kernels: tuple[CompiledKernelFacts, ...] = ()
+    calls: tuple[CallCost, ...] = ()
+    compile_note: str = ""
+    duration_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ScreenResult:
+        return _from_dict(cls, data)
 
 
 T = TypeVar("T")

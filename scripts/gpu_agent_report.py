@@ -54,7 +54,7 @@ async def search(files: list[str], budget: int, out: Path) -> list[dict]:
     rows = []
     async with Evaluator(EvalOptions(timeout_s=300)) as evaluator:
         for f in files:
-            cfg = AgentConfig(search_budget=budget, output_path=out / "runs")
+            cfg = AgentConfig(search_time_s=budget, output_path=out / "runs")
             agent = GeakAgent(cfg, CandidateEvaluator(evaluator, f), None, None,
                               progress=lambda e: print("   ", e.message, flush=True))
             result = await agent.optimize()
@@ -98,7 +98,7 @@ async def scripted(out: Path) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--budget", type=int, default=16)
+    parser.add_argument("--budget", type=float, default=60, help="search seconds per kernel")
     parser.add_argument("--out", default=".")
     parser.add_argument("--skip-scripted", action="store_true")
     parser.add_argument("files", nargs="*")

@@ -101,7 +101,7 @@ def run_part_on(args, out: Path, name: str, gpu_ids: list[int], limit_s: float) 
         "data_path": str(args.data),
         "datalen": args.problems,
         "start_idx": args.start_idx,
-        "search_budget": args.budget,
+        "search_time_s": args.budget,
         "bench_rounds": args.rounds,
         "gpu_ids": gpu_ids,
         "output_path": str(folder),
@@ -144,7 +144,7 @@ def main() -> int:
     parser.add_argument("--data", type=Path, default=Path("../shared/suites/tritonbench_revised"))
     parser.add_argument("--problems", type=int, default=20, help="problems of the geak run parts")
     parser.add_argument("--start-idx", type=int, default=0)
-    parser.add_argument("--budget", type=int, default=3, help="search evaluations per problem")
+    parser.add_argument("--budget", type=float, default=20, help="search seconds per problem")
     parser.add_argument("--eval-problems", type=int, default=184, help="golden files scored by geak eval")
     parser.add_argument("--eval-start", type=int, default=0, help="the first golden file scored (an index)")
     parser.add_argument("--rounds", type=int, default=5, help="timing rounds (eval and the search's final)")

@@ -88,7 +88,7 @@ async def main(args: argparse.Namespace) -> dict:
     root = Path(tempfile.mkdtemp(prefix="geak-lsp-bench-"))
     kernel = root / Path(args.kernel).name
     shutil.copy(args.kernel, kernel)
-    (root / "geak.yaml").write_text(f"search_budget: {args.budget}\n")
+    (root / "geak.yaml").write_text(f"search_time_s: {args.budget}\n")
     client = Client({"device": args.device})
     await client.begin(root)
     try:
@@ -145,7 +145,7 @@ if __name__ == "__main__":
     parser.add_argument("--kernel", default=str(ROOT / "snippets/kernels/vector_add.py"))
     parser.add_argument("--saves", type=int, default=10)
     parser.add_argument("--requests", type=int, default=300, help="request rounds while the optimize runs")
-    parser.add_argument("--budget", type=int, default=24, help="launch-parameter search budget of the optimize")
+    parser.add_argument("--budget", type=float, default=60, help="launch search seconds of the optimize")
     parser.add_argument("--device", choices=("auto", "gpu", "interpreter"), default="auto")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()

@@ -69,7 +69,7 @@ async def main(args: argparse.Namespace) -> None:
     root = Path(tempfile.mkdtemp(prefix="geak-lsp-session-"))
     path = root / Path(args.kernel).name
     shutil.copy(args.kernel, path)
-    (root / "geak.yaml").write_text(f"search_budget: {args.budget}\nmax_iteration: {args.iterations}\n")
+    (root / "geak.yaml").write_text(f"search_time_s: {args.budget}\nmax_iteration: {args.iterations}\n")
     settings = {"device": args.device, "model": args.model, "baseUrl": args.base_url}
     client = Client(settings)
     say(f"starting `python -m geak.server` in {root}")
@@ -131,7 +131,7 @@ async def main(args: argparse.Namespace) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kernel", default=str(ROOT / "snippets/kernels/vector_add.py"))
-    parser.add_argument("--budget", type=int, default=24, help="launch-parameter search budget")
+    parser.add_argument("--budget", type=float, default=60, help="launch search seconds")
     parser.add_argument("--iterations", type=int, default=3, help="model rounds (with --model)")
     parser.add_argument("--model")
     parser.add_argument("--base-url")

@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
-from .eval_options import add_eval_arguments, whole_number
+from .eval_options import add_eval_arguments, positive_seconds, whole_number
 from .render import console, err_console, one_line
 
 if TYPE_CHECKING:  # the agent (and the model client) load when the command runs, not for every `geak` command
@@ -43,8 +43,8 @@ def register(commands) -> None:
         "--parallel", type=whole_number(1, "a whole number of at least 1"), help="independent chains (pass@k)"
     )
     parser.add_argument(
-        "--budget", dest="search_budget", type=whole_number(1, "a whole number of at least 1"),
-        help="launch-parameter search evaluations",
+        "--budget", dest="search_time_s", type=positive_seconds, metavar="SECONDS",
+        help="seconds for the launch-configuration search (default 60)",
     )  # fmt: skip
     parser.add_argument(
         "--no-search",
@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
             "api_key_env",
             "max_iteration",
             "parallel",
-            "search_budget",
+            "search_time_s",
             "search",
             "output_path",
         )
@@ -166,6 +166,13 @@ def print_result(result: OptimizeResult) -> None:
         out.print(table)
     if result.baseline_ms:
         out.print(f"original: {result.baseline_ms:.4f} ms on {escape(str(result.runtime.get('device')))}")
+    if result.search:
+        shown = result.search.get("configurations") or []
+        if shown:
+            out.print(screened_table(shown))
+        out.print(search_line(result.search))
+        if result.search.get("diagnosis"):
+            out.print(f"[dim]why it was slow: {escape(result.search['diagnosis'])}[/dim]")
     if result.diff:
         out.print(Syntax(result.diff, "diff", theme="ansi_dark", background_color="default"))
     if result.pass_at_k:
@@ -180,6 +187,30 @@ def print_result(result: OptimizeResult) -> None:
 
 
 NOTE_WIDTH = 60
+
+
+def screened_table(rows: list[dict]) -> Table:
+    """The configurations the launch search screened, fastest in screening first (ranking only: no claim)."""
+    table = Table(title="screened configurations", title_justify="left", show_edge=False)
+    table.add_column("change")
+    table.add_column("verdict", no_wrap=True)
+    table.add_column("screen", no_wrap=True)
+    for row in rows:
+        verdict = (
+            row["status"] if row["status"] in ("ok", "same") else f"{row['status']}: {_shorten(row['message'], 40)}"
+        )
+        ratio = f"{1 / row['ratio']:.2f}x" if row.get("ratio") else "-"
+        table.add_row(escape(row["change"]), escape(verdict.rstrip(": ")), ratio)
+    return table
+
+
+def search_line(search: dict) -> str:
+    """The launch search's tally: knobs found, configurations screened, finalists confirmed, seconds."""
+    return (
+        f"launch search: {search.get('knobs', 0)} knob(s), {search.get('screened', 0)} configuration(s) screened "
+        f"({search.get('correct', 0)} correct) in {search.get('rounds', 0)} round(s), "
+        f"{search.get('finalists', 0)} finalist(s) checked and timed, {search.get('seconds', 0):.0f} s"
+    )
 
 
 def _usage_line(usage: dict[str, int], this_run: dict[str, int]) -> str:

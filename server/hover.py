@@ -1,5 +1,6 @@
-"""Hover on a kernel's name: per captured call its shape, time, GB/s, TFLOP/s and % of peak; the last check's
-verdict and when; the best candidates of the last optimize with their speedups and intervals."""
+"""Hover on a kernel's name: per captured call its shape, time, GB/s, TFLOP/s, % of peak and what bounds it (memory,
+compute or latency); what the compiler made of the kernel (registers, spills, shared memory, occupancy); the last
+check's verdict and when; the last optimize's finding, why the kernel was slow, and its best candidates."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import re
 import time
 
 from lsprotocol import types
+
+from geak.evaluator.diagnosis import kernel_line, timing_cost
 
 from .analysis import DocumentModel
 from .checks import FileReport
@@ -56,15 +59,21 @@ def kernel_markdown(state: ServerState, uri: str, model: DocumentModel, kernel: 
         bench = report.bench
         calls = kernel_calls(bench, kernel)
         if calls:
-            lines += ["", "| call | time | GB/s | TFLOP/s | % of peak |", "|---|---|---|---|---|"]
-            for c in calls:
+            lines += ["", "| call | time | GB/s | TFLOP/s | % of peak | bound |", "|---|---|---|---|---|---|"]
+            costs = [timing_cost(c, bench.peaks) for c in calls]
+            for c, cost in zip(calls, costs, strict=True):
                 kernel_time = c.kernel_ms.get(kernel)
                 own = f" (kernel {format_ms(kernel_time)})" if kernel_time and len(c.kernel_ms) > 1 else ""
                 peak = max(c.pct_peak_bw or 0, c.pct_peak_flops or 0)
                 lines.append(
                     f"| `{c.signature}` | {format_ms(c.median_ms)}{own} | {_num(c.gbps)} | {_num(c.tflops)} | "
-                    f"{f'{peak:.0f}%' if peak else '-'} |"
+                    f"{f'{peak:.0f}%' if peak else '-'} | {cost.bound} |"
                 )
+            slowest = max(costs, key=lambda cost: cost.ms or 0.0)
+            lines.append(f"\nWhy: `{slowest.signature}` is {slowest.why}")
+            compiled = next((k for c in calls for k in c.kernels if k.kernel == kernel), None)
+            if compiled is not None and kernel_line(compiled):
+                lines.append(f"\nCompiled: {kernel_line(compiled)}")
         if bench.peaks is not None:
             p = bench.peaks
             lines.append(f"\nPeaks of {p.device}: {p.bandwidth_gbps:.0f} GB/s, {p.tflops_16bit:.0f} TFLOP/s (16-bit)")
@@ -74,6 +83,8 @@ def kernel_markdown(state: ServerState, uri: str, model: DocumentModel, kernel: 
     if record is not None and record.kernel in (None, kernel):
         stale = "" if record.key == model.key else " (for an earlier version of this file)"
         lines.append(f"\n**Last optimize**{stale}: {record.summary}")
+        if record.diagnosis:
+            lines.append(f"\nWhy it was slow: {record.diagnosis}")
         lines.append(record.candidates_markdown(limit=5))
     return "\n".join(lines).strip()
 

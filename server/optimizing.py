@@ -71,6 +71,7 @@ class OptimizeRecord:
     summary: str
     speedup: float | None
     candidates: list[dict[str, Any]] = field(default_factory=list)
+    diagnosis: str = ""  # why the kernel was slow, as the launch search found it
 
     def candidates_markdown(self, limit: int | None = None) -> str:
         ranked = sorted(
@@ -272,7 +273,11 @@ class OptimizeManager:
             summary = f"{speedup:.2f}x faster [{best.speedup_low:.2f}, {best.speedup_high:.2f}] on {device}{focus}"
         else:
             summary = result.message + focus
-        self.records[snap.uri] = OptimizeRecord(snap.uri, snap.model.key, kernel, summary, speedup, candidates)
+        search = result.search or {}
+        diagnosis = str(search.get("diagnosis") or "")
+        self.records[snap.uri] = OptimizeRecord(
+            snap.uri, snap.model.key, kernel, summary, speedup, candidates, diagnosis
+        )
         edit = None
         if result.new_text and speedup is not None:
             doc = self.documents.open_document(snap.uri)
@@ -286,12 +291,14 @@ class OptimizeManager:
             "summary": summary,
             "speedup": speedup,
             "candidates": candidates,
+            "diagnosis": diagnosis,
+            "search": search,
         }
         return answer, edit
 
 
 def refusal(summary: str) -> dict[str, Any]:
-    return {"edit": None, "summary": summary, "speedup": None, "candidates": []}
+    return {"edit": None, "summary": summary, "speedup": None, "candidates": [], "diagnosis": "", "search": {}}
 
 
 def workspace_edit(

@@ -1,9 +1,10 @@
 """The GEAK language server as the tests start it: the real server (`python -m geak.server`), and with
 `--scripted-gpu` the one thing CI cannot have replaced: GPU timing.
 
-CI has no GPU, so checks run for real in Triton's interpreter, while `Evaluator.bench` and the reported runtime are
-scripted: a file's latency is read from a `# latency: X` marker in its code (1.0 ms without one), a speedup is the
-reference's latency over the candidate's (±2%). Everything else — LSP, scheduling, caching, the agent loop, the
+CI has no GPU, so checks (and the screening of launch configurations) run for real in Triton's interpreter, while
+`Evaluator.bench`, the screening's timings and the reported runtime are scripted: a file's latency is read from a
+`# latency: X` marker in its code (1.0 ms without one), a speedup is the reference's latency over the candidate's
+(±2%). Everything else — LSP, scheduling, caching, the agent loop, the
 model client — is the product's code.
 """
 
@@ -11,10 +12,11 @@ from __future__ import annotations
 
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from geak.evaluator.api import Evaluator
-from geak.evaluator.results import BenchResult, CallTiming, Peaks, Speedup
+from geak.evaluator.results import BenchResult, CallTiming, CompiledKernelFacts, Peaks, Speedup
 from geak.evaluator.triton_file import parse_triton_file
 from geak.server import cli_serve
 
@@ -60,6 +62,7 @@ def install_scripted_gpu() -> None:
                 pct_peak_flops=None,
                 cache="cold",
                 kernel_ms=kernels,
+                kernels=tuple(CompiledKernelFacts(k, 32, 0, 0, 4, 3, 1.0, "warps") for k in kernels),
             )
             for w in owner.wrappers[:1]
         )
@@ -82,8 +85,20 @@ def install_scripted_gpu() -> None:
             device=DEVICE,
         )
 
+    real_screen = Evaluator.screen
+
+    async def screen(self, against, variants, *, baseline=None, **kwargs):
+        result = await real_screen(self, against, variants, baseline=baseline, **kwargs)
+        timed = tuple(
+            replace(v, screen_ms=latency_of(text) if v.status == "ok" else None)
+            for v, text in zip(result.variants, variants, strict=True)
+        )
+        reference = latency_of(baseline if baseline is not None else Path(against).read_text())
+        return replace(result, timed=True, reference_ms=reference, variants=timed)
+
     Evaluator.runtime = runtime
     Evaluator.bench = bench
+    Evaluator.screen = screen
 
 
 if __name__ == "__main__":

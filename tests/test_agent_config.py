@@ -29,7 +29,7 @@ def test_defaults() -> None:
     assert (cfg.temperature, cfg.max_tokens, cfg.timeout_s, cfg.max_retries) == (1.0, 8192, 180, 4)
     assert (cfg.max_iteration, cfg.parallel, cfg.ancestor_num, cfg.descendant_num) == (10, 1, 5, 1)
     assert cfg.max_perf_debug_num == 5
-    assert (cfg.search, cfg.search_budget) == (True, 24)
+    assert (cfg.search, cfg.search_time_s) == (True, 60)
     assert (cfg.timeout_per_check_s, cfg.bench_rounds, cfg.fresh_inputs) == (300, None, 2)  # None: until decided
     assert (cfg.corpus_path, cfg.one_shot, cfg.knowledge, cfg.target_gpu) == ([], True, True, None)
     assert (cfg.output_path, cfg.result_path, cfg.mem_file) == (Path("geak_runs"), None, None)
@@ -80,9 +80,9 @@ def test_blank_model_id_means_unconfigured(tmp_path: Path) -> None:
 
 
 def test_overrides_win_and_none_is_ignored(tmp_path: Path) -> None:
-    path = write(tmp_path, "model_id: file-model\nparallel: 2\nsearch_budget: 8\n")
+    path = write(tmp_path, "model_id: file-model\nparallel: 2\nsearch_time_s: 8\n")
     cfg = load_config(path, {"parallel": 6, "model_id": None, "search": False})
-    assert (cfg.model_id, cfg.parallel, cfg.search_budget, cfg.search) == ("file-model", 6, 8, False)
+    assert (cfg.model_id, cfg.parallel, cfg.search_time_s, cfg.search) == ("file-model", 6, 8, False)
     assert load_config(None, {"max_iteration": 3}).max_iteration == 3
 
 
@@ -135,7 +135,8 @@ def test_unknown_keys_are_named_with_suggestions_and_valid_keys(tmp_path: Path) 
         ("ancestor_num: 0\n", "ancestor_num: Input should be greater than or equal to 1 (got 0)"),
         ("descendant_num: 0\n", "descendant_num: Input should be greater than or equal to 1 (got 0)"),
         ("max_perf_debug_num: 0\n", "max_perf_debug_num: Input should be greater than or equal to 1 (got 0)"),
-        ("search_budget: 0\n", "search_budget: Input should be greater than or equal to 1 (got 0)"),
+        ("search_time_s: 0\n", "search_time_s: Input should be greater than 0 (got 0)"),
+        ("search_budget: 24\n", "search_budget: the launch-configuration search's budget is now a time"),
         ("timeout_per_check_s: 0\n", "timeout_per_check_s: Input should be greater than 0 (got 0)"),
         ("bench_rounds: 2\n", "bench_rounds: Input should be greater than or equal to 3 (got 2)"),
         ("fresh_inputs: -1\n", "fresh_inputs: Input should be greater than or equal to 0 (got -1)"),

@@ -22,7 +22,7 @@ def test_an_unusable_model_stops_the_run_without_the_search(tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     cfg = AgentConfig(model_id="m", base_url=f"http://127.0.0.1:{port}/v1", max_retries=1, output_path=tmp_path,
-                      search=True, search_budget=4)  # fmt: skip
+                      search=True, search_time_s=4)  # fmt: skip
     with pytest.raises(ModelUnusable, match="cannot connect"):
         asyncio.run(run_agent(cfg))
     kept = load(paths_for(tmp_path, ORIGINAL).latest).memory

@@ -3,8 +3,8 @@ final message once, table notes whole, "1 request"."""
 
 from __future__ import annotations
 
-import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -12,8 +12,6 @@ import time
 from pathlib import Path
 
 from scripted_llm import ScriptedLLM
-
-from geak.agent.checkpoint import paths_for
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ADD = FIXTURES / "add_native.py"
@@ -77,10 +75,8 @@ def test_the_demo_says_its_result_once_with_whole_notes(tmp_path):
     assert p.returncode == 0, p.stderr
     message = "speed cannot be measured without a GPU"
     assert (p.stdout + p.stderr).count(message) == 1
-    records = paths_for(tmp_path, "snippets/kernels/vector_add.py").candidates.read_text().splitlines()
-    notes = [json.loads(line).get("note") for line in records]
-    assert any("BLOCK_SIZE=" in (note or "") for note in notes)
-    for note in filter(None, notes):  # shown whole, never cut mid-token
-        assert all(word in p.stdout for word in note.split()), (note, p.stdout)
+    assert "screened configurations" in p.stdout  # tried for correctness only: no candidate, but the list
+    assert "add_kernel: BLOCK_SIZE 1024→" in p.stdout.replace("\n", " ")
+    assert re.search(r"launch search: 2 knob\(s\), \d+ configuration\(s\) screened \(\d+ correct\)", p.stdout)
     table = [line for line in p.stdout.splitlines() if "│" in line or "┃" in line]
     assert table and all(len(line) <= 80 for line in table)  # the table fits the terminal

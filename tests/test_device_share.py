@@ -47,7 +47,7 @@ def test_checks_share_the_device():
         return most[0]
 
     assert asyncio.run(go()) == 4
-    assert {"bench", "peaks"} == TIMED_KINDS
+    assert {"bench", "screen", "peaks"} == TIMED_KINDS
 
 
 def test_out_of_device_memory_is_read_from_tests_probes_and_the_import():

@@ -196,12 +196,18 @@ def test_softmax_computed_block_is_not_tunable_but_named_num_warps_is():
     )
 
 
-def test_name_assigned_twice_or_in_a_loop_is_not_tunable():
+def test_each_branch_of_an_if_is_its_own_param_but_a_loop_or_augmented_name_is_not_tunable():
     conditional = SOFTMAX.replace(
         "    num_warps = 8  # wide rows need more warps\n",
         "    num_warps = 4\n    if BLOCK_SIZE >= 2048:\n        num_warps = 8\n",
     )
-    assert [p.name for p in find_tunable_params(conditional)] == ["num_stages"]
+    found = [(p.key, p.current) for p in find_tunable_params(conditional)]
+    assert found == [("softmax_kernel:num_warps@L20", 4), ("softmax_kernel:num_warps@L22", 8),
+                     ("softmax_kernel:num_stages@L31", 3)]  # fmt: skip
+    new = apply_params(conditional, {"softmax_kernel:num_warps@L22": 16})
+    assert new == conditional.replace("        num_warps = 8\n", "        num_warps = 16\n")
+    augmented = conditional.replace("        num_warps = 8\n", "        num_warps *= 2\n")
+    assert [p.name for p in find_tunable_params(augmented)] == ["num_stages"]
     no_default = VECTOR_ADD.replace("def add(x: torch.Tensor, y: torch.Tensor)", "def add(x, y, block)")
     no_default = no_default.replace("BLOCK_SIZE=1024)", "BLOCK_SIZE=block)")
     assert [p.name for p in find_tunable_params(no_default)] == ["num_warps", "num_stages"]

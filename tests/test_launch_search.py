@@ -1,13 +1,13 @@
-"""The LLM-free launch-parameter search, driven by a synthetic (fake) evaluator."""
+"""The LLM-free launch-configuration search, driven by a scripted stand-in for the evaluator (screening and the
+full check + bench of finalists), so that its decisions can be checked without a GPU."""
 
 import asyncio
 import math
-from dataclasses import dataclass
-
-import pytest
+from dataclasses import dataclass, field
 
 from geak.agent.launch_params import find_tunable_params
-from geak.agent.launch_search import Trial, search_launch_params
+from geak.agent.launch_search import CPU_ROUND, FINALISTS, SCREEN_GAIN, search_launch_configs
+from geak.evaluator.results import ScreenedVariant, ScreenResult
 
 SOURCE = """\
 import triton
@@ -16,10 +16,11 @@ import triton.language as tl
 
 @triton.jit
 def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-    mask = offs < n
-    x = tl.load(x_ptr + offs, mask=mask)
-    tl.store(out_ptr + offs, x + tl.load(y_ptr + offs, mask=mask), mask=mask)
+    for start in range(0, n, BLOCK_SIZE * tl.num_programs(0)):  # a loop: num_stages is a knob
+        offs = start + tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+        mask = offs < n
+        x = tl.load(x_ptr + offs, mask=mask)
+        tl.store(out_ptr + offs, x + tl.load(y_ptr + offs, mask=mask), mask=mask)
 
 
 def add(x, y, out):
@@ -28,178 +29,179 @@ def add(x, y, out):
 """
 
 
-@dataclass
-class Measured:
-    ok: bool
-    latency_ms: float | None
-    message: str = ""
-    faster: bool | None = None
-
-
 def launch_values(source):
-    """What a candidate's launch uses, by parameter name (what a real evaluator would run)."""
+    """What a variant's launch uses, by parameter name (what a real evaluator would run)."""
     return {p.name: p.current for p in find_tunable_params(source)}
 
 
-def synthetic(best_block=4096, best_warps=8, broken=lambda v: False, timed=True):
-    """A fake evaluator with a bowl-shaped latency around (best_block, best_warps, 3 stages)."""
-    seen = []
+def bowl(values, best_block=4096, best_warps=8):
+    """A synthetic time with its minimum at (best_block, best_warps)."""
+    return (
+        1.0
+        + 0.3 * (math.log2(values["BLOCK_SIZE"]) - math.log2(best_block)) ** 2
+        + 0.2 * (math.log2(values["num_warps"]) - math.log2(best_warps)) ** 2
+    )
 
-    async def evaluate(source):
+
+@dataclass
+class Verdict:
+    ok: bool
+    message: str = ""
+    speedup: float | None = None
+    speedup_low: float | None = None
+    speedup_high: float | None = None
+    speedup_verdict: str | None = None
+
+    @property
+    def faster(self) -> bool:
+        return self.speedup_verdict == "faster"
+
+
+@dataclass
+class Scripted:
+    """Screens by `time_of(values)` (None: the variant's outputs are wrong) and confirms by `confirm_as`."""
+
+    time_of: object = bowl
+    timing: bool = True
+    confirm_estimate_s: float | None = 1.0
+    confirm_as: object = None  # (reference ms, candidate ms) -> Verdict; default: the screen's ratio, decided
+    screens: list = field(default_factory=list)
+    confirmed: list = field(default_factory=list)
+
+    async def screen(self, baseline, variants, deadline_s, finalists):
         await asyncio.sleep(0)
-        values = launch_values(source)
-        seen.append(values)
-        if broken(values):
-            return Measured(False, None, "output mismatch: max abs error 3.5")
-        latency = (
-            1.0
-            + 0.3 * (math.log2(values["BLOCK_SIZE"]) - math.log2(best_block)) ** 2
-            + 0.2 * (math.log2(values["num_warps"]) - math.log2(best_warps)) ** 2
-            + 0.1 * (values["num_stages"] - 3) ** 2
-        )
-        return Measured(True, latency if timed else None)
+        self.screens.append(variants)
+        reference = self.time_of(launch_values(baseline))
+        screened = []
+        for i, source in enumerate(variants, 1):
+            ms = self.time_of(launch_values(source))
+            status = "ok" if ms is not None else "wrong"
+            timed = ms if self.timing and ms is not None else None
+            screened.append(ScreenedVariant(f"v{i}", status, "", timed, 1))
+        return ScreenResult(True, f"{len(variants)} screened", "cuda", "fake", self.timing,
+                            reference if self.timing else None, tuple(screened))  # fmt: skip
 
-    return evaluate, seen
-
-
-def run(evaluate, **kwargs):
-    kwargs.setdefault("budget", 50)
-    return asyncio.run(search_launch_params(SOURCE, evaluate, **kwargs))
-
-
-def test_finds_the_optimum_and_never_repeats_values():
-    evaluate, seen = synthetic()
-    reported = []
-    result = run(evaluate, on_trial=reported.append)
-    assert launch_values(result.best.source) == {"BLOCK_SIZE": 4096, "num_warps": 8, "num_stages": 3}
-    assert result.improved
-    assert result.trials[0].source == SOURCE  # the baseline comes first, unchanged
-    assert reported == result.trials
-    signatures = [tuple(sorted(t.values.items())) for t in result.trials]
-    assert len(signatures) == len(set(signatures)) == len(seen)
-    assert result.summary.startswith("2.4 ms -> 1 ms (2.40x faster)")
-    assert "add_kernel.BLOCK_SIZE (line 15) 1024 -> 4096" in result.summary
-    assert "add_kernel.num_warps (line 15) 4 -> 8" in result.summary
+    async def confirm(self, source, note):
+        self.confirmed.append(source)
+        ratio = self.time_of(launch_values(SOURCE)) / self.time_of(launch_values(source))
+        if self.confirm_as is not None:
+            return self.confirm_as(ratio)
+        return Verdict(True, "", ratio, ratio * 0.98, ratio * 1.02, "faster" if ratio > 1.03 else "within noise")
 
 
-def test_the_rewritten_best_source_only_changes_the_launch():
-    evaluate, _ = synthetic()
-    best = run(evaluate).best.source
-    expected = SOURCE.replace("BLOCK_SIZE=1024)", "BLOCK_SIZE=4096, num_warps=8)")
-    assert best == expected.replace("cdiv(n, 1024)", "cdiv(n, 4096)")  # the grid's equal literal follows
+def run(backend, source=SOURCE, **kwargs):
+    kwargs.setdefault("budget_s", 60)
+    return asyncio.run(search_launch_configs(source, backend, device_backend="cuda", **kwargs))
 
 
-def test_skips_failing_candidates():
-    evaluate, _ = synthetic(best_block=16384, broken=lambda v: v["BLOCK_SIZE"] >= 4096)
-    result = run(evaluate)
-    assert result.best.ok
-    assert launch_values(result.best.source)["BLOCK_SIZE"] == 2048
-    failed = [t for t in result.trials if not t.ok]
-    assert failed and all(launch_values(t.source)["BLOCK_SIZE"] >= 4096 for t in failed)
-    assert "failed" in result.summary
+def test_screens_wide_confirms_the_leaders_and_keeps_the_fastest_confirmed():
+    backend = Scripted()
+    result = run(backend)
+    assert result.improved and result.best is not None
+    assert {k: v for k, v in launch_values(result.best.source).items() if k != "num_stages"} == {
+        "BLOCK_SIZE": 4096,
+        "num_warps": 8,
+    }
+    assert len(backend.screens) == 2  # a first round, then one around its leaders
+    assert 1 <= len(backend.confirmed) <= FINALISTS
+    assert result.best.confirmation.speedup > 1.5
+    assert "BLOCK_SIZE 1024→4096" in result.summary and "faster" in result.summary
+    assert result.knobs == 3  # BLOCK_SIZE, num_warps, num_stages
+    assert result.screened == sum(len(s) for s in backend.screens)
 
 
-def test_respects_the_budget():
-    evaluate, seen = synthetic()
-    result = run(evaluate, budget=3)
-    assert len(result.trials) == len(seen) == 3
-    assert launch_values(result.best.source)["BLOCK_SIZE"] == 4096  # two moves up, within the budget
-    assert "budget of 3 evaluations spent" in result.summary
-    baseline_only = run(synthetic()[0], budget=1)
-    assert len(baseline_only.trials) == 1 and not baseline_only.improved
-    with pytest.raises(ValueError, match="budget must be at least 1"):
-        run(evaluate, budget=0)
+def test_a_screening_winner_the_bench_does_not_confirm_is_never_kept():
+    noise = lambda ratio: Verdict(True, "", 1.004, 0.99, 1.02, "within noise (±1%)")
+    backend = Scripted(confirm_as=noise)
+    result = run(backend)
+    assert not result.improved and result.best is None
+    assert len(backend.confirmed) == FINALISTS
+    assert result.summary.startswith("no finalist was confirmed faster by the full bench")
+    failing = Scripted(confirm_as=lambda ratio: Verdict(False, "output mismatch at [3]"))
+    assert not run(failing).improved
 
 
-def test_noise_level_differences_do_not_move():
-    async def evaluate(source):
-        values = launch_values(source)
-        return Measured(True, 1.0 - 0.01 * (values["BLOCK_SIZE"] != 1024))  # 1% faster: noise
-
-    result = run(evaluate)
-    assert result.best is result.trials[0] and not result.improved
-    assert "no launch configuration beat the baseline (1 ms) by > 2%" in result.summary
+def test_an_already_tuned_kernel_reports_no_gain_and_confirms_nothing():
+    flat = Scripted(time_of=lambda values: 1.0 + (0.01 if values["BLOCK_SIZE"] != 1024 else 0.0))
+    result = run(flat)
+    assert not result.improved and flat.confirmed == []
+    assert f"no configuration beat the original by more than {SCREEN_GAIN:.0%} in screening" in result.summary
+    assert "already suits this device" in result.summary
 
 
-def test_without_timing_checks_neighbours_for_correctness_only():
-    evaluate, _ = synthetic(timed=False, broken=lambda v: v["num_warps"] == 8)
-    result = run(evaluate)
-    assert result.best is result.trials[0] and not result.improved
-    neighbours = [launch_values(t.source) for t in result.trials[1:]]
-    assert [(v["BLOCK_SIZE"], v["num_warps"], v["num_stages"]) for v in neighbours] == [
-        (2048, 4, 3),
-        (512, 4, 3),
-        (1024, 8, 3),
-        (1024, 2, 3),
-        (1024, 4, 4),
-        (1024, 4, 2),
-    ]
-    assert "speed could not be measured" in result.summary
-    assert "Checked 6 neighbouring launch configuration(s) for correctness: 1 failed" in result.summary
-    limited = run(synthetic(timed=False)[0], budget=4)
-    assert len(limited.trials) == 4
+def test_wrong_outputs_are_never_finalists():
+    def wrong_when_big(values):
+        return None if values["BLOCK_SIZE"] >= 2048 else bowl(values)
+
+    backend = Scripted(time_of=wrong_when_big)
+    result = run(backend)
+    assert all(launch_values(source)["BLOCK_SIZE"] < 2048 for source in backend.confirmed)
+    if result.best is not None:
+        assert launch_values(result.best.source)["BLOCK_SIZE"] < 2048
 
 
-def test_failing_baseline_stops_the_search():
-    evaluate, seen = synthetic(broken=lambda v: True)
-    result = run(evaluate)
-    assert len(result.trials) == len(seen) == 1
-    assert not result.improved
-    assert result.summary == "the baseline fails (output mismatch: max abs error 3.5); nothing to tune"
-
-
-def test_should_stop_and_crashing_evaluations():
-    calls = []
-
-    async def evaluate(source):
-        calls.append(source)
-        if len(calls) == 2:
-            raise RuntimeError("GPU fell off the bus")
-        return Trial(values={}, source=source, ok=True, latency_ms=1.0 / len(calls), message="")
-
-    result = run(evaluate, should_stop=lambda: len(calls) >= 3)
-    assert len(result.trials) == 3
-    assert result.trials[1].ok is False
-    assert result.trials[1].message == "evaluation raised RuntimeError: GPU fell off the bus"
-    assert result.improved and result.best is result.trials[2]
-    assert result.summary.endswith("(stopped early)")
+def test_without_timing_configurations_are_checked_for_correctness_only():
+    backend = Scripted(timing=False)
+    result = run(backend)
+    assert not result.improved and backend.confirmed == []
+    assert len(backend.screens) == 1 and len(backend.screens[0]) == CPU_ROUND
+    assert result.summary.startswith("timing needs a GPU:")
+    assert f"{CPU_ROUND} launch configuration(s)" in result.summary and "the original is kept" in result.summary
 
 
 def test_nothing_to_tune():
-    source = SOURCE.replace("@triton.jit", "@triton.autotune(configs=[], key=[])\n@triton.jit")
+    computed = SOURCE.replace(
+        "BLOCK_SIZE=1024)", "BLOCK_SIZE=triton.next_power_of_2(n), num_warps=n // 256, num_stages=n % 3)"
+    )
+    backend = Scripted()
+    result = run(backend, computed)
+    assert not result.improved and backend.screens == []
+    assert result.summary.startswith("no launch configuration to tune")
 
-    async def evaluate(source):
-        return Measured(True, 1.0)
 
-    result = asyncio.run(search_launch_params(source, evaluate, budget=10))
-    assert len(result.trials) == 1
-    assert result.summary.startswith("no tunable launch parameters")
+def test_a_short_budget_screens_once():
+    backend = Scripted(confirm_estimate_s=100.0)  # confirming the finalists would take the whole budget
+    run(backend, budget_s=30)
+    assert len(backend.screens) == 1
 
 
-def test_block_sizes_first_and_seed_orders_ties_deterministically():
-    two_launches = SOURCE + "    add_kernel[(triton.cdiv(n, 512),)](x, y, out, n, BLOCK_SIZE=512)\n"
+def test_stop_and_resume_continue_where_the_search_was():
+    states = []
+    backend = Scripted()
+    stop = {"now": False}
 
-    async def flat(source):
-        return Measured(True, 1.0)
+    def after_screening(state):
+        states.append(state)
+        stop["now"] = True  # stop as soon as the first screening is recorded
 
-    def first_changed(seed):
-        trials = asyncio.run(search_launch_params(two_launches, flat, budget=2, seed=seed)).trials
-        return next(key for key, value in trials[1].values.items() if value != trials[0].values[key])
+    first = run(backend, on_state=after_screening, should_stop=lambda: stop["now"])
+    assert not first.improved and first.summary.startswith("stopped after screening")
+    assert first.summary.endswith("(stopped early)")
+    assert len(backend.screens) == 1 and backend.confirmed == []
+    state = states[-1]
+    assert len(state["rounds"]) == 1
+    again = Scripted()
+    resumed = run(again, state=state)
+    assert resumed.improved
+    assert len(again.screens) == 1  # the first round is not screened again, only the second
+    assert len(state["rounds"]) == 2 and len(state["finalists"]) >= 1
 
-    assert first_changed(0) == first_changed(0)
-    assert {first_changed(seed) for seed in range(8)} == {
-        "add_kernel:BLOCK_SIZE@L15",
-        "add_kernel:BLOCK_SIZE@L16",
-    }
+
+def test_a_loop_free_kernel_has_no_stages_to_tune():
+    loop_free = SOURCE.replace("    for start in range(0, n, BLOCK_SIZE * tl.num_programs(0)):", "    if True:")
+    assert run(Scripted(timing=False), loop_free).knobs == 2
 
 
 def test_kernel_focus_tunes_only_that_kernels_launches():
-    other = SOURCE.replace("add_kernel", "sub_kernel").split("@triton.jit")[1]
-    two_kernels = SOURCE + "\n\n@triton.jit" + other
-
-    async def flat(source):
-        return Measured(True, 1.0)
-
-    trials = asyncio.run(search_launch_params(two_kernels, flat, budget=20, kernel="sub_kernel")).trials
-    moved = {key for t in trials[1:] for key, value in t.values.items() if value != trials[0].values[key]}
-    assert moved and all(key.startswith("sub_kernel:") for key in moved)
+    two_kernels = SOURCE + (
+        "\n\n@triton.jit\ndef sub_kernel(x_ptr, n, BLOCK: tl.constexpr):\n    pass\n\n\n"
+        "def sub(x, n):\n    sub_kernel[(1,)](x, n, BLOCK=256, num_warps=2)\n"
+    )
+    backend = Scripted(time_of=lambda values: 1.0, timing=False)
+    result = run(backend, two_kernels, kernel="sub_kernel")
+    assert result.knobs == 2
+    before = {p.key: p.current for p in find_tunable_params(two_kernels)}
+    changed = {
+        p.key for source in backend.screens[0] for p in find_tunable_params(source) if before[p.key] != p.current
+    }
+    assert changed and all(key.startswith("sub_kernel:") for key in changed)

@@ -105,6 +105,8 @@ async def test_passing_check_clears_errors_and_timing_gives_hints_and_hover(clie
     )
     text = hover.contents.value
     assert "add_kernel" in text and "passes" in text and "add(x: float32[98432]" in text and "GB/s" in text
+    assert "| latency |" in text and "Why: `add(x: float32[98432], y: float32[98432])` is latency-bound" in text
+    assert "Compiled: 4 warps, 3 stages, 32 registers/thread, occupancy 100% (warps)" in text
     nothing = await client.text_document_hover_async(
         types.HoverParams(types.TextDocumentIdentifier(uri), types.Position(line=1, character=3))
     )

@@ -16,7 +16,7 @@ pytest.importorskip("ray", reason="ray is not installed (pip install ray)")
 @pytest.mark.timeout(180)
 def test_run_and_eval_on_local_ray(tmp_path, capsys):
     out = tmp_path / "run"
-    cfg = write_config(tmp_path / "run.yaml", suite="tritonbench", data_path=TB, output_path=out, search_budget=1,
+    cfg = write_config(tmp_path / "run.yaml", suite="tritonbench", data_path=TB, output_path=out, search_time_s=1,
                        ray_address="local", target_kernels=["add_example.py", "hip_only.py"])  # fmt: skip
     assert main(["run", str(cfg), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)["summary"]

@@ -218,12 +218,15 @@ DEVICE_GRANTS = DeviceGrant()
 LAUNCHES: Counter[str] = Counter()
 LAUNCH_STREAMS: Counter[int] = Counter()  # launches per GPU stream handle, within `streams_tracked`
 KERNEL_EVENTS: list[tuple[str, Any, Any]] = []  # (kernel, start event, end event) per launch, within `kernels_timed`
+COMPILED: list[tuple[str, Any]] = []  # (kernel, its launch's CompiledKernel) per launch, within `compiled_kept`
 _GHOST = threading.Event()  # set: kernel launches are counted but do nothing (see `ghost_kernels`)
 _TRACK_STREAMS = threading.Event()
 _TIME_KERNELS = threading.Event()
 _DEFER_TUNING = threading.Event()
 _SHARE_TWINS = threading.Event()
 _TWIN_CHOICES: dict[tuple[Any, ...], dict[Any, int]] = {}  # a kernel's fingerprint -> tuning key -> config index
+_COMPILE_ONLY = threading.Event()
+_KEEP_COMPILED = threading.Event()
 
 FATAL_GPU_ERRORS = (
     "illegal memory access",
@@ -290,6 +293,29 @@ def twins_tuned_alike():
 
 
 @contextlib.contextmanager
+def compile_only():
+    """Within it, every Triton launch compiles its kernel (``warmup``) and launches nothing: under Triton's
+    ``AsyncCompileMode`` the compiles of many variants then run in parallel. Launches are not counted."""
+    _COMPILE_ONLY.set()
+    try:
+        yield
+    finally:
+        _COMPILE_ONLY.clear()
+
+
+@contextlib.contextmanager
+def compiled_kept():
+    """Within it, each Triton launch keeps what it returned (``COMPILED``: the compiled kernel with its registers,
+    spills, shared memory, warps and stages)."""
+    COMPILED.clear()
+    _KEEP_COMPILED.set()
+    try:
+        yield
+    finally:
+        _KEEP_COMPILED.clear()
+
+
+@contextlib.contextmanager
 def ghost_kernels():
     """Within it, every Triton launch is a no-op: outputs that come out right anyway were not computed by the
     kernels."""
@@ -313,7 +339,7 @@ def _install_launch_counter() -> None:
     for cls in classes:
         original = cls.run
 
-        def run(self, *args, __original=original, **kwargs):
+        def counted(self, *args, __original=original, **kwargs):
             if not kwargs.get("warmup", False):
                 name = _kernel_name(self)
                 LAUNCHES[name] += 1
@@ -329,6 +355,15 @@ def _install_launch_counter() -> None:
                     KERNEL_EVENTS.append((name, start, end))
                     return ret
             return __original(self, *args, **kwargs)
+
+        def run(self, *args, __original=original, __counted=counted, **kwargs):
+            if _COMPILE_ONLY.is_set():
+                kwargs["warmup"] = True
+                return __original(self, *args, **kwargs)
+            ret = __counted(self, *args, **kwargs)
+            if _KEEP_COMPILED.is_set() and ret is not None and not kwargs.get("warmup", False):
+                COMPILED.append((_kernel_name(self), ret))
+            return ret
 
         cls.run = run
     _install_tuning_deferral()

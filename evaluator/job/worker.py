@@ -47,6 +47,7 @@ from ..shared.protocol import (
     BenchJob,
     CheckJob,
     PeaksJob,
+    ScreenJob,
     job_from_dict,
     output_file_of_test,
     timed_output_file,
@@ -62,6 +63,7 @@ PRELOAD = (
     ".device_ceilings",
     ".pytest_plugin",
     ".rocm_bench",
+    ".screening",
     "scipy.special",  # the speedup interval of sequential rounds (``shared.sequential.interval``)
 )
 
@@ -324,7 +326,7 @@ def _job_process(
         os.chdir(job.cwd)
     try:
         sandbox.DEVICE_GRANTS.open(send, grant_read)
-        handler = {"check": run_check, "bench": run_bench, "peaks": run_peaks}[job.kind]
+        handler = {"check": run_check, "bench": run_bench, "screen": run_screen, "peaks": run_peaks}[job.kind]
         result = handler(job, info, send)
     except BaseException as e:  # the worker's own failure, reported rather than lost
         result = {"worker_error": "".join(traceback.format_exception(type(e), e, e.__traceback__))}
@@ -524,6 +526,7 @@ def run_bench(job: BenchJob, info: Any, send) -> dict[str, Any]:
 
     from ..shared.sequential import RoundPlan, decided
     from . import sandbox, timing, triton_cache
+    from .screening import device_limits
 
     save = torch.save  # bound before any user code is imported
     sandbox.set_poisoning(False)
@@ -588,6 +591,7 @@ def run_bench(job: BenchJob, info: Any, send) -> dict[str, Any]:
         "device_ms": device_ms,
         "autotune": tuned,
         "device_lag_ms": device_lag_ms,
+        "device_limits": device_limits(),
     }
 
 
@@ -767,6 +771,7 @@ def _prepare_call(fn, sets, module, base_call) -> tuple[dict[str, Any], float]:
 
     from . import sandbox, timing
     from .capture import bytes_moved, output_bytes
+    from .screening import compiled_facts
 
     ret = sets.call(fn, 0)
     torch.cuda.synchronize()
@@ -786,8 +791,10 @@ def _prepare_call(fn, sets, module, base_call) -> tuple[dict[str, Any], float]:
     }
     del ret
     before = Counter(sandbox.LAUNCHES)
-    sets.call(fn, 0)  # the untimed call whose launches every timed call must match
-    torch.cuda.synchronize()
+    with sandbox.compiled_kept():  # what the compiler made of the kernels (why a kernel is slow)
+        sets.call(fn, 0)  # the untimed call whose launches every timed call must match
+        torch.cuda.synchronize()
+        entry["kernels"] = compiled_facts(sandbox.COMPILED)
     entry["checked_launches"] = dict(sandbox.LAUNCHES - before)
     return entry, timing.estimate_ms(lambda: sets.call(fn, 0))
 
@@ -816,6 +823,13 @@ def _save_timed_outputs(timers, entries: dict[str, list[dict[str, Any]]], out_di
                         save(outputs, out_dir / timed_output_file(label, i, k, run))
     finally:
         sandbox.set_poisoning(False)
+
+
+def run_screen(job: ScreenJob, info: Any, send) -> dict[str, Any]:
+    """Many variants of the file's launch configuration on the test's own inputs (``screening``)."""
+    from .screening import run_screen as screen
+
+    return screen(job, info, send)
 
 
 def run_peaks(job: PeaksJob, info: Any, send) -> dict[str, Any]:

@@ -47,6 +47,14 @@ def timed_output_sets(input_sets: int, output_bytes: int = 0) -> list[int]:
     return [count - 1] if output_bytes > LARGE_OUTPUT_BYTES else sorted({0, count - 1})
 
 
+def screen_output_file(label: str, call: int, run: str = "") -> str:
+    """Outputs of a screened variant's call on the test's own inputs ("reference", or a variant "v<n>"); `run` "again"
+    for the reference's second run (which outputs it reproduces)."""
+    if not re.fullmatch(r"reference|v\d+", label):
+        raise ValueError(f"unknown screened variant {label!r}")
+    return f"screen_{label}_{int(call)}{'_' + run if run else ''}.pt"
+
+
 def timed_output_file(label: str, call: int, input_set: int, run: str = "") -> str:
     """Outputs of a variant's ("reference"/"candidate") timed call on an input set after the timed batch; `run`
     "again" for the reference's second run on the same inputs."""
@@ -56,9 +64,9 @@ def timed_output_file(label: str, call: int, input_set: int, run: str = "") -> s
 
 
 # ----------------------------------------------------------------------------------------- jobs
-# What the trusted side asks a worker to do. Built only by `check.check_job`, `bench.bench_job` and the evaluator's
-# peaks request, from `EvalOptions` (where every default lives); sent as JSON; read back by the worker with
-# `job_from_dict`, which refuses a job with a field missing or unknown. No field has a default here.
+# What the trusted side asks a worker to do. Built only by `check.check_job`, `bench.bench_job`, `screen.screen_job`
+# and the evaluator's peaks request, from `EvalOptions` (where every default lives); sent as JSON; read back by the
+# worker with `job_from_dict`, which refuses a job with a field missing or unknown. No field has a default here.
 
 
 @dataclass(frozen=True)
@@ -100,17 +108,31 @@ class BenchJob:
 
 
 @dataclass(frozen=True)
+class ScreenJob:
+    kind: Literal["screen"]
+    scratch: str
+    modules: list[dict[str, Any]]  # the reference ("reference") first, then the variants ("v1", "v2", ...)
+    functions: list[str]  # the test (or bench) functions whose wrapper calls are screened
+    pytest_functions: list[str]
+    seed: int
+    max_calls: int
+    outputs_dir: str
+    plan: dict[str, Any]  # screening.ScreenPlan
+    cache: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
 class PeaksJob:
     kind: Literal["peaks"]
     measure: bool
 
 
-Job = CheckJob | BenchJob | PeaksJob
-_KINDS: dict[str, type] = {"check": CheckJob, "bench": BenchJob, "peaks": PeaksJob}
+Job = CheckJob | BenchJob | ScreenJob | PeaksJob
+_KINDS: dict[str, type] = {"check": CheckJob, "bench": BenchJob, "screen": ScreenJob, "peaks": PeaksJob}
 
 
 def job_from_dict(data: dict[str, Any]) -> Job:
-    """The job a worker was sent; ValueError when it is not exactly one of the three kinds."""
+    """The job a worker was sent; ValueError when it is not exactly one of the kinds."""
     cls = _KINDS.get(data.get("kind"))  # type: ignore[arg-type]
     if cls is None:
         raise ValueError(f"unknown job kind {data.get('kind')!r}")

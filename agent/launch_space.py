@@ -1,0 +1,411 @@
+"""The space of launch configurations a file can take, and which of them to try first.
+
+The knobs (``launch_params``, ``autotune_configs``) fall into groups, one per launch configuration: a launch site
+(with the table row or branch that sets it), or an autotuned kernel's config list. A ``Variant`` sets some groups to
+new values; it renders as two sources: the one screened (an autotuned kernel pinned to the new config, so the screen
+times that config) and the one proposed (the new config added first to the kernel's list: the autotuner still
+chooses, and the diff stays minimal).
+
+Which configurations, in order:
+1. device presets for matmul-like kernels (``tl.dot`` with tiles named …M, …N, …K): Triton's own tuned tile shapes
+   for the device (NVIDIA: deep pipelines; AMD: one or two stages), within the shared memory of a block;
+2. the neighbours of the file's own configuration, one knob one step away;
+3. tiles × warps (× stages where the kernel loops) around it, then random draws of the whole group (seeded),
+each ordered by what the diagnosis says limits the kernel (``Focus``): memory- or latency-bound calls want other tile
+widths and warps, compute-bound ones deeper pipelines and other tiles, spilling kernels smaller tiles and fewer
+stages. Only values the kernel accepts are tried: power-of-two tiles of at least 16, warps up to 16 (32 where the file
+uses it), stages only where the kernel has a loop to pipeline.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from geak.evaluator.python_source import parse
+from geak.evaluator.results import CallCost, CompiledKernelFacts
+from geak.evaluator.triton_file import is_kernel_def
+
+from .autotune_configs import AutotuneSite, LaunchConfig, extend, find_autotune_sites, pin
+from .launch_params import NUM_STAGES_CHOICES, NUM_WARPS_CHOICES, TunableParam, apply_params, find_tunable_params
+
+Focus = Literal["memory", "compute", "latency", "spills", "unknown"]
+Role = Literal["M", "N", "K", "tile", "warps", "stages", "other"]
+
+SHARED_MEMORY_PER_BLOCK = {"cuda": 227 * 1024, "rocm": 64 * 1024}  # H100/H200 opt-in limit; MI300 LDS
+ELEMENT_BYTES = 2  # a tile's element size assumed for the shared-memory bound (fp16/bf16)
+MAX_ELEMENTS_PER_THREAD = 128  # a 1-D tile spread thinner than this over its threads is kept; thicker spills
+# (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps): Triton's matmul tutorial configs and Hopper-sized tiles
+NVIDIA_MATMUL = (
+    (128, 256, 64, 3, 8), (256, 128, 64, 3, 8), (128, 128, 64, 4, 8), (128, 128, 64, 3, 4), (128, 128, 32, 4, 4),
+    (128, 64, 64, 4, 4), (64, 128, 64, 4, 4), (128, 64, 32, 4, 4), (64, 128, 32, 4, 4), (64, 256, 32, 4, 4),
+    (64, 64, 64, 4, 4), (64, 64, 32, 5, 4), (128, 32, 32, 4, 4), (32, 64, 32, 5, 2), (64, 32, 32, 5, 2),
+    (32, 32, 64, 4, 2), (16, 64, 64, 4, 4), (64, 16, 64, 4, 4),
+)  # fmt: skip
+AMD_MATMUL = (
+    (256, 256, 64, 2, 8), (256, 128, 64, 2, 8), (128, 256, 64, 2, 8), (128, 128, 64, 2, 4), (128, 128, 32, 2, 4),
+    (128, 64, 64, 2, 4), (64, 128, 64, 2, 4), (64, 64, 64, 2, 4), (64, 64, 32, 1, 4), (32, 32, 64, 2, 4),
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One dimension of a group: a launch parameter, or a meta-parameter / option of an autotuned kernel's config."""
+
+    key: str  # the parameter's key, or the meta-parameter's name in a config
+    name: str
+    role: Role
+    current: int
+    choices: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Group:
+    """The knobs of one launch configuration."""
+
+    name: str
+    kernel: str
+    knobs: tuple[Knob, ...]
+    uses_dot: bool
+    loops: bool
+    autotune: AutotuneSite | None = None
+
+    def knob(self, key: str) -> Knob:
+        return next(k for k in self.knobs if k.key == key)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """New values for some groups: group -> ((knob key, value), ...). `origin` says how it was chosen."""
+
+    changes: tuple[tuple[str, tuple[tuple[str, int], ...]], ...]
+    origin: str = field(default="", compare=False)
+
+    def values(self, group: str) -> dict[str, int]:
+        return dict(next((v for g, v in self.changes if g == group), ()))
+
+    def to_json(self) -> dict[str, dict[str, int]]:
+        return {group: dict(values) for group, values in self.changes}
+
+    @classmethod
+    def from_json(cls, data: dict[str, dict[str, int]], origin: str = "") -> Variant:
+        return cls(tuple((g, tuple(v.items())) for g, v in data.items()), origin)
+
+
+@dataclass
+class Space:
+    """The launch configurations of `source` (on `backend`: "cuda", "rocm" or "interpreter")."""
+
+    source: str
+    backend: str | None = None
+    kernel: str | None = None
+    groups: list[Group] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.groups = [g for g in _groups(self.source, self.backend) if self.kernel in (None, g.kernel)]
+
+    @property
+    def knob_count(self) -> int:
+        return sum(len(g.knobs) for g in self.groups)
+
+    def group(self, name: str) -> Group:
+        return next(g for g in self.groups if g.name == name)
+
+    def describe(self, variant: Variant) -> str:
+        """What the variant changes, for a person: ``matmul_kernel: BLOCK_SIZE_M 128→64, num_stages 1→4``."""
+        parts = []
+        for name, values in variant.changes:
+            group = self.group(name)
+            changed = [
+                f"{group.knob(k).name} {group.knob(k).current}→{v}" for k, v in values if group.knob(k).current != v
+            ]
+            where = f" ({_row(name)})" if _row(name) else ""
+            parts.append(f"{group.kernel}{where}: {', '.join(changed) or 'unchanged'}")
+        return "; ".join(parts)
+
+    def render(self, variant: Variant) -> tuple[str, str]:
+        """(the source screened, the source proposed). ValueError where the rewrite fails."""
+        params: dict[str, int] = {}
+        autotuned: list[tuple[Group, LaunchConfig]] = []
+        for name, values in variant.changes:
+            group = self.group(name)
+            if group.autotune is None:
+                params |= dict(values)
+            else:
+                autotuned.append((group, _config(group, dict(values))))
+        screened = proposed = apply_params(self.source, params, self.backend) if params else self.source
+        for group, config in autotuned:  # one at a time: each rewrite moves the others' positions
+            screened = pin(screened, _site_of(screened, group, self.backend), config)
+            proposed = extend(proposed, _site_of(proposed, group, self.backend), config)
+        return screened, proposed
+
+    # ------------------------------------------------------------------------------------------ choosing
+
+    def first_round(self, limit: int, focus: Focus = "unknown", seed: int = 0) -> list[Variant]:
+        """Up to `limit` single-group variants, the most promising first (see the module's docstring), shared out
+        over the groups."""
+        per_group = [self._candidates(g, focus, seed) for g in self.groups]
+        return _interleave(per_group, limit)
+
+    def refine(
+        self, leaders: list[Variant], tried: set[Variant], limit: int, focus: Focus = "unknown"
+    ) -> list[Variant]:
+        """Around the leaders of a screening: each one's neighbours, and the leaders of different groups combined."""
+        found: list[Variant] = []
+        best_per_group: dict[str, Variant] = {}
+        for leader in leaders:
+            for name, _ in leader.changes:
+                best_per_group.setdefault(name, leader)
+        if len(best_per_group) > 1:
+            merged = tuple((g, v.values(g)) for g, v in best_per_group.items())
+            found.append(Variant(tuple((g, tuple(vals.items())) for g, vals in merged), "combined"))
+        for leader in leaders:
+            for name, values in leader.changes:
+                group = self.group(name)
+                around = dict(values)
+                for step in _ordered(_steps(group, around), group, focus):
+                    found.append(Variant(((name, tuple({**around, **step}.items())),), "refined"))
+        unique = [v for v in dict.fromkeys(found) if v not in tried and not self._is_current(v)]
+        return unique[:limit]
+
+    def _is_current(self, variant: Variant) -> bool:
+        return all(self.group(g).knob(k).current == v for g, values in variant.changes for k, v in values)
+
+    def _candidates(self, group: Group, focus: Focus, seed: int) -> list[Variant]:
+        current = {k.key: k.current for k in group.knobs}
+        found: list[dict[str, int]] = []
+        if group.uses_dot:
+            found += _presets(group, self.backend)
+        found += _ordered(_steps(group, current), group, focus)
+        found += _ordered(_grid(group), group, focus)
+        found += _draws(group, seed)
+        known = group.autotune.known if group.autotune is not None else ()
+        variants = []
+        for values in found:
+            full = {**current, **values}
+            if full != current and _accepted(group, full, self.backend) and _config_or_none(group, full) not in known:
+                variants.append(Variant(((group.name, tuple(full.items())),), "first round"))
+        return list(dict.fromkeys(variants))
+
+
+def focus_of(calls: Sequence[CallCost], kernels: Sequence[CompiledKernelFacts]) -> Focus:
+    """What limits the kernel, for choosing knobs: spilled registers first, else where its slowest call sits on the
+    roofline."""
+    if any(k.n_spills for k in kernels):
+        return "spills"
+    timed = [c for c in calls if c.ms]
+    if not timed:
+        return "unknown"
+    bound = max(timed, key=lambda c: c.ms or 0.0).bound
+    return bound if bound in ("memory", "compute", "latency") else "unknown"  # type: ignore[return-value]
+
+
+# ---------------------------------------------------------------------------------------------- groups
+
+
+def _groups(source: str, backend: str | None) -> list[Group]:
+    traits = _kernel_traits(source)
+    rocm = "rocm" if backend == "rocm" else None
+    by_group: dict[str, list[TunableParam]] = {}
+    for param in find_tunable_params(source, rocm):
+        by_group.setdefault(param.group, []).append(param)
+    groups = []
+    for name, params in by_group.items():
+        kernel = params[0].kernel
+        uses_dot, loops = traits.get(kernel, (False, True))
+        knobs = tuple(
+            Knob(p.key, p.name, _role(p.name, p.kind), p.current, p.choices)
+            for p in params
+            if loops or p.kind != "num_stages"
+        )
+        if knobs:
+            groups.append(Group(name, kernel, knobs, uses_dot, loops))
+    for site in find_autotune_sites(source, rocm):
+        uses_dot, loops = traits.get(site.kernel, (False, True))
+        knobs = tuple(_autotune_knobs(site, loops))
+        if knobs:
+            groups.append(Group(site.group, site.kernel, knobs, uses_dot, loops, site))
+    return groups
+
+
+def _kernel_traits(source: str) -> dict[str, tuple[bool, bool]]:
+    """kernel -> (uses tl.dot, has a loop to pipeline)."""
+    traits = {}
+    for node in ast.walk(parse(source)):
+        if is_kernel_def(node):
+            assert isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            calls = {ast.unparse(n.func).split(".")[-1] for n in ast.walk(node) if isinstance(n, ast.Call)}
+            loops = any(isinstance(n, ast.For | ast.While) for n in ast.walk(node))
+            traits[node.name] = ("dot" in calls, loops)
+    return traits
+
+
+def _role(name: str, kind: str) -> Role:
+    if kind == "num_warps":
+        return "warps"
+    if kind == "num_stages":
+        return "stages"
+    if kind != "constexpr":
+        return "other"
+    upper = name.upper()
+    if "GROUP" in upper or "SPLIT" in upper:  # a swizzle or a split of the reduction, not a tile
+        return "other"
+    for axis in ("M", "N", "K"):
+        if upper.endswith(f"_{axis}") or upper in (f"B{axis}", f"BLOCK{axis}", f"TILE{axis}", f"BLK{axis}"):
+            return axis  # type: ignore[return-value]
+    return "tile"
+
+
+def _autotune_knobs(site: AutotuneSite, loops: bool) -> list[Knob]:
+    """The knobs of an autotuned kernel: each meta-parameter over the powers of two around the values its configs
+    use, warps and (where it loops) stages; `current` is the first config's."""
+    first = site.known[0] if site.known else LaunchConfig(())
+    knobs = []
+    for key in site.keys:
+        values = [v for c in site.known for k, v in c.meta if k == key]
+        if not values:
+            continue
+        low, high = max(1, min(values) // 4), min(65536, max(values) * 4)
+        choices = tuple(v for v in (1 << i for i in range(17)) if low <= v <= high)
+        current = dict(first.meta).get(key, values[0])
+        if current in choices and len(choices) > 1:
+            knobs.append(Knob(key, key, _role(key, "constexpr"), current, choices))
+    knobs.append(
+        Knob("num_warps", "num_warps", "warps", first.num_warps, tuple(sorted({*NUM_WARPS_CHOICES, first.num_warps})))
+    )
+    if loops:
+        knobs.append(Knob("num_stages", "num_stages", "stages", first.num_stages,
+                          tuple(sorted({*NUM_STAGES_CHOICES, first.num_stages}))))  # fmt: skip
+    return knobs
+
+
+def _config(group: Group, values: dict[str, int]) -> LaunchConfig:
+    assert group.autotune is not None
+    first = group.autotune.known[0] if group.autotune.known else LaunchConfig(())
+    meta = tuple((k, values.get(k, v)) for k, v in first.meta)
+    return LaunchConfig(meta, values.get("num_warps", first.num_warps), values.get("num_stages", first.num_stages))
+
+
+def _config_or_none(group: Group, values: dict[str, int]) -> LaunchConfig | None:
+    return _config(group, values) if group.autotune is not None else None
+
+
+def _site_of(source: str, group: Group, backend: str | None) -> AutotuneSite:
+    rocm = "rocm" if backend == "rocm" else None
+    return next(s for s in find_autotune_sites(source, rocm) if s.kernel == group.kernel)
+
+
+def _row(group: str) -> str:
+    return group[group.index("[") + 1 : -1] if group.endswith("]") and "[" in group else ""
+
+
+# ---------------------------------------------------------------------------------------------- candidates
+
+
+def _presets(group: Group, backend: str | None) -> list[dict[str, int]]:
+    axes = {k.role: k for k in group.knobs if k.role in ("M", "N", "K")}
+    if len(axes) < 2:
+        return []
+    warps = next((k for k in group.knobs if k.role == "warps"), None)
+    stages = next((k for k in group.knobs if k.role == "stages"), None)
+    found = []
+    for m, n, k, s, w in AMD_MATMUL if backend == "rocm" else NVIDIA_MATMUL:
+        values = {axes[a].key: v for a, v in (("M", m), ("N", n), ("K", k)) if a in axes}
+        if any(v not in axes[a].choices for a, v in (("M", m), ("N", n), ("K", k)) if a in axes):
+            continue
+        if warps is not None and w in warps.choices:
+            values[warps.key] = w
+        if stages is not None and s in stages.choices:
+            values[stages.key] = s
+        found.append(values)
+    return found
+
+
+def _steps(group: Group, around: dict[str, int]) -> list[dict[str, int]]:
+    """Each knob one step up and one step down from `around`."""
+    found = []
+    for knob in group.knobs:
+        index = knob.choices.index(around[knob.key]) if around[knob.key] in knob.choices else None
+        if index is None:
+            continue
+        for step in (1, -1):
+            if 0 <= index + step < len(knob.choices):
+                found.append({knob.key: knob.choices[index + step]})
+    return found
+
+
+def _grid(group: Group) -> list[dict[str, int]]:
+    """Tiles × warps (× stages): every tile knob over its choices with every warp count, for groups of one or two
+    tile knobs; stages varied with the current tiles."""
+    tiles = [k for k in group.knobs if k.role in ("M", "N", "K", "tile")]
+    warps = [k for k in group.knobs if k.role == "warps"]
+    stages = [k for k in group.knobs if k.role == "stages"]
+    found: list[dict[str, int]] = []
+    if 1 <= len(tiles) <= 2:
+        dims = [*tiles, *warps[:1]]
+        for combo in itertools.product(*(k.choices for k in dims)):
+            found.append(dict(zip((k.key for k in dims), combo, strict=True)))
+    for knob in stages[:1]:
+        for value in knob.choices:
+            for w in warps[:1]:
+                for warp in w.choices:
+                    found.append({knob.key: value, w.key: warp})
+    return found
+
+
+def _draws(group: Group, seed: int, count: int = 64) -> list[dict[str, int]]:
+    rng = random.Random(seed)
+    return [{k.key: rng.choice(k.choices) for k in group.knobs} for _ in range(count)]
+
+
+def _accepted(group: Group, values: dict[str, int], backend: str | None) -> bool:
+    """Values the kernel can take: a matmul's tiles within a block's shared memory; a 1-D tile neither thinner than
+    a thread nor thicker than ``MAX_ELEMENTS_PER_THREAD`` per thread."""
+    by_role = {k.role: values[k.key] for k in group.knobs}
+    warps = by_role.get("warps", 4)
+    if group.uses_dot and {"M", "N", "K"} <= by_role.keys():
+        stages = max(1, by_role.get("stages", 2))
+        shared = (by_role["M"] * by_role["K"] + by_role["K"] * by_role["N"]) * ELEMENT_BYTES * stages
+        return shared <= SHARED_MEMORY_PER_BLOCK.get(backend or "cuda", SHARED_MEMORY_PER_BLOCK["cuda"])
+    tiles = [values[k.key] for k in group.knobs if k.role == "tile"]
+    if len(tiles) == 1 and not group.uses_dot:
+        per_thread = tiles[0] / (warps * 32)
+        return 1 <= per_thread <= MAX_ELEMENTS_PER_THREAD
+    return True
+
+
+def _ordered(candidates: list[dict[str, int]], group: Group, focus: Focus) -> list[dict[str, int]]:
+    """`candidates` with those that change what the diagnosis points at first (stable otherwise)."""
+    roles = {k.key: k.role for k in group.knobs}
+    currents = {k.key: k.current for k in group.knobs}
+
+    def weight(values: dict[str, int]) -> int:
+        score = 0
+        for key, value in values.items():
+            role, up = roles[key], value > currents[key]
+            tile = role in ("M", "N", "K", "tile")
+            if focus == "spills":
+                score += 2 if (tile or role == "stages") and not up else 0
+            elif focus == "memory":
+                score += 2 if tile or role == "warps" else 0
+            elif focus == "compute":
+                score += 2 if role == "stages" or tile else 0
+            elif focus == "latency":
+                score += 2 if (tile and not up) or (role == "warps" and up) or role == "stages" else 0
+        return score
+
+    return sorted(candidates, key=weight, reverse=True)
+
+
+def _interleave(per_group: list[list[Variant]], limit: int) -> list[Variant]:
+    """Round-robin over the groups, so that every launch configuration gets its share of the `limit`."""
+    found: list[Variant] = []
+    for batch in itertools.zip_longest(*per_group):
+        found += [v for v in batch if v is not None and v not in found]
+        if len(found) >= limit:
+            break
+    return found[:limit]

@@ -1,0 +1,214 @@
+"""The screening stage on the caller's side: the screening job it sends, and the verdict it builds from what came back.
+
+The job's word is taken for nothing that matters: each variant's outputs are compared here with the reference's
+(``compare``; calls whose output the reference itself does not reproduce are left to the full check), and its short
+timings only rank the variants for the full check and paired bench that alone may claim a speedup.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from . import diagnosis
+from .compare import UnreadableOutput, compare, load_output
+from .pool import JobOutcome
+from .results import Peaks, ScreenedVariant, ScreenResult
+from .shared.protocol import ScreenJob, screen_output_file
+from .shared.screening import ScreenPlan
+from .triton_file import TritonFile
+
+if TYPE_CHECKING:
+    from .options import EvalOptions
+
+STATUSES = frozenset({"ok", "wrong", "failed", "skipped", "same", "not run", "not timed"})
+
+
+def screen_job(
+    modules: list[dict[str, Any]],
+    owner: TritonFile,
+    options: EvalOptions,
+    outputs_dir: Path,
+    plan: ScreenPlan,
+    cache: dict[str, Any] | None,
+    timed: bool,
+) -> dict[str, Any]:
+    """`modules`: the reference's first, then the variants'. The calls screened are those the bench times where a GPU
+    times them (`timed`), else the tests' (Triton's interpreter is too slow for benchmark sizes)."""
+    functions = list(owner.benches or owner.tests) if timed else list(owner.tests)
+    return asdict(
+        ScreenJob(
+            kind="screen",
+            scratch=str(outputs_dir.parent),
+            modules=modules,
+            functions=functions,
+            pytest_functions=[f for f in functions if owner.runs_under_pytest(f)],
+            seed=options.seed,
+            max_calls=options.max_bench_calls,
+            outputs_dir=str(outputs_dir),
+            plan=plan.to_dict(),
+            cache=cache,
+        )
+    )
+
+
+def screen_result(
+    outcome: JobOutcome,
+    labels: list[str],
+    outputs_dir: Path,
+    runtime: dict[str, Any],
+    peaks: Peaks | None,
+    options: EvalOptions,
+) -> ScreenResult:
+    """The verdict on each variant (`labels`, in order) from the job's report and the outputs it saved."""
+    base = {"backend": runtime.get("backend"), "device": runtime.get("device")}
+    if outcome.status != "ok" or outcome.result is None:
+        where = (outcome.last_progress or {}).get("screen", "")
+        return ScreenResult(False, f"{outcome.message} {where}".strip(), timed=False, **base)
+    result = outcome.result
+    if result.get("worker_error") or result.get("error"):
+        message = result.get("error") or "internal evaluator error:\n" + result["worker_error"]
+        detail = result.get("error_detail")
+        return ScreenResult(False, message + (f": {detail['message']}" if detail else ""), timed=False, **base)
+    try:
+        return _verdict(result, labels, outputs_dir, runtime, peaks, options, base)
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:  # a malformed (forged?) report
+        return ScreenResult(False, f"the screening job's report is malformed ({e!r})", timed=False, **base)
+
+
+def _verdict(
+    result: dict[str, Any],
+    labels: list[str],
+    outputs_dir: Path,
+    runtime: dict[str, Any],
+    peaks: Peaks | None,
+    options: EvalOptions,
+    base: dict[str, Any],
+) -> ScreenResult:
+    limits = {k: int(v) for k, v in (result.get("device_limits") or {}).items() if isinstance(v, int)}
+    calls = result["calls"]
+    n_calls = len(calls)
+    reference = result["reference"]
+    unstable = _unstable_calls(n_calls, outputs_dir, options)
+    timing = result.get("timing") or {}
+    timed = bool(timing.get("timed"))
+    reference_ms = _median(reference.get("samples")) if timed else None
+    variants = []
+    for label in labels:
+        report = result["variants"].get(label) or {"status": "not run", "message": "the job did not report it"}
+        variants.append(_variant(label, report, n_calls, unstable, outputs_dir, options, limits, timed))
+    costs = tuple(
+        diagnosis.call_cost(
+            str(c["signature"]),
+            int(c.get("bytes") or 0),
+            int(c["flops"]) if c.get("flops") else None,
+            c.get("flops_from"),
+            _call_ms(reference_ms, calls, i, timing),
+            peaks,
+        )
+        for i, c in enumerate(calls)
+    )
+    correct = sum(v.correct for v in variants)
+    message = f"{len(variants)} variant(s) screened on {n_calls} call(s): {correct} correct"
+    if unstable:
+        message += f" ({len(unstable)} call(s) whose outputs the reference does not reproduce were left to the check)"
+    if not timed:
+        message += f"; not timed: {timing.get('why') or 'no timing'}"
+    compile_note = _compile_note(result.get("compile") or {})
+    return ScreenResult(
+        True,
+        message,
+        timed=timed,
+        reference_ms=reference_ms,
+        variants=tuple(variants),
+        reference_kernels=tuple(diagnosis.kernel_facts(k, limits) for k in reference.get("kernels") or ()),
+        calls=costs,
+        compile_note=compile_note,
+        duration_s=float(result.get("seconds") or 0.0),
+        **base,
+    )
+
+
+def _variant(
+    label: str,
+    report: dict[str, Any],
+    n_calls: int,
+    unstable: set[int],
+    outputs_dir: Path,
+    options: EvalOptions,
+    limits: dict[str, int],
+    timed: bool,
+) -> ScreenedVariant:
+    status = str(report.get("status"))
+    status = status if status in STATUSES else "failed"
+    message = str(report.get("message") or "")[:2000]
+    kernels = tuple(diagnosis.kernel_facts(k, limits) for k in report.get("kernels") or ())
+    if status in ("ok", "same", "wrong"):
+        mismatch = _mismatch(label, n_calls, unstable, outputs_dir, options)
+        if mismatch is None and status == "wrong":
+            status, message = "ok", "matches the reference (not timed: the job's rough check disagreed)"
+        elif mismatch is not None:
+            status, message = "wrong", mismatch
+    samples = report.get("samples") or []
+    screen_ms = _median(samples) if timed and status == "ok" else None
+    return ScreenedVariant(label, status, message, screen_ms, int(report.get("rung") or 0), kernels)
+
+
+def _mismatch(label: str, n_calls: int, unstable: set[int], outputs_dir: Path, options: EvalOptions) -> str | None:
+    """Why the variant's outputs differ from the reference's on the captured calls, or None."""
+    for i in range(n_calls):
+        if i in unstable:
+            continue
+        try:
+            ref = load_output(outputs_dir / screen_output_file("reference", i))
+            cand = load_output(outputs_dir / screen_output_file(label, i))
+        except UnreadableOutput as e:
+            return f"call {i + 1}: {e}"
+        found = compare(ref, cand, f"call {i + 1}", options.tolerances)
+        if found:
+            return f"{found[0].where}: {found[0].message}" + (f" (and {len(found) - 1} more)" if len(found) > 1 else "")
+    return None
+
+
+def _unstable_calls(n_calls: int, outputs_dir: Path, options: EvalOptions) -> set[int]:
+    """Calls whose output the reference's second run did not reproduce (atomics, nondeterministic reductions)."""
+    unstable = set()
+    for i in range(n_calls):
+        try:
+            first = load_output(outputs_dir / screen_output_file("reference", i))
+            again = load_output(outputs_dir / screen_output_file("reference", i, "again"))
+        except UnreadableOutput:
+            unstable.add(i)
+            continue
+        if compare(first, again, "", options.tolerances):
+            unstable.add(i)
+    return unstable
+
+
+def _median(samples: Any) -> float | None:
+    values = [float(s) for s in samples or () if isinstance(s, (int, float)) and s > 0]
+    return statistics.median(values) if values else None
+
+
+def _call_ms(reference_ms: float | None, calls: list[dict[str, Any]], i: int, timing: dict[str, Any]) -> float | None:
+    """One call's share of the reference's screen time, by its estimate (the job times the calls together)."""
+    estimates = timing.get("estimates_ms") or []
+    if reference_ms is None or len(estimates) != len(calls) or not sum(estimates):
+        return None
+    return reference_ms * float(estimates[i]) / float(sum(estimates))
+
+
+def _compile_note(report: dict[str, Any]) -> str:
+    if report.get("mode") == "parallel":
+        return f"compiled in parallel on {report.get('workers')} threads in {float(report.get('seconds', 0)):.1f} s"
+    if report.get("mode") == "serial":
+        return f"compiled one by one ({report.get('why', '')})"
+    return ""
+
+
+def best_first(result: ScreenResult) -> list[ScreenedVariant]:
+    """The correct, timed variants, fastest in screening first."""
+    timed = [v for v in result.variants if v.status == "ok" and v.screen_ms is not None]
+    return sorted(timed, key=lambda v: (-v.rung, v.screen_ms))

@@ -1,0 +1,265 @@
+"""The LLM-free launch-configuration search on a fixed, seeded sample of suite files (a GPU report, not a test).
+
+    python scripts/search_report.py --out DIR --deadline-s 500 [--resume] [--files-json FILE] [--only NAME,...]
+
+1. The sample: each suite's files in an order shuffled with `--seed`; walking it, a file joins when it passes its own
+   test natively and its timed calls take at least `--min-call-us` in all on this GPU (measured here with one warm
+   evaluator, or read from `--files-json`: {"files": [{"path", "passing", "call_us"}]}), until `--tb`
+   TritonBench-revised and `--rocm` ROCm files are in. Measurements go to DIR/durations.jsonl and the sample to
+   DIR/sample.json, once.
+2. The search: `geak optimize FILE` without a model at the default budget (`--budget` seconds), every file through the
+   same warm evaluator; a line per file in DIR/search.jsonl as it finishes.
+3. The table (file, knobs, configurations screened, finalists, speedup with interval and verdict, seconds) and the
+   summary (geometric-mean speedup, share significantly faster, slower count, max/median seconds, device), also in
+   DIR/report.md.
+
+`--deadline-s` stops cleanly before a file that would not finish in time (a file is reckoned at `--budget` + 40 s);
+`--resume` continues from what DIR holds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import random
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+SUITES = ROOT / "shared" / "suites"
+if not SUITES.is_dir():
+    SUITES = ROOT.parent / "shared" / "suites"
+SUITE_DIRS = {"tb": "tritonbench_revised/TritonBench_G_v1", "rocm": "rocm/ROCm_v1"}
+FILE_SLACK_S = 40.0  # a file's baseline check and bench, on top of the search's budget
+
+
+def append(path: Path, record: dict[str, Any]) -> None:
+    with open(path, "a") as f:
+        f.write(json.dumps(record) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def read_lines(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except ValueError:  # a line cut by a kill
+            continue
+    return rows
+
+
+class Clock:
+    def __init__(self, deadline_s: float):
+        self.started = time.monotonic()
+        self.deadline_s = deadline_s
+
+    def left(self) -> float:
+        return self.deadline_s - (time.monotonic() - self.started)
+
+
+def shuffled(suite: str, seed: int) -> list[Path]:
+    files = sorted((SUITES / SUITE_DIRS[suite]).glob("*.py"))
+    random.Random(f"{seed}:{suite}").shuffle(files)
+    return files
+
+
+async def measure(evaluator, path: Path) -> dict[str, Any]:
+    """Does the file pass its own test, and how long do its timed calls take?"""
+    from geak.evaluator.api import BadInput
+
+    started = time.perf_counter()
+    try:
+        check = await evaluator.check(path)
+    except BadInput as e:
+        return {"path": str(path), "passing": False, "why": str(e)[:200], "seconds": time.perf_counter() - started}
+    if not check.ok:
+        return {
+            "path": str(path),
+            "passing": False,
+            "why": check.message[:200],
+            "seconds": time.perf_counter() - started,
+        }
+    bench = await evaluator.bench(path, check_first=False)
+    call_us = bench.total_ms * 1e3 if bench.ok and bench.total_ms else None
+    return {"path": str(path), "passing": True, "call_us": call_us, "bench": bench.message[:200],
+            "seconds": round(time.perf_counter() - started, 1)}  # fmt: skip
+
+
+async def choose_sample(args, out: Path, evaluator, clock: Clock) -> list[str] | None:
+    """The sample (fixed once written); None when the deadline came first (measurements kept for --resume)."""
+    sample_file = out / "sample.json"
+    if sample_file.exists():
+        return json.loads(sample_file.read_text())["files"]
+    known = {r["path"]: r for r in read_lines(out / "durations.jsonl")}
+    if args.files_json:
+        known |= {str(Path(r["path"])): r for r in json.loads(Path(args.files_json).read_text())["files"]}
+    chosen: list[str] = []
+    for suite, wanted in (("tb", args.tb), ("rocm", args.rocm)):
+        picked = 0
+        for path in shuffled(suite, args.seed):
+            if picked >= wanted:
+                break
+            record = known.get(str(path))
+            if record is None:
+                if args.files_json or clock.left() < 60:
+                    if not args.files_json:
+                        return None
+                    continue
+                record = await measure(evaluator, path)
+                append(out / "durations.jsonl", record)
+                print(f"  measured {path.name}: passing={record['passing']} calls={record.get('call_us')} µs "
+                      f"({record.get('seconds')} s)", flush=True)  # fmt: skip
+            if record.get("passing") and (record.get("call_us") or 0) >= args.min_call_us:
+                chosen.append(str(path))
+                picked += 1
+    sample_file.write_text(json.dumps({"seed": args.seed, "min_call_us": args.min_call_us, "files": chosen}, indent=1))
+    return chosen
+
+
+async def search_one(evaluator, path: str, args, out: Path) -> dict[str, Any]:
+    from geak.agent.config import AgentConfig
+    from geak.agent.session import OptimizeSession
+
+    cfg = AgentConfig(search_time_s=args.budget, output_path=out / "runs")
+    started = time.perf_counter()
+    def progress(event) -> None:
+        if event.kind != "waiting":  # the screening job's own steps: too many lines for a report
+            print(f"    {event.message}", flush=True)
+
+    session = OptimizeSession(path, cfg, evaluator=evaluator, progress=progress)
+    try:
+        result = await session.run()
+    except Exception as e:  # a file the search cannot take: recorded, and the report goes on
+        return {"file": Path(path).name, "error": f"{type(e).__name__}: {e}"[:300],
+                "seconds": round(time.perf_counter() - started, 1)}  # fmt: skip
+    ev = result.best.evaluation if result.best else None
+    finalists = [c for c in result.candidates if c.origin == "search"]
+    return {
+        "file": Path(path).name,
+        "suite": "rocm" if "/rocm/" in path else "tb",
+        "improved": result.improved,
+        "speedup": ev.speedup if ev else 1.0,
+        "interval": [ev.speedup_low, ev.speedup_high] if ev else None,
+        "verdict": ev.speedup_verdict if ev else "original kept",
+        "change": result.best.note if result.best else "",
+        "finalist_verdicts": [c.evaluation.speedup_verdict if c.evaluation else None for c in finalists],
+        "search": result.search,
+        "baseline_ms": result.baseline_ms,
+        "message": result.message[:400],
+        "seconds": round(time.perf_counter() - started, 1),
+        "device": result.runtime.get("device"),
+    }
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "| file | knobs | screened | finalists | speedup [95% interval] | verdict | s |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        s = r.get("search") or {}
+        if "error" in r:
+            lines.append(f"| {r['file']} | - | - | - | - | error: {r['error'][:80]} | {r['seconds']} |")
+            continue
+        interval = f" [{r['interval'][0]:.3f}, {r['interval'][1]:.3f}]" if r.get("interval") else ""
+        lines.append(
+            f"| {r['file']} | {s.get('knobs', 0)} | {s.get('screened', 0)} ({s.get('correct', 0)} correct) | "
+            f"{s.get('finalists', 0)} | {r['speedup']:.3f}{interval} | {r['verdict']} | {r['seconds']} |"
+        )
+    return "\n".join(lines)
+
+
+def summary(rows: list[dict[str, Any]], sample: list[str]) -> str:
+    done = [r for r in rows if "error" not in r]
+    if not rows:
+        return "no file searched yet"
+    speedups = [r["speedup"] for r in done]
+    geomean = math.exp(statistics.fmean(math.log(s) for s in speedups)) if speedups else float("nan")
+    faster = sum(bool(r.get("improved")) for r in done)
+    slower = sum(1 for r in done if r.get("verdict") == "slower")
+    rejected_slower = sum(v == "slower" for r in done for v in r.get("finalist_verdicts") or ())
+    seconds = [r["seconds"] for r in rows]
+    device = next((r.get("device") for r in done if r.get("device")), "?")
+    share = 100 * faster / len(rows)
+    return (
+        f"{len(rows)} of {len(sample)} files: geometric-mean speedup {geomean:.3f}x; {faster} ({share:.0f}%) "
+        f"significantly faster; {slower} slower (finalists the bench found slower and rejected: {rejected_slower}); "
+        f"{len(rows) - len(done)} error(s); seconds per file max {max(seconds):.0f}, "
+        f"median {statistics.median(seconds):.0f}; device {device}"
+    )
+
+
+async def main_async(args) -> None:
+    from geak.agent.config import AgentConfig
+    from geak.agent.session import eval_options
+    from geak.evaluator.api import Evaluator
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if not args.resume:
+        for name in ("sample.json", "durations.jsonl", "search.jsonl"):
+            if (out / name).exists():
+                raise SystemExit(f"{out / name} exists: pass --resume to continue, or another --out")
+    clock = Clock(args.deadline_s)
+    async with Evaluator(eval_options(AgentConfig())) as evaluator:
+        if args.only:
+            sample = [str(p) for name in args.only.split(",") for p in _find(name.strip())]
+        else:
+            sample = await choose_sample(args, out, evaluator, clock)
+            if sample is None:
+                print("stopped while choosing the sample (deadline); continue with --resume", flush=True)
+                return
+        done = {r["file"] for r in read_lines(out / "search.jsonl")}
+        print(f"sample: {len(sample)} files ({len(done)} searched before)", flush=True)
+        for path in sample:
+            if Path(path).name in done:
+                continue
+            if clock.left() < args.budget + FILE_SLACK_S:
+                print(f"stopped before {Path(path).name} (deadline); continue with --resume", flush=True)
+                break
+            print(f"== {Path(path).name}", flush=True)
+            row = await search_one(evaluator, path, args, out)
+            append(out / "search.jsonl", row)
+            print(f"   -> {row.get('speedup', '-')}x {row.get('verdict', row.get('error'))} in {row['seconds']} s",
+                  flush=True)  # fmt: skip
+    rows = [r for r in read_lines(out / "search.jsonl") if any(Path(p).name == r["file"] for p in sample)]
+    report = table(rows) + "\n\n" + summary(rows, sample) + "\n"
+    (out / "report.md").write_text(report)
+    print(report, flush=True)
+
+
+def _find(name: str) -> list[Path]:
+    if Path(name).exists():
+        return [Path(name)]
+    found = [p for d in SUITE_DIRS.values() for p in (SUITES / d).glob(name)]
+    if not found:
+        raise SystemExit(f"--only: no suite file {name}")
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--deadline-s", type=float, default=500.0)
+    parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--files-json")
+    parser.add_argument("--only", help="comma-separated suite file names (glob patterns) instead of the sample")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--tb", type=int, default=20, help="TritonBench-revised files in the sample")
+    parser.add_argument("--rocm", type=int, default=4, help="ROCm files in the sample")
+    parser.add_argument("--min-call-us", type=float, default=20.0)
+    parser.add_argument("--budget", type=float, default=60.0, help="the search's time budget per file (seconds)")
+    asyncio.run(main_async(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,156 @@
+"""Launch configurations of real suite files: found wherever the file sets them, rewritten as minimal diffs whose
+values parse back, and chosen in an order the diagnosis sets (pure source analysis: no kernel runs)."""
+
+import difflib
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from geak.agent.autotune_configs import LaunchConfig, extend, find_autotune_sites, pin
+from geak.agent.launch_params import apply_params, find_tunable_params
+from geak.agent.launch_space import ELEMENT_BYTES, SHARED_MEMORY_PER_BLOCK, Space, Variant, focus_of
+from geak.evaluator.results import CallCost, CompiledKernelFacts
+
+TB = Path(__file__).resolve().parents[2] / "shared" / "suites" / "tritonbench_revised" / "TritonBench_G_v1"
+needs_suites = pytest.mark.skipif(not TB.is_dir(), reason="the suites are not at ../shared/suites")
+
+
+def changed_lines(before: str, after: str) -> list[str]:
+    return [
+        line
+        for line in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
+        if line[:1] in "+-" and not line.startswith(("+++", "---"))
+    ]
+
+
+@needs_suites
+def test_a_table_row_per_dtype_is_its_own_launch_configuration():
+    source = (TB / "triton_matmul.py").read_text()
+    params = {p.key: p for p in find_tunable_params(source)}
+    fp16 = {k: p for k, p in params.items() if "[torch.float16]" in k}
+    assert {p.name for p in fp16.values()} == {
+        "BLOCK_SIZE_M",
+        "BLOCK_SIZE_N",
+        "BLOCK_SIZE_K",
+        "num_warps",
+        "num_stages",
+    }
+    assert all(p.via == "table" and p.group == "matmul_kernel@L97[torch.float16]" for p in fp16.values())
+    stages = fp16["matmul_kernel:num_stages[torch.float16]@L83"]
+    assert stages.current == 1
+    new = apply_params(source, {stages.key: 4, "matmul_kernel:BLOCK_SIZE_N[torch.float16]@L83": 128})
+    row = 12 * " " + '"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": {}, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 8, "num_stages": {},'
+    assert changed_lines(source, new) == ["-" + row.format(256, 1), "+" + row.format(128, 4)]
+    reparsed = {p.key: p.current for p in find_tunable_params(new)}
+    assert reparsed[stages.key] == 4 and reparsed["matmul_kernel:BLOCK_SIZE_N[torch.float8_e4m3fn]@L80"] == 256
+
+
+@needs_suites
+def test_branches_and_returned_settings_are_knobs():
+    attention = {p.key: p for p in find_tunable_params((TB / "context_attn_llama.py").read_text())}
+    assert [(p.name, p.current, p.via) for p in attention.values() if p.name == "num_warps"] == [
+        ("num_warps", 4, "branch"),
+        ("num_warps", 8, "branch"),
+    ]
+    source = (TB / "fast_ce_loss.py").read_text()
+    returned = [p for p in find_tunable_params(source) if p.via == "returned"]
+    assert sorted(p.current for p in returned) == [4, 8, 16, 32]  # calculate_settings' num_warps, branch by branch
+    eight = next(p for p in returned if p.current == 8)
+    new = apply_params(source, {eight.key: 4})
+    assert changed_lines(source, new) == [
+        "-    elif BLOCK_SIZE >=  2048: num_warps = 8",
+        "+    elif BLOCK_SIZE >=  2048: num_warps = 4",
+    ]
+
+
+@needs_suites
+def test_autotune_pin_and_extend_are_minimal_and_parse_back():
+    source = (TB / "swiglu_fwd.py").read_text()
+    (site,) = find_autotune_sites(source)
+    assert site.keys == ("BLOCK_N",) and len(site.known) == 6
+    config = LaunchConfig((("BLOCK_N", 4096),), num_warps=16, num_stages=2)
+    extended = extend(source, site, config)
+    assert changed_lines(source, extended) == [
+        f"+{site._indent}triton.Config({{'BLOCK_N': 4096}}, num_warps=16, num_stages=2),"
+    ]
+    (after,) = find_autotune_sites(extended)
+    assert after.known == (config, *site.known)
+    assert extend(extended, after, config) == extended  # already there: unchanged
+    (pinned,) = find_autotune_sites(pin(source, site, config))
+    assert pinned.known == (config,)
+    computed = (TB / "matmul_triton_autotune.py").read_text()
+    (site,) = find_autotune_sites(computed)
+    assert len(site.known) == 2  # the CUDA configs; the HIP one sets waves_per_eu, not a constexpr of the kernel
+    new = extend(computed, site, LaunchConfig((("BLOCK_SIZE_M", 64), ("BLOCK_SIZE_N", 64), ("BLOCK_SIZE_K", 32),
+                                               ("GROUP_SIZE_M", 8)), 4, 4))  # fmt: skip
+    assert "configs=[triton.Config({'BLOCK_SIZE_M': 64" in new and "] + get_autotune_config()," in new
+
+
+def test_heuristics_results_are_knobs():
+    source = textwrap.dedent(
+        """\
+        import triton
+        import triton.language as tl
+
+
+        def warps(args):
+            if args["N"] <= 1024:
+                return 4
+            return 8
+
+
+        @triton.heuristics({"BLOCK": lambda args: min(4096, triton.next_power_of_2(args["N"])), "num_warps": warps})
+        @triton.jit
+        def k(x, N, BLOCK: tl.constexpr):
+            pass
+
+
+        def run(x, n):
+            k[(1,)](x, n)
+        """
+    )
+    found = [(p.name, p.current, p.via) for p in find_tunable_params(source) if not p.default]
+    assert found == [("BLOCK", 4096, "heuristics"), ("num_warps", 4, "heuristics"), ("num_warps", 8, "heuristics")]
+
+
+@needs_suites
+def test_matmul_presets_fit_shared_memory_and_render_both_ways():
+    space = Space((TB / "matmul_triton_autotune.py").read_text(), "cuda")
+    (group,) = space.groups
+    assert group.uses_dot and group.loops and group.autotune is not None
+    variants = space.first_round(24)
+    assert len(variants) == 24
+    for variant in variants:
+        values = variant.values(group.name)
+        m, n, k = values["BLOCK_SIZE_M"], values["BLOCK_SIZE_N"], values["BLOCK_SIZE_K"]
+        assert (m * k + k * n) * ELEMENT_BYTES * values["num_stages"] <= SHARED_MEMORY_PER_BLOCK["cuda"]
+        screened, proposed = space.render(variant)
+        (pinned,) = find_autotune_sites(screened)
+        assert dict(pinned.known[0].meta)["BLOCK_SIZE_M"] == m and len(pinned.known) == 1
+        assert len(find_autotune_sites(proposed)[0].known) == 3
+    assert Variant.from_json(variants[0].to_json()) == variants[0]
+
+
+def test_loop_free_kernels_have_no_stages_and_one_dimensional_tiles_stay_sane():
+    source = (Path(__file__).parent / "fixtures" / "add_native.py").read_text()
+    space = Space(source, "cuda")
+    (group,) = space.groups
+    assert {k.name for k in group.knobs} == {"BLOCK", "num_warps"}
+    for variant in space.first_round(100):
+        values = {group.knob(k).name: v for k, v in variant.values(group.name).items()}
+        assert 1 <= values["BLOCK"] / (values["num_warps"] * 32) <= 128
+
+
+def test_the_diagnosis_chooses_which_knobs_first():
+    source = (Path(__file__).parent / "fixtures" / "add_native.py").read_text()
+    space = Space(source, "cuda")
+    (group,) = space.groups
+    block = next(k for k in group.knobs if k.name == "BLOCK")
+    first = space.first_round(1, focus="spills")[0].values(group.name)
+    assert first[block.key] < block.current  # spilling: smaller tiles first
+    cost = lambda bound: CallCost("add(f32[8])", 96, None, None, 1.0, None, None, bound, "")
+    spilled = CompiledKernelFacts("add_kernel", n_regs=255, n_spills=12)
+    assert focus_of([cost("memory")], [spilled]) == "spills"
+    assert focus_of([cost("compute"), cost("memory")], []) == "compute"
+    assert focus_of([cost("unknown")], []) == "unknown"

@@ -1,0 +1,131 @@
+"""Screening: the job end to end on Triton's CPU interpreter (correctness only; timing says it needs a GPU), the
+caller's verdict on forged or damaged reports, the halving rule and the plan."""
+
+import asyncio
+from pathlib import Path
+
+import pytest
+import torch
+
+from geak.evaluator.api import EvalOptions, Evaluator
+from geak.evaluator.pool import JobOutcome
+from geak.evaluator.screen import best_first, screen_result
+from geak.evaluator.shared.protocol import screen_output_file
+from geak.evaluator.shared.screening import ScreenPlan, survivors
+
+FIXTURES = Path(__file__).parent / "fixtures"
+REF = FIXTURES / "add_native.py"
+SOURCE = REF.read_text()
+
+
+def screen(variants, **kwargs):
+    async def go():
+        async with Evaluator(EvalOptions(backend="interpreter", timeout_s=120, spares=0)) as ev:
+            return await ev.screen(REF, variants, deadline_s=60, **kwargs)
+
+    return asyncio.run(go())
+
+
+def test_screening_on_the_interpreter_checks_every_variant_and_says_timing_needs_a_gpu():
+    variants = [
+        SOURCE.replace("BLOCK=256)", "BLOCK=512, num_warps=8)").replace("cdiv(n, 256)", "cdiv(n, 512)"),
+        SOURCE.replace("tl.store(out_ptr + offs, x + y", "tl.store(out_ptr + offs, x - y"),  # wrong
+        SOURCE.replace("def add(", "def add(:"),  # does not parse
+        SOURCE.replace("    out = torch.empty_like(x)\n", "    raise RuntimeError('no')\n"),  # raises
+        SOURCE,  # the same configuration
+    ]
+    result = screen(variants)
+    assert result.ok and not result.timed and result.backend == "interpreter"
+    assert "not timed: timing needs a GPU" in result.message
+    statuses = [(v.label, v.status) for v in result.variants]
+    assert statuses == [("v1", "ok"), ("v2", "wrong"), ("v3", "failed"), ("v4", "failed"), ("v5", "ok")]
+    assert "differ" in result.variants[1].message
+    assert result.variants[2].message == "does not parse"
+    assert "no" in result.variants[3].message
+    assert all(v.screen_ms is None for v in result.variants)
+    assert best_first(result) == []
+    (call,) = result.calls  # the test's one call: its bytes, but no time (not timed here)
+    assert call.bytes_moved == 3 * 3000 * 4 and call.bound == "unknown"
+
+
+def test_a_variant_of_another_baseline_is_compared_with_that_baseline():
+    baseline = SOURCE.replace("BLOCK=256)", "BLOCK=1024)").replace("cdiv(n, 256)", "cdiv(n, 1024)")
+    result = screen([SOURCE], baseline=baseline)
+    assert [v.status for v in result.variants] == ["ok"]
+
+
+# ----------------------------------------------------------------------------------------- the caller's verdict
+
+
+def write(folder: Path, label: str, call: int, value, run: str = "") -> None:
+    torch.save({"return": value, "args": [], "kwargs": {}}, folder / screen_output_file(label, call, run))
+
+
+def report(variants: dict, reference_samples=(1.0, 1.1, 0.9), timed=True) -> dict:
+    return {
+        "calls": [{"wrapper": "add", "signature": "add(f32[8])", "bytes": 96, "flops": None}],
+        "reference": {"status": "ok", "kernels": [], "samples": list(reference_samples), "rung": 2},
+        "variants": variants,
+        "timing": {"timed": timed, "estimates_ms": [1.0]},
+        "device_limits": {},
+        "seconds": 3.0,
+    }
+
+
+def verdict(tmp_path, result, labels):
+    outcome = JobOutcome("ok", result)
+    return screen_result(outcome, labels, tmp_path, {"backend": "cuda", "device": "fake"}, None, EvalOptions())
+
+
+def test_the_caller_compares_outputs_itself_whatever_the_job_claims(tmp_path):
+    ref = torch.arange(8.0)
+    for run in ("", "again"):
+        write(tmp_path, "reference", 0, ref, run)
+    write(tmp_path, "v1", 0, ref + 1)  # claims ok, but differs
+    write(tmp_path, "v2", 0, ref.clone())  # claims wrong (the job's rough check), but matches
+    write(tmp_path, "v3", 0, ref.clone())
+    variants = {
+        "v1": {"status": "ok", "samples": [0.5, 0.5, 0.5], "rung": 2},
+        "v2": {"status": "wrong", "message": "far", "samples": [], "rung": 0},
+        "v3": {"status": "ok", "samples": [0.8, 0.7, 0.9], "rung": 2},
+        "v4": {"status": "ok", "samples": [0.1], "rung": 2},  # claims ok, saved nothing
+    }
+    result = verdict(tmp_path, report(variants), ["v1", "v2", "v3", "v4", "v5"])
+    by_label = {v.label: v for v in result.variants}
+    assert by_label["v1"].status == "wrong" and by_label["v1"].screen_ms is None
+    assert by_label["v2"].status == "ok" and by_label["v2"].screen_ms is None  # correct, but not timed
+    assert by_label["v3"].status == "ok" and by_label["v3"].screen_ms == pytest.approx(0.8)
+    assert by_label["v4"].status == "wrong" and "No such file" in by_label["v4"].message
+    assert by_label["v5"].status == "not run"  # the job did not report it
+    assert result.reference_ms == pytest.approx(1.0)
+    assert [v.label for v in best_first(result)] == ["v3"]
+
+
+def test_calls_the_reference_does_not_reproduce_are_left_to_the_check(tmp_path):
+    write(tmp_path, "reference", 0, torch.arange(8.0))
+    write(tmp_path, "reference", 0, torch.arange(8.0) * 2, "again")
+    write(tmp_path, "v1", 0, torch.arange(8.0) * 3)
+    result = verdict(tmp_path, report({"v1": {"status": "ok", "samples": [0.9], "rung": 1}}), ["v1"])
+    assert result.variants[0].status == "ok"
+    assert "the reference does not reproduce" in result.message
+
+
+def test_a_malformed_or_failed_report_is_no_verdict(tmp_path):
+    assert not verdict(tmp_path, {"calls": "nope"}, ["v1"]).ok
+    failed = screen_result(JobOutcome("timeout", None, "timed out after 60 s"), ["v1"], tmp_path, {}, None,
+                           EvalOptions())  # fmt: skip
+    assert not failed.ok and "timed out" in failed.message
+    error = verdict(tmp_path, {"error": "the reference failed on its own captured call: boom"}, ["v1"])
+    assert not error.ok and "boom" in error.message
+
+
+def test_the_plan_and_the_halving_rule():
+    plan = ScreenPlan(30.0, 2)
+    assert ScreenPlan.from_dict(plan.to_dict()) == plan
+    with pytest.raises(ValueError):
+        ScreenPlan.from_dict({**plan.to_dict(), "finalists": 0})
+    with pytest.raises(ValueError):
+        ScreenPlan.from_dict({**plan.to_dict(), "compile_workers": 1000})
+    assert [survivors(n, 2) for n in (40, 9, 4, 3, 2, 1)] == [20, 5, 2, 2, 2, 1]
+    with pytest.raises(ValueError, match="unknown screened variant"):
+        screen_output_file("../x", 0)
