@@ -274,6 +274,9 @@ class OptimizeManager:
         else:
             summary = result.message + focus
         search = result.search or {}
+        tally = str(search.get("summary") or "")
+        if speedup is None and tally and tally not in summary:  # what the search found out, e.g. on a CPU
+            summary += f" ({tally})"
         diagnosis = str(search.get("diagnosis") or "")
         self.records[snap.uri] = OptimizeRecord(
             snap.uri, snap.model.key, kernel, summary, speedup, candidates, diagnosis

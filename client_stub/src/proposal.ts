@@ -11,7 +11,8 @@ export interface Outcome {
 /** `applied`: whether VS Code applied the proposed edit; undefined when there was none to apply. */
 export function optimizeOutcome(result: OptimizeResult, applied?: boolean): Outcome {
   const offerCandidates = result.candidates.length > 0;
-  if (result.edit === null && !offerCandidates) {
+  const searched = (result.search.screened ?? 0) > 0; // e.g. screened for correctness only, on a CPU
+  if (result.edit === null && !offerCandidates && !searched) {
     // Refused before anything ran (the file fails its own test, another run is going on, ...).
     return { text: `GEAK: nothing to optimize: ${result.summary}`, severity: "warning", offerCandidates };
   }

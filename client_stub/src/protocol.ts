@@ -30,11 +30,26 @@ export interface Candidate {
   note: string;
 }
 
+/** What the launch-configuration search did (empty when none ran, e.g. a refused optimize). */
+export interface SearchReport {
+  summary?: string;
+  knobs?: number;
+  screened?: number;
+  correct?: number;
+  rounds?: number;
+  finalists?: number;
+  diagnosis?: string;
+  seconds?: number;
+}
+
 export interface OptimizeResult {
   edit: WorkspaceEdit | null;
   summary: string;
   speedup: number | null;
   candidates: Candidate[];
+  /** Why the original is slow (its calls against the device's roofline and its kernels' compile facts). */
+  diagnosis: string;
+  search: SearchReport;
 }
 
 export interface CheckResult {

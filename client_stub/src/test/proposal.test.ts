@@ -17,7 +17,7 @@ const candidate: Candidate = {
 const edit = { documentChanges: [] };
 
 function result(fields: Partial<OptimizeResult>): OptimizeResult {
-  return { edit: null, summary: "summary", speedup: null, candidates: [], ...fields };
+  return { edit: null, summary: "summary", speedup: null, candidates: [], diagnosis: "", search: {}, ...fields };
 }
 
 describe("optimizeOutcome", () => {
@@ -28,6 +28,12 @@ describe("optimizeOutcome", () => {
       severity: "warning",
       offerCandidates: false,
     });
+  });
+
+  it("reports a search that screened configurations without a candidate, not as a refusal", () => {
+    const summary = "speed cannot be measured without a GPU (6 launch configuration(s) screened for correctness only)";
+    const outcome = optimizeOutcome(result({ summary, search: { screened: 6, correct: 6 } }));
+    assert.deepEqual(outcome, { text: `GEAK: ${summary}`, severity: "information", offerCandidates: false });
   });
 
   it("reports a run without a proposal and offers its candidates", () => {
