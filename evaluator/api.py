@@ -25,6 +25,7 @@ from . import check as check_stage
 from . import peaks as peaks_cache
 from .options import EvalOptions
 from .pool import JobOutcome, WorkerPool
+from .reference_probes import judge_reference_probes
 from .results import BenchResult, CheckResult, Diagnostic, Peaks
 from .shared.protocol import PeaksJob, cache_request, probe_input_file
 from .timing_rules import REMEASURE_ABOVE, BatchClock
@@ -289,11 +290,12 @@ class Evaluator:
                 message = f"the reference {reference.path} does not pass its own test: {first_problem}"
                 raise BadInput(message, first_verdict)
         result, outputs = outcome.result or {}, job_dir / "outputs"
-        probes = await asyncio.to_thread(check_stage.judge_reference_probes, result, outputs, self.options)
-        unstable = await asyncio.to_thread(check_stage.unstable_outputs, result, outputs, self.options)
+        probes = await asyncio.to_thread(judge_reference_probes, result, outputs, self.options)
+        unstable, unwritten = await asyncio.to_thread(check_stage.test_reproduction, result, outputs, self.options)
         run = check_stage.ReferenceRun(
-            reference, outcome, job_dir, probes, cache_key=key, unstable=unstable, poison=poison, own=own
-        )
+            reference, outcome, job_dir, probes, cache_key=key, unstable=unstable, unwritten=unwritten, poison=poison,
+            own=own,
+        )  # fmt: skip
         self._references[key] = run
         return run
 

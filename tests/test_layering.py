@@ -2,7 +2,8 @@
 
 - The job side of the evaluator (``evaluator/job``: what runs in a job process, beside the code under test) imports
   none of the caller's machinery: only itself, by relative imports, and the plain data both sides share
-  (``evaluator/shared``: the standard library, and SciPy for the timing rule's t quantile). Imports inside functions
+  (``evaluator/shared``: the standard library, SciPy for the timing rule's t quantile, torch for the outputs both
+  sides read). Imports inside functions
   count: they run in the job process too.
 - No package (`geak.evaluator`, `geak.agent`, `geak.server`) has an import cycle among its modules. What counts: the
   imports that run when a module is imported — top-level statements, also inside top-level `if` / `try` / class
@@ -131,7 +132,9 @@ def test_the_job_side_reaches_geak_only_by_relative_imports():
     assert not wrong, "\n".join(wrong)
 
 
-SHARED_LIBRARIES = {"scipy"}  # the t quantile of the sequential timing rule (``shared.sequential``), both sides'
+# the t quantile of the sequential timing rule (``shared.sequential``); the output tensors both sides read
+# (``shared.poison``, ``shared.probe_rules``, inside functions)
+SHARED_LIBRARIES = {"scipy", "torch"}
 
 
 def test_the_shared_modules_are_plain_data_of_the_standard_library():

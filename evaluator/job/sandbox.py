@@ -26,6 +26,9 @@ from types import ModuleType
 from typing import Any
 
 import torch
+from torch.overrides import TorchFunctionMode
+
+from ..shared.poison import second_poison
 
 BACKEND_CHOICES = ("auto", "gpu", "interpreter")
 
@@ -413,6 +416,26 @@ def set_poisoning(enabled: bool) -> None:
     else:  # older or newer torch without the private entry point: the public call (slower first time)
         torch.use_deterministic_algorithms(enabled, warn_only=True)
     torch.utils.deterministic.fill_uninitialized_memory = enabled
+
+
+class _SecondPoison(TorchFunctionMode):
+    """New allocations hold the second poison (``shared/poison.py``) instead of the first."""
+
+    ALLOCATORS = frozenset({"empty", "empty_like", "empty_strided", "empty_permuted", "new_empty", "new_empty_strided"})
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        result = func(*args, **(kwargs or {}))
+        if getattr(func, "__name__", "") in self.ALLOCATORS and isinstance(result, torch.Tensor) and result.numel():
+            result.fill_(second_poison(result.dtype))
+        return result
+
+
+@contextlib.contextmanager
+def second_poison_filled():
+    """Within it, what `torch.empty*` returns holds the second poison: a reference's second run on the same inputs,
+    so that what its kernels never write differs between its two runs and is known undefined."""
+    with _SecondPoison():
+        yield
 
 
 # ----------------------------------------------------------------------------------------- user modules

@@ -386,6 +386,7 @@ def run_check(job: CheckJob, info: Any, send) -> dict[str, Any]:
     from .capture import CallRecorder, to_portable
     from .probes import make_probes, replay_probes
 
+    started = time.perf_counter()
     gpu = info.backend != "interpreter"
     out_dir = Path(job.outputs_dir)
     path = job.path
@@ -443,11 +444,13 @@ def run_check(job: CheckJob, info: Any, send) -> dict[str, Any]:
         if entry["kind"] != "pass":
             entry.pop("_return", None)
         record(entry, error)
-    if job.repeat_tests and not fatal:  # the reference: is each test's output reproducible?
+    check_s = time.perf_counter() - started  # what a candidate's job takes of it: the import and the tests, once
+    if job.repeat_tests and not fatal:  # the reference: is each test's output reproducible, and all of it written?
         for entry in [t for t in result["tests"] if t["kind"] == "pass" and t["name"] in direct_tests]:
             starting(f"{entry['name']} (again)")
             sandbox.seed_everything(seed)
-            again, error = _run_test(module, entry["name"], path, recorder, gpu)
+            with sandbox.second_poison_filled() if job.poison else contextlib.nullcontext():
+                again, error = _run_test(module, entry["name"], path, recorder, gpu)
             if again["kind"] == "pass":
                 with contextlib.suppress(Exception):
                     output = to_portable(again.pop("_return", None))
@@ -458,10 +461,12 @@ def run_check(job: CheckJob, info: Any, send) -> dict[str, Any]:
 
     probes = job.probes
     if probes and not fatal:
-        send({"event": "progress", "test": "fresh-input probes"})
+        send({"event": "progress", "test": "probes"})
         describe = lambda e: sandbox.describe_error(e, path, module)["message"]
         if "make" in probes:
-            made = make_probes(recorder, probes["make"]["seed"], seed, job.max_calls, out_dir, gpu, describe)
+            made = make_probes(
+                recorder, probes["make"]["seed"], seed, job.max_calls, out_dir, gpu, describe, check_s, job.poison
+            )
             result["fresh"] = made
         else:
             result["fresh"] = replay_probes(recorder, probes["replay"], seed, out_dir, gpu, describe)
