@@ -376,12 +376,12 @@ def _warm_up_interpreter() -> None:
     import triton.language as tl
 
     @triton.jit
-    def _geak_warmup(x_ptr, n, BLOCK: tl.constexpr):
+    def _warmup(x_ptr, n, BLOCK: tl.constexpr):
         offs = tl.arange(0, BLOCK)
         tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)
 
     x = torch.zeros(16)
-    _geak_warmup[(1,)](x, 16, BLOCK=16)
+    _warmup[(1,)](x, 16, BLOCK=16)
     LAUNCHES.clear()
 
 
@@ -389,8 +389,9 @@ def _warm_up_interpreter() -> None:
 
 
 def seed_everything(seed: int) -> None:
-    """Seed Python, NumPy, torch (CPU and every GPU) as GEAK-eval does before it imports a file, so the reference
-    and a candidate draw the same test inputs. Called before the import, before each test and each replay."""
+    """Seed Python, NumPy, torch (CPU and every GPU) as the suites' own harness does before it imports a file, so
+    the reference and a candidate draw the same test inputs. Called before the import, before each test and each
+    replay."""
     import random
 
     import numpy as np

@@ -53,7 +53,8 @@ from ..shared.protocol import (
 )
 
 # Imported once in the zygote so that job processes inherit them instead of importing them per job (relative names:
-# modules of this package).
+# modules of this package). Every job-side module is among them: a job process needs none of their files, which its
+# namespaces do not show.
 PRELOAD = (
     "triton.testing",
     ".capture",
@@ -61,6 +62,11 @@ PRELOAD = (
     ".device_ceilings",
     ".pytest_plugin",
     ".rocm_bench",
+    ".probes",
+    ".probe_variants",
+    ".namespaces",
+    ".triton_cache",
+    "..shared.sequential",
     "scipy.special",  # the speedup interval of sequential rounds (``shared.sequential.interval``)
 )
 
@@ -72,10 +78,14 @@ Send = Callable[[dict[str, Any]], None]
 
 
 def main() -> None:
-    """`python -m geak.evaluator.job.worker CONFIG`: CONFIG is the pool's JSON ({"backend", "log", "isolation",
-    "policy", "bwrap"}), passed as an argument so that no variable in the environment names the evaluator."""
+    """`python -m PACKAGE.job.worker`, from the neutral copy of this package the pool wrote (``job_package``). The
+    first line of its input is the pool's JSON configuration ({"backend", "log", "isolation", "policy", "bwrap",
+    "trusted_cache", "forget"}): neither its command line nor its environment names the evaluator."""
     _prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))  # no zygote outlives the pool's process
-    config = json.loads(sys.argv[1])
+    requests = _Lines(0)
+    config = json.loads(requests.next_line() or "{}")
+    sys.argv[:] = [""]
+    _forget_import_hooks(config.get("forget") or ())
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     _redirect_output(config["log"])
     sys.stdout = os.fdopen(1, "w", buffering=1)
@@ -116,7 +126,6 @@ def main() -> None:
             },
         }
     )
-    requests = _Lines(0)
     while True:
         line = requests.next_line()
         if line is None:  # the pool closed the pipe: shut down
@@ -127,6 +136,20 @@ def main() -> None:
         send({"event": "exited", "code": code})
     proto.close()
     os._exit(0)  # skip interpreter teardown (torch's can be slow)
+
+
+def _forget_import_hooks(modules: Any) -> None:
+    """Drop the import hooks that the evaluator's own installation added at start-up (an editable install's finder,
+    named by the pool): their modules, finders, path hooks and `sys.path` entries."""
+    for name in modules:
+        module = sys.modules.pop(name, None)
+        if module is None:
+            continue
+        sys.meta_path[:] = [f for f in sys.meta_path if getattr(f, "__module__", None) != name]
+        sys.path_hooks[:] = [h for h in sys.path_hooks if getattr(h, "__module__", None) != name]
+        placeholder = getattr(module, "PATH_PLACEHOLDER", None)
+        sys.path[:] = [p for p in sys.path if p != placeholder]
+        sys.path_importer_cache.pop(placeholder, None)
 
 
 @dataclass(frozen=True)
@@ -401,7 +424,7 @@ def run_check(job: CheckJob, info: Any, send) -> dict[str, Any]:
             send({"event": "progress", "test": running["test"], "programs": programs, "at": time.time()})
 
         interpreter_shims.report_programs(heartbeat, HEARTBEAT_S)
-    rocm_bench.install(Path(job.scratch))  # GEAK-eval's benchmark module, for this job's file only
+    rocm_bench.install(Path(job.scratch), [path])  # the ROCm suite's benchmark module, for this job's file only
     triton_cache.reuse_autotuning(gpu)
     try:
         sandbox.seed_everything(seed)
@@ -476,11 +499,11 @@ def run_check(job: CheckJob, info: Any, send) -> dict[str, Any]:
 def _run_pytest(job: CheckJob, module, recorder, gpu: bool, record, starting, before_test) -> list[dict]:
     """Run the file's pytest-style tests with pytest itself (each case goes to `record`); returns outcomes of what
     did not run as a case (collection errors, cases left after a stop)."""
-    from .pytest_plugin import GeakPlugin, SessionPlan, run_session
+    from .pytest_plugin import CasePlugin, SessionPlan, run_session
 
     plan = SessionPlan(frozenset(job.tests), frozenset(job.benchmarks), job.output_source)
     path = Path(job.path)
-    plugin = GeakPlugin(module, path, plan, recorder, gpu, on_case=record, before_test=before_test, on_start=starting)
+    plugin = CasePlugin(module, path, plan, recorder, gpu, on_case=record, before_test=before_test, on_start=starting)
     return run_session(plugin, Path(job.scratch))
 
 
@@ -648,7 +671,7 @@ def _bench_variants(job: BenchJob, send: Send) -> dict[str, Any]:
     from . import rocm_bench, timing
 
     variants: dict[str, Any] = {}
-    rocm_bench.install(Path(job.scratch))  # GEAK-eval's benchmark module, for these files only
+    rocm_bench.install(Path(job.scratch), [m["path"] for m in job.modules])  # the ROCm suite's benchmark module
     for spec in job.modules:
         captured = capture_bench_calls(job, spec, send, timing.estimate_ms)
         if "error" in captured:
@@ -659,7 +682,7 @@ def _bench_variants(job: BenchJob, send: Send) -> dict[str, Any]:
 
 def capture_bench_calls(job: BenchJob, spec: dict[str, Any], send: Send, estimate=None) -> dict[str, Any]:
     """Import one variant and run its bench functions (pytest benchmark cases through pytest), capturing the wrapper
-    calls to time: {"module", "recorder", "calls", "kernels"}, or an error result. `estimate(fn)`: GEAK's first
+    calls to time: {"module", "recorder", "calls", "kernels"}, or an error result. `estimate(fn)`: the timer's first
     timing of a benchmarked callable, which `PytestBenchmarker.run_benchmark` reports (None: no GPU)."""
     import torch
 
@@ -712,7 +735,7 @@ def _bench_pytest(job: BenchJob, spec: dict[str, Any], module, recorder, send: S
     """Run the file's pytest benchmark cases (the wrapper calls of their benchmarked callables are captured); the
     error result of the first case that fails, else None."""
     from . import sandbox
-    from .pytest_plugin import GeakPlugin, SessionPlan, run_session
+    from .pytest_plugin import CasePlugin, SessionPlan, run_session
 
     label, path = spec["label"], Path(spec["path"])
     failures: list[dict[str, Any]] = []
@@ -723,7 +746,7 @@ def _bench_pytest(job: BenchJob, spec: dict[str, Any], module, recorder, send: S
             return "a benchmark case failed"
         return None
 
-    plugin = GeakPlugin(
+    plugin = CasePlugin(
         module,
         path,
         SessionPlan(frozenset(job.pytest_functions)),
