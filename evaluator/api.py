@@ -258,7 +258,11 @@ class Evaluator:
         cached = self._references.get(key)
         if cached is not None:
             return cached
-        make = {"make": {"seed": secrets.randbits(31)}} if self.options.fresh_inputs else None
+        make = (
+            {"make": {"seed": secrets.randbits(31), "variants": self.options.probe_variants}}
+            if self.options.fresh_inputs
+            else None
+        )
         cache = cache_request(seed=key, keep=key)
         first_problem, first_verdict = "", None
         for poison in (True, False):  # without poisoning only if it fails with it: see UNPOISONED_CAVEAT

@@ -42,7 +42,8 @@ def check_job(
     poison: bool = True,
     reference_run: bool = False,
 ) -> dict[str, Any]:
-    """`probes`: {"make": {"seed": S}} for a reference run (draw, save and run fresh-input probes), {"replay":
+    """`probes`: {"make": {"seed": S, "variants": V}} for a reference run (draw, save and run probes: fresh values,
+    and with V other sizes and values), {"replay":
     [probe, ...]} for a candidate (run the reference's saved probes, copied into `job_dir`), or None. `cache`:
     the trusted compile cache to start from and to keep into (``protocol.cache_request``)."""
     return asdict(

@@ -86,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
         "seed": args.seed,
         "tolerance": args.tolerance,
         "fresh_inputs": 0 if args.no_fresh_inputs else None,
+        "probe_variants": False if args.fresh_inputs_only else None,
     }
     try:
         cfg = load_config(args.config, overrides)

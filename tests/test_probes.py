@@ -48,6 +48,9 @@ def test_a_reference_passes_its_own_shape_and_value_probes():
     assert r.ok, r.message
     assert r.comparison.fresh_calls == 1 and r.comparison.shape_calls >= 3 and r.comparison.value_calls == 2
     assert "at other sizes" in r.message and "on other values" in r.message
+    fresh_only = check("probes/sub.py", "probes/sub.py", probe_variants=False)  # --fresh-inputs-only
+    assert fresh_only.ok and fresh_only.comparison.fresh_calls == 1
+    assert fresh_only.comparison.shape_calls == fresh_only.comparison.value_calls == 0
 
 
 def test_a_softmax_of_one_1024_wide_block_fails_on_a_row_wider_than_1024():
@@ -98,6 +101,13 @@ def test_leaving_unwritten_what_the_reference_writes_still_fails():
     r = check("probes/scale_half_written.py", "probes/scale_partly_launched.py")
     assert not r.ok
     assert any("['block_1']" in w and w.startswith("test_scale") for w in mismatch_places(r)), r.message
+
+
+def test_the_second_run_keeps_the_interpreter_telling_the_files_code_its_tensors_are_on_the_gpu():
+    r = check("probes/add_asserts_device.py", "probes/add_asserts_device.py")
+    assert r.ok, r.message
+    assert r.comparison.fresh_calls == 1 and r.comparison.shape_calls >= 1 and not r.comparison.probes_skipped, r
+    assert not r.caveats[1:], r.caveats  # every element written, in both runs (the first caveat: the interpreter)
 
 
 def test_unwritten_elements_are_told_by_the_two_poisons_element_by_element():

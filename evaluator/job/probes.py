@@ -113,12 +113,13 @@ def make_probes(
     describe: Describe,
     check_s: float,
     poison: bool,
+    variants: bool,
 ) -> list[dict[str, Any]]:
     """The reference's probes: a fresh one for each of the first `limit` distinct calls, then shape and value
     probes within the budget that `check_s` (its import and its tests' first run) and the fresh probes set. Inputs
-    are drawn with
-    `probe_seed` + the probe's index; random number generators are seeded with `seed` + the index before each
-    run. `poison`: new allocations are poisoned (the second run of a probe then gets the second poison)."""
+    are drawn with `probe_seed` + the probe's index; random number generators are seeded with `seed` + the index
+    before each run. `poison`: new allocations are poisoned (the second run of a probe then gets the second
+    poison). `variants`: False, fresh values only."""
     maker = _Maker(recorder, probe_seed, seed, out_dir, gpu, describe, poison)
     limits = {"shape": SHAPE_PER_CALL, "value": VALUE_PER_CALL}
     bases = []
@@ -133,7 +134,7 @@ def make_probes(
             )
     budget = ProbeBudget.of_check(check_s + time.perf_counter() - started, gpu)
     tried = 0
-    for base, variant in _variants_in_turn(bases, recorder):
+    for base, variant in _variants_in_turn(bases if variants else [], recorder):
         estimate = base.duration_s * element_count(variant.spec) / max(element_count(base.call.spec), 1)
         if tried >= VARIANTS_PER_CHECK or base.kept[variant.kind] >= limits[variant.kind]:
             continue

@@ -9,6 +9,7 @@ process and creates its GPU context there.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import importlib.util
 import inspect
@@ -26,7 +27,6 @@ from types import ModuleType
 from typing import Any
 
 import torch
-from torch.overrides import TorchFunctionMode
 
 from ..shared.poison import second_poison
 
@@ -419,24 +419,42 @@ def set_poisoning(enabled: bool) -> None:
     torch.utils.deterministic.fill_uninitialized_memory = enabled
 
 
-class _SecondPoison(TorchFunctionMode):
-    """New allocations hold the second poison (``shared/poison.py``) instead of the first."""
-
-    ALLOCATORS = frozenset({"empty", "empty_like", "empty_strided", "empty_permuted", "new_empty", "new_empty_strided"})
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        result = func(*args, **(kwargs or {}))
-        if getattr(func, "__name__", "") in self.ALLOCATORS and isinstance(result, torch.Tensor) and result.numel():
-            result.fill_(second_poison(result.dtype))
-        return result
+_ALLOCATORS = (
+    (torch, "empty"),
+    (torch, "empty_like"),
+    (torch, "empty_strided"),
+    (torch.Tensor, "new_empty"),
+    (torch.Tensor, "new_empty_strided"),
+)
 
 
 @contextlib.contextmanager
 def second_poison_filled():
-    """Within it, what `torch.empty*` returns holds the second poison: a reference's second run on the same inputs,
-    so that what its kernels never write differs between its two runs and is known undefined."""
-    with _SecondPoison():
+    """Within it, what `torch.empty*` returns holds the second poison (``shared/poison.py``): a reference's second
+    run on the same inputs, so that what its kernels never write differs between its two runs and is known
+    undefined. The allocators are replaced where code looks them up (`torch.empty(...)`), not in a torch function
+    mode: a mode would sit between user code and the CPU interpreter's device shims, and slow every torch call."""
+    originals = [(owner, name, getattr(owner, name), name in vars(owner)) for owner, name in _ALLOCATORS]
+
+    def filled(allocate: Callable[..., Any]) -> Callable[..., Any]:
+        def allocate_filled(*args: Any, **kwargs: Any) -> Any:
+            tensor = allocate(*args, **kwargs)
+            if isinstance(tensor, torch.Tensor) and tensor.numel():
+                tensor.fill_(second_poison(tensor.dtype))
+            return tensor
+
+        return functools.wraps(allocate)(allocate_filled)
+
+    for owner, name, allocate, _ in originals:
+        setattr(owner, name, filled(allocate))
+    try:
         yield
+    finally:
+        for owner, name, allocate, own in originals:
+            if own:
+                setattr(owner, name, allocate)
+            else:  # inherited (`Tensor.new_empty` is `TensorBase`'s)
+                delattr(owner, name)
 
 
 # ----------------------------------------------------------------------------------------- user modules

@@ -487,9 +487,9 @@ def run_check(job: CheckJob, info: Any, send) -> dict[str, Any]:
         send({"event": "progress", "test": "probes"})
         describe = lambda e: sandbox.describe_error(e, path, module)["message"]
         if "make" in probes:
-            made = make_probes(
-                recorder, probes["make"]["seed"], seed, job.max_calls, out_dir, gpu, describe, check_s, job.poison
-            )
+            make = probes["make"]
+            made = make_probes(recorder, make["seed"], seed, job.max_calls, out_dir, gpu, describe, check_s,
+                               job.poison, make["variants"])  # fmt: skip
             result["fresh"] = made
         else:
             result["fresh"] = replay_probes(recorder, probes["replay"], seed, out_dir, gpu, describe)
