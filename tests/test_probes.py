@@ -77,6 +77,14 @@ def test_sizes_the_reference_refuses_are_skipped_with_its_reason():
     assert r.comparison.shape_calls == 0 and r.comparison.probes_skipped >= 3
 
 
+def test_a_reference_that_crashes_at_other_sizes_loses_only_those_probes():
+    r = check("probes/sub_crashes_elsewhere.py", "probes/sub_crashes_elsewhere.py")
+    assert r.ok, r.message
+    crashed = [n for n in r.comparison.notes if n.startswith("other sizes") and "crashed" in n and "SIGSEGV" in n]
+    assert crashed and r.comparison.shape_calls == 0, r.comparison.notes
+    assert r.comparison.fresh_calls == 1 and r.comparison.value_calls >= 1
+
+
 def test_values_on_which_the_reference_overflows_are_skipped():
     r = check("probes/exp_steep.py", "probes/exp_steep.py")
     assert r.ok, r.message
@@ -142,11 +150,13 @@ def test_shape_variants_change_shared_sizes_and_sizes_as_scalars_together_but_no
 
     call, fn = _recorded(f, torch.randn(64, 781), torch.randn(781), 781, BLOCK_SIZE=64)
     variants = {v.label.split(" (")[0]: v for v in shape_variants(call, fn)}
-    assert list(variants) == ["sizes one above", "a wide row", "sizes one below", "small sizes"]
-    args, kwargs = draw_probe(call, 1, variants["sizes one above"].spec)
-    assert args[0].shape == (65, 782) and args[1].shape == (782,) and args[2] == 782 and kwargs["BLOCK_SIZE"] == 64
+    assert list(variants) == ["sizes one above", "sizes one below", "a wide row", "small sizes"]
+    args, kwargs = draw_probe(call, 1, variants["sizes one above"].spec)  # 64 stays a multiple of 16: 80
+    assert args[0].shape == (80, 782) and args[1].shape == (782,) and args[2] == 782 and kwargs["BLOCK_SIZE"] == 64
     wide, _ = draw_probe(call, 1, variants["a wide row"].spec)
-    assert wide[0].shape == (3, 1563) and wide[2] == 1563
+    assert wide[0].shape == (16, 1563) and wide[2] == 1563
+    small, _ = draw_probe(call, 1, variants["small sizes"].spec)
+    assert small[0].shape == (16, 3)
 
 
 def test_sizes_an_index_tensor_depends_on_stay_and_none_shrinks_below_its_values():

@@ -7,9 +7,11 @@ tensors have (a "symbol") changes everywhere it appears, and so does an integer 
 tensor's element count (unless its parameter is named like a tile: `BLOCK_SIZE`, `num_warps`...). A size that an
 integer tensor has, or that its values may depend on (its largest value, that plus one, its sum: index ranges and
 offsets), stays as it was; no size is shrunk to an integer tensor's largest value or below. Variants: every size
-one above, a wide row (the innermost size of the largest tensor past 1024 and past twice itself, the other sizes
-small), every size one below, every size small (3, or one above an integer tensor's largest value; only sizes at
-least twice that shrink to it).
+one above, every size one below, a wide row (the innermost size of the largest tensor past 1024 and past twice
+itself, the other sizes small), every size small (3, or one above an integer tensor's largest value; only sizes at
+least twice that shrink to it). "One above" is the nearest size Triton specializes alike (``alike``): 16 above a
+multiple of 16, so that on a GPU the kernels need not compile again (a wide row often needs a wider block, and
+does).
 
 Value variants draw the floating tensors at a magnitude times their original scale, all positive, or all negative (a
 tensor that was non-negative stays so).
@@ -51,13 +53,14 @@ def shape_variants(call: RecordedCall, fn: Callable | None) -> list[Variant]:
     if not free:
         return []
     floor = max((_int_range(original)[0] for spec, original in tensors if not _resizable(spec)), default=-1)
-    small = max(SMALL, floor + 1)  # never below what an integer tensor may index
-    shrunk = {s: small for s in free if 2 * small <= s}
+    small = {s: alike(max(SMALL, floor + 1), s, up=True) for s in free}  # never below what an index may reach
+    shrunk = {s: small[s] for s in free if 2 * small[s] <= s}
+    below = {s: alike(s - 1, s, up=False) for s in free}
     wide = _innermost_of_largest(tensors, free)
     plans = [
-        ("sizes one above", {s: s + 1 for s in free}),
-        ("a wide row", {**shrunk, wide: max(2 * wide, WIDE) + 1} if wide else {}),
-        ("sizes one below", {s: s - 1 for s in free if s - 1 > max(floor, 1)}),
+        ("sizes one above", {s: alike(s + 1, s, up=True) for s in free}),
+        ("sizes one below", {s: below[s] for s in free if below[s] > max(floor, 1)}),
+        ("a wide row", {**shrunk, wide: alike(max(2 * wide, WIDE) + 1, wide, up=True)} if wide else {}),
         ("small sizes", shrunk),
     ]
     tied = _tied_scalars(call, fn)
@@ -72,6 +75,17 @@ def shape_variants(call: RecordedCall, fn: Callable | None) -> list[Variant]:
         spec = _resized(call.spec, mapping, _numels(tensors, mapping), tied)
         variants.append(Variant("shape", f"{label} ({changes})", spec))
     return variants
+
+
+def alike(size: int, like: int, up: bool) -> int:
+    """`size`, moved (up or down) to the nearest that Triton specializes as it does `like` (a multiple of 16, or
+    not one and not 1), so that the kernels need not compile again for it on a GPU: one above a multiple of 16 is
+    16 above it."""
+    if like % 16 == 0:
+        return (size + 15) // 16 * 16 if up else size // 16 * 16
+    while size % 16 == 0 or size == 1:
+        size += 1 if up else -1
+    return size
 
 
 def value_signs(call: RecordedCall) -> tuple[int, ...]:

@@ -52,10 +52,10 @@ VALUE_PER_CALL = 2
 VARIANTS_PER_CHECK = 12  # shape and value probes tried, at most
 SHARE = 0.1  # of a candidate's check (its import, tests and fresh probes, plus FIXED_S) its shape and value probes add
 FIXED_S = 0.3  # what a check costs besides: the job process, the caller's comparison
-MAKING = 2.5  # the reference's time to make them, in that share: two runs each, and the attempts that fail
-# ...but at least this much (replay, making), so that a check of milliseconds still gets its probes: on a GPU a probe
-# runs in milliseconds but new sizes may compile its kernels once more; the CPU interpreter is slow for both.
-FLOOR_S = {True: (0.1, 2.0), False: (1.0, 2.5)}  # by gpu
+MAKING = 2.0  # the reference's time to make them, in that share: two runs each, and the attempts that fail
+# ...but at least this much (replay, making), so that a check of milliseconds still gets its probes (on a GPU a probe
+# runs in milliseconds; the CPU interpreter is slow, and a forked process costs some 50 ms)
+FLOOR_S = {True: (0.1, 0.5), False: (0.3, 1.0)}  # by gpu
 
 Describe = Callable[[BaseException], str]
 
@@ -249,7 +249,7 @@ class _Maker:
             return {**measured, "status": "ok"}
 
         try:
-            measured = all_runs() if runs.limit_s is None else _forked(all_runs, runs.limit_s)
+            measured = all_runs() if runs.limit_s is None else _forked(all_runs, runs.limit_s, self.describe)
         except ProbeOverBudget as e:
             entry.update(status=OVER_BUDGET, message=str(e))
             return entry, {}
@@ -271,9 +271,10 @@ class ProbeOverBudget(ProbeFailed):
     """A probe's forked process was stopped: the probes' time was spent."""
 
 
-def _forked(fn: Callable[[], dict[str, Any]], limit_s: float) -> dict[str, Any]:
+def _forked(fn: Callable[[], dict[str, Any]], limit_s: float, describe: Describe) -> dict[str, Any]:
     """`fn()` in a forked process (CPU only: no GPU context survives a fork), killed after `limit_s`: its JSON
-    result; ProbeFailed if it crashes, raises or runs out of time."""
+    result; ProbeFailed if it crashes or raises (with `describe`'s words), ProbeOverBudget if it runs out of
+    time."""
     read_fd, write_fd = os.pipe()
     gc.freeze()  # the child's collections leave the parent's objects (and their pages) alone: no copy on write
     pid = sandbox.fork_process()
@@ -286,7 +287,7 @@ def _forked(fn: Callable[[], dict[str, Any]], limit_s: float) -> dict[str, Any]:
             try:
                 report = {"value": fn()}
             except BaseException as e:
-                report = {"error": f"{type(e).__name__}: {e}"[:2000]}
+                report = {"error": describe(e)[:2000]}
             os.write(write_fd, json.dumps(report).encode())
             code = 0
         finally:
