@@ -105,6 +105,19 @@ def test_what_the_reference_never_writes_is_not_compared_and_the_check_says_so()
     assert itself.ok, itself.message
 
 
+def test_geak_eval_records_carry_the_caveat():
+    from geak.agent.dataloaders.scoring import score_code
+
+    async def go():
+        async with Evaluator(EvalOptions(backend="interpreter", timeout_s=120, spares=0)) as ev:
+            code = (FIXTURES / "probes" / "scale_fully_launched.py").read_text()
+            return await score_code(ev, code, FIXTURES / "probes" / "scale_partly_launched.py", timing=False)
+
+    record = asyncio.run(go()).to_dict()
+    assert record["pass_call"] and record["pass_exe"], record
+    assert any("unwritten" in c and "block_8" in c for c in record["caveats"]), record["caveats"]
+
+
 def test_leaving_unwritten_what_the_reference_writes_still_fails():
     r = check("probes/scale_half_written.py", "probes/scale_partly_launched.py")
     assert not r.ok

@@ -20,6 +20,7 @@ tensor that was non-negative stays so).
 from __future__ import annotations
 
 import inspect
+import json
 import math
 import re
 from collections.abc import Callable, Iterator
@@ -101,6 +102,19 @@ def value_variant(call: RecordedCall, sign: int, magnitude: float) -> Variant:
     """The call's floats drawn at `magnitude` times their scale, all of `sign` (non-negative ones stay so)."""
     word = "positive" if sign > 0 else "negative"
     return Variant("value", f"{word} values {magnitude:g}× larger", call.spec, FloatDraw(magnitude, sign))
+
+
+def footprint(spec: dict[str, Any]) -> str:
+    """What makes two calls' probes at other sizes the same probe: their shapes, strides, dtypes and other
+    arguments (not the scale their values are drawn at)."""
+    drawn = ("scale", "nonneg", "min", "max")
+
+    def strip(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if k not in drawn}
+        return [strip(v) for v in value] if isinstance(value, list) else value
+
+    return json.dumps(strip(spec), sort_keys=True, default=str)
 
 
 def element_count(spec: dict[str, Any]) -> int:

@@ -45,7 +45,7 @@ from .capture import (
     replayable,
     signature,
 )
-from .probe_variants import Variant, element_count, shape_variants, value_signs, value_variant
+from .probe_variants import Variant, element_count, footprint, shape_variants, value_signs, value_variant
 
 SHAPE_PER_CALL = 3
 VALUE_PER_CALL = 2
@@ -56,6 +56,7 @@ MAKING = 2.0  # the reference's time to make them, in that share: two runs each,
 # ...but at least this much (replay, making), so that a check of milliseconds still gets its probes (on a GPU a probe
 # runs in milliseconds; the CPU interpreter is slow, and a forked process costs some 50 ms)
 FLOOR_S = {True: (0.1, 0.5), False: (0.3, 1.0)}  # by gpu
+OVERHEAD_S = 0.05  # what making a probe costs besides its runs (drawing and saving it, a forked process)
 
 Describe = Callable[[BaseException], str]
 
@@ -78,7 +79,7 @@ class ProbeBudget:
         return cls(max(share, replay), max(MAKING * share, making))
 
     def affords(self, estimate_s: float) -> bool:
-        return estimate_s <= self.replay_s and 2 * estimate_s <= self.making_s
+        return estimate_s <= self.replay_s and 2 * estimate_s + OVERHEAD_S <= self.making_s
 
 
 @dataclass
@@ -133,11 +134,14 @@ def make_probes(
                 _Base(call, entry["index"], measured["duration_s"], measured["nonfinite"], dict.fromkeys(limits, 0))
             )
     budget = ProbeBudget.of_check(check_s + time.perf_counter() - started, gpu)
-    tried = 0
+    tried, seen = 0, {footprint(b.call.spec) for b in bases}
     for base, variant in _variants_in_turn(bases if variants else [], recorder):
         estimate = base.duration_s * element_count(variant.spec) / max(element_count(base.call.spec), 1)
         if tried >= VARIANTS_PER_CHECK or base.kept[variant.kind] >= limits[variant.kind]:
             continue
+        if variant.kind == "shape" and footprint(variant.spec) in seen:  # another call, or its variant, is this one
+            continue
+        seen.add(footprint(variant.spec))
         if not budget.affords(estimate):
             continue
         tried += 1
@@ -284,6 +288,7 @@ def _forked(fn: Callable[[], dict[str, Any]], limit_s: float, describe: Describe
         code = 1
         try:
             os.close(read_fd)
+            torch.set_num_threads(1)  # the parent's OpenMP threads are gone: a parallel region would wait for them
             try:
                 report = {"value": fn()}
             except BaseException as e:
