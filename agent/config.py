@@ -86,6 +86,7 @@ class AgentConfig(BaseModel):
     timeout_per_check_s: float = Field(300, gt=0)
     bench_rounds: int | None = Field(None, ge=3)  # fixed timing rounds; None: until the speedup is decided
     fresh_inputs: int = Field(2, ge=0)
+    probe_variants: bool = True  # probe also at other sizes and on other values, not only fresh values
     seed: int = Field(EvalOptions.seed, ge=0)  # seeds Python, NumPy and torch before each test
     tolerance: list[str] = Field(default_factory=list)  # DTYPE=RTOL,ATOL overrides of the comparison
 

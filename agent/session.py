@@ -28,6 +28,7 @@ def eval_options(config: AgentConfig, backend: str = "auto") -> EvalOptions:
         timeout_s=config.timeout_per_check_s,
         bench_rounds=config.bench_rounds,
         fresh_inputs=config.fresh_inputs > 0,
+        probe_variants=config.probe_variants,
         seed=config.seed,
         backend=backend,
         gpu_id=config.gpu_id,

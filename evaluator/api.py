@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import importlib
+import importlib.util
+import keyword
 import os
 import secrets
 import shutil
@@ -27,6 +29,7 @@ from . import peaks as peaks_cache
 from . import screen as screen_stage
 from .options import EvalOptions
 from .pool import JobOutcome, WorkerPool
+from .reference_probes import judge_reference_probes
 from .results import BenchResult, CheckResult, Diagnostic, Peaks, ScreenedVariant, ScreenResult
 from .shared.protocol import PeaksJob, cache_request, probe_input_file
 from .shared.screening import ScreenPlan
@@ -59,7 +62,7 @@ class Evaluator:
             gpu_id=self.options.gpu_id,
             isolation=self.options.isolation,
         )
-        self._scratch = Path(tempfile.mkdtemp(prefix="geak-eval-"))
+        self._scratch = Path(tempfile.mkdtemp())
         self._references: dict[str, check_stage.ReferenceRun] = {}
         self._reruns: dict[str | None, asyncio.Lock] = {}
         self._versions: dict[str, str] = {}  # a user's file -> the text key of its last version checked
@@ -170,11 +173,11 @@ class Evaluator:
         progress: Progress | None,
     ) -> CheckResult:
         """One check job of `composed` (a candidate with the reference's test, or a file alone) and its verdict."""
-        job_dir = self._new_dir("cand")
-        path = job_dir / "candidate.py"
+        job_dir = self._new_dir()
+        owner = reference or candidate
+        path = job_dir / _file_name(owner)
         path.write_text(composed.text)
         probes = _replay_probes(ref_run, job_dir) if ref_run is not None else None
-        owner = reference or candidate
         if ref_run is not None:  # a candidate starts from the reference's compilations and keeps none of its own
             cache = cache_request(seed=ref_run.cache_key, keep=None)
         else:  # the user's own file: it also starts from what its previous version compiled
@@ -183,7 +186,7 @@ class Evaluator:
             cache = cache_request(seed=[key, earlier] if earlier and earlier != key else key, keep=key)
             self._versions[label] = key
         job = check_stage.check_job(
-            path, self._module_name("cand"), owner, job_dir, self.options, probes, cache, poison
+            path, path.stem, owner, job_dir, self.options, probes, cache, poison
         )
         _say(progress, f"running the tests of {Path(label).name}")
         try:
@@ -210,13 +213,13 @@ class Evaluator:
         async with self._variation_lock(ref_run):
             if ref_run.reran:
                 return
-            job_dir = self._new_dir("ref")
-            path = job_dir / "reference.py"
+            job_dir = self._new_dir()
+            path = job_dir / _file_name(ref_run.tfile)
             path.write_text(ref_run.tfile.compose().text)
             probes = _replay_probes(ref_run, job_dir)
             cache = cache_request(seed=ref_run.cache_key, keep=None)
             job = check_stage.check_job(
-                path, self._module_name("ref"), ref_run.tfile, job_dir, self.options, probes, cache, ref_run.poison,
+                path, path.stem, ref_run.tfile, job_dir, self.options, probes, cache, ref_run.poison,
                 True,
             )  # fmt: skip
             try:
@@ -258,15 +261,19 @@ class Evaluator:
         cached = self._references.get(key)
         if cached is not None:
             return cached
-        make = {"make": {"seed": secrets.randbits(31)}} if self.options.fresh_inputs else None
+        make = (
+            {"make": {"seed": secrets.randbits(31), "variants": self.options.probe_variants}}
+            if self.options.fresh_inputs
+            else None
+        )
         cache = cache_request(seed=key, keep=key)
         first_problem, first_verdict = "", None
         for poison in (True, False):  # without poisoning only if it fails with it: see UNPOISONED_CAVEAT
-            job_dir = self._new_dir("ref")
-            path = job_dir / "reference.py"
+            job_dir = self._new_dir()
+            path = job_dir / _file_name(reference)
             path.write_text(composed.text)
             job = check_stage.check_job(
-                path, self._module_name("ref"), reference, job_dir, self.options, make, cache, poison, True
+                path, path.stem, reference, job_dir, self.options, make, cache, poison, True
             )
             _say(progress, f"running the reference {Path(reference.path).name}")
             try:
@@ -292,11 +299,12 @@ class Evaluator:
                 message = f"the reference {reference.path} does not pass its own test: {first_problem}"
                 raise BadInput(message, first_verdict)
         result, outputs = outcome.result or {}, job_dir / "outputs"
-        probes = await asyncio.to_thread(check_stage.judge_reference_probes, result, outputs, self.options)
-        unstable = await asyncio.to_thread(check_stage.unstable_outputs, result, outputs, self.options)
+        probes = await asyncio.to_thread(judge_reference_probes, result, outputs, self.options)
+        unstable, unwritten = await asyncio.to_thread(check_stage.test_reproduction, result, outputs, self.options)
         run = check_stage.ReferenceRun(
-            reference, outcome, job_dir, probes, cache_key=key, unstable=unstable, poison=poison, own=own
-        )
+            reference, outcome, job_dir, probes, cache_key=key, unstable=unstable, unwritten=unwritten, poison=poison,
+            own=own,
+        )  # fmt: skip
         self._references[key] = run
         return run
 
@@ -379,7 +387,7 @@ class Evaluator:
         progress: Progress | None,
     ) -> BenchResult:
         """One bench job: the variants timed interleaved in one process, the caller's clock over the timed batch."""
-        job_dir = self._new_dir("bench")
+        job_dir = self._new_dir()
         modules = [self._bench_module(name, text, owner, job_dir) for name, text in texts.items()]
         # Compiled code is taken from the reference (or the file alone) and kept only when no candidate is in the job.
         first = _text_key(next(iter(texts.values())))
@@ -497,7 +505,7 @@ class Evaluator:
         return {
             "label": label,
             "path": str(path),
-            "module_name": self._module_name(label),
+            "module_name": self._module_name(),
             "wrappers": list(owner.entry_points),
             "kernels": [k.name for k in owner.kernels],
         }
@@ -522,14 +530,16 @@ class Evaluator:
         except TritonFileError as e:
             raise BadInput(str(e)) from e
 
-    def _new_dir(self, kind: str) -> Path:
+    def _new_dir(self) -> Path:
+        """A job's directory: named alike for references and candidates (a job cannot tell which it runs)."""
         self._serial += 1
-        path = self._scratch / f"{kind}{self._serial}"
+        path = self._scratch / f"job{self._serial}"
         (path / "outputs").mkdir(parents=True)
         return path
 
-    def _module_name(self, kind: str) -> str:
-        return f"geak_{kind}_{self._serial}"
+    def _module_name(self) -> str:
+        self._serial += 1
+        return f"kernels_{self._serial}"
 
 
 def _import_in_background(module: str) -> None:
@@ -537,6 +547,14 @@ def _import_in_background(module: str) -> None:
     (seconds) then overlaps the workers' start instead of following it."""
     if module not in sys.modules:
         threading.Thread(target=importlib.import_module, args=(module,), daemon=True, name=f"import {module}").start()
+
+
+def _file_name(owner: TritonFile) -> str:
+    """The name a check job's file goes by (its module's name is the stem): the test's owner's, as when it runs
+    alone, so reference and candidate jobs look alike; `kernels.py` where that name cannot name a module."""
+    stem = Path(owner.path).stem
+    plain = stem.isidentifier() and not keyword.iskeyword(stem) and stem not in sys.stdlib_module_names
+    return f"{stem}.py" if plain and importlib.util.find_spec(stem) is None else "kernels.py"
 
 
 def _replay_probes(ref_run: check_stage.ReferenceRun, job_dir: Path) -> dict[str, Any] | None:

@@ -12,6 +12,8 @@ from .compare import UnreadableOutput, compare, load_output
 from .diagnostics import definition_line, error_diagnostic
 from .options import EvalOptions
 from .pool import JobOutcome
+from .reference_probes import KIND_WORDS, ReferenceProbes, is_probe_where, probe_where, rejudged_after_rerun
+from .reproduction import Masks, differences, prefixed, two_runs, unwritten_summary
 from .results import FAILED_KINDS, NOT_RUN_KINDS, TEST_KINDS, CheckResult, Comparison, Diagnostic, Mismatch, TestOutcome
 from .shared.isolation_policy import PROCESS_ONLY
 from .shared.protocol import CheckJob, output_file_of_test, probe_output_file
@@ -40,7 +42,8 @@ def check_job(
     poison: bool = True,
     reference_run: bool = False,
 ) -> dict[str, Any]:
-    """`probes`: {"make": {"seed": S}} for a reference run (draw, save and run fresh-input probes), {"replay":
+    """`probes`: {"make": {"seed": S, "variants": V}} for a reference run (draw, save and run probes: fresh values,
+    and with V other sizes and values), {"replay":
     [probe, ...]} for a candidate (run the reference's saved probes, copied into `job_dir`), or None. `cache`:
     the trusted compile cache to start from and to keep into (``protocol.cache_request``)."""
     return asdict(
@@ -66,17 +69,6 @@ def check_job(
     )
 
 
-@dataclass(frozen=True)
-class ReferenceProbes:
-    """The reference's fresh-input probes as the trusted side judged them: `usable` ones (the reference agrees with
-    itself on them) to hand to candidates, which of those can tell kernels from no kernels (`informative`, by the
-    reference's own ghost run), and why others were skipped."""
-
-    usable: tuple[dict[str, Any], ...] = ()
-    informative: frozenset[int] = frozenset()
-    skipped: tuple[str, ...] = ()
-
-
 @dataclass
 class ReferenceRun:
     """A reference's check job, kept for the candidates compared with it."""
@@ -88,34 +80,29 @@ class ReferenceRun:
     not_checkable: CheckResult | None = None  # the reference's own verdict when this backend cannot check it
     cache_key: str | None = None  # its trusted compile cache (triton_cache.py)
     unstable: dict[str, tuple[str, ...]] = field(default_factory=dict)  # test -> outputs that do not reproduce
+    unwritten: dict[str, Masks] = field(default_factory=dict)  # output file -> elements it never writes
     poison: bool = True  # False: its tests read memory nothing wrote, so jobs run without poisoned allocations
     reran: bool = False  # ran again after a candidate disagreed with it (``rerun_variation``)
     own: CheckResult | None = None  # its verdict as a file alone (the same tests: ``Evaluator.check_against_self``)
 
 
-def unstable_outputs(result: dict[str, Any], out_dir: Path, options: EvalOptions) -> dict[str, tuple[str, ...]]:
-    """The outputs of each test that differ between the reference's two runs on the same inputs (races,
-    duplicate scatter indices, memory nothing wrote): where they sit in the test's output."""
-    unstable = {}
+def test_reproduction(
+    result: dict[str, Any], out_dir: Path, options: EvalOptions
+) -> tuple[dict[str, tuple[str, ...]], dict[str, Masks]]:
+    """From the reference's two runs of its tests on the same inputs: the outputs of each test that differ
+    between them (races, duplicate scatter indices: where they sit in the test's output), and the elements each
+    output file leaves unwritten (``reproduction``)."""
+    unstable, unwritten = {}, {}
     for test in result.get("tests", []):
         if test.get("kind") != "pass":
             continue
-        name = test["name"]
-        paths = tuple(m.where for m in _differences(out_dir / output_file_of_test(name),
-                                                    out_dir / output_file_of_test(name, "again"), options))  # fmt: skip
+        name = output_file_of_test(test["name"])
+        masks, paths = two_runs(out_dir / name, out_dir / output_file_of_test(test["name"], "again"), options)
         if paths:
-            unstable[name] = paths
-    return unstable
-
-
-def _differences(first: Path, second: Path, options: EvalOptions, where: str = "") -> list[Mismatch]:
-    """Where two saved outputs of the reference differ (nothing when either cannot be read: nothing to judge)."""
-    try:
-        later = load_output(second)  # the one most often missing (a test that did not run again)
-        earlier = load_output(first)
-    except UnreadableOutput:
-        return []
-    return compare(earlier, later, where, options.tolerances)
+            unstable[test["name"]] = paths
+        if masks:
+            unwritten[name] = masks
+    return unstable, unwritten
 
 
 def rerun_variation(ref_run: ReferenceRun, result: dict[str, Any], rerun_dir: Path, options: EvalOptions) -> bool:
@@ -128,61 +115,21 @@ def rerun_variation(ref_run: ReferenceRun, result: dict[str, Any], rerun_dir: Pa
     for test in result.get("tests", []):
         if test.get("kind") != "pass":
             continue
-        name = test["name"]
+        name, first = test["name"], output_file_of_test(test["name"])
         paths = set(ref_run.unstable.get(name, ()))
         before = len(paths)
+        masks = ref_run.unwritten.get(first, {})
         for run in ("", "again"):
             later = rerun_dir / output_file_of_test(name, run)
-            paths.update(m.where for m in _differences(first_dir / output_file_of_test(name), later, options))
+            paths.update(m.where for m in differences(first_dir / first, later, options, masks))
         if len(paths) > before:
             ref_run.unstable[name] = tuple(sorted(paths))
             found = True
     probes = ref_run.probes
     if probes is None:
         return found
-    replayed = {f.get("index"): f for f in result.get("fresh") or [] if isinstance(f, dict)}
-    usable, skipped = [], list(probes.skipped)
-    for probe in probes.usable:
-        index, entry = probe["index"], replayed.get(probe["index"])
-        where = f"fresh inputs #{index + 1} {probe['signature']}"
-        replayed_ok = entry is not None and entry.get("status") == "ok"
-        if replayed_ok and _differences(first_dir / probe_output_file(index), rerun_dir / probe_output_file(index),
-                                        options, where):  # fmt: skip
-            skipped.append(f"{where}: the reference gave a different result when run again on the same inputs "
-                           "(nondeterministic), so it cannot judge a candidate there")
-            found = True
-        else:
-            usable.append(probe)
-    kept = {p["index"] for p in usable}
-    ref_run.probes = ReferenceProbes(tuple(usable), probes.informative & kept, tuple(skipped))
-    return found
-
-
-def judge_reference_probes(result: dict[str, Any], out_dir: Path, options: EvalOptions) -> ReferenceProbes:
-    usable, informative, skipped = [], set(), []
-    for entry in result.get("fresh") or []:
-        index = entry.get("index")
-        where = f"fresh inputs #{index + 1} {entry.get('signature', '')}" if isinstance(index, int) else "a probe"
-        if entry.get("status") != "ok":
-            skipped.append(f"{where}: {entry.get('message') or 'not replayable'}")
-            continue
-        try:
-            real = load_output(out_dir / probe_output_file(index))
-            again = load_output(out_dir / probe_output_file(index, "again"))
-            ghost = load_output(out_dir / probe_output_file(index, "ghost"))
-        except UnreadableOutput as e:
-            skipped.append(f"{where}: {e}")
-            continue
-        if compare(real, again, where, options.tolerances):
-            skipped.append(
-                f"{where}: the reference gives different results on the same inputs (nondeterministic, e.g. "
-                "duplicate indices in a scatter, or a race), so it cannot judge a candidate there"
-            )
-            continue
-        usable.append({k: entry[k] for k in ("index", "wrapper", "signature", "spec", "launches")})
-        if compare(real, ghost, where, options.tolerances):
-            informative.add(index)
-    return ReferenceProbes(tuple(usable), frozenset(informative), tuple(skipped))
+    ref_run.probes, changed = rejudged_after_rerun(probes, result, first_dir, rerun_dir, options)
+    return found or changed
 
 
 def isolation_caveats(runtime: dict[str, Any]) -> tuple[str, ...]:
@@ -193,6 +140,27 @@ def isolation_caveats(runtime: dict[str, Any]) -> tuple[str, ...]:
     return (
         f"isolation: {PROCESS_ONLY} ({why}): the code ran as the caller's user, with the caller's files, "
         "processes and network in reach (the environment was still reduced)",
+    )
+
+
+def unwritten_caveats(ref_run: ReferenceRun | None) -> tuple[str, ...]:
+    """The verdict's word on what the reference never writes (``reproduction``): it is not compared."""
+    if ref_run is None:
+        return ()
+    places = []
+    for test in (ref_run.outcome.result or {}).get("tests", []):
+        masks = ref_run.unwritten.get(output_file_of_test(test["name"]), {})
+        if masks:
+            where = f"{test['name']} → {_output_label(ref_run.tfile, test['name'])}"
+            places.append(f"{', '.join(where + path for path in masks)} ({unwritten_summary(masks)})")
+    probes = len(ref_run.probes.unwritten) if ref_run.probes is not None else 0
+    if not places and not probes:
+        return ()
+    shown = "; ".join(places[:4]) + ("; ..." if len(places) > 4 else "")
+    on_probes = f"{'; also' if places else ''} on {probes} probe(s)" if probes else ""
+    return (
+        f"the reference leaves part of its outputs unwritten ({shown}{on_probes}): what it never writes is "
+        "undefined, so it is not compared",
     )
 
 
@@ -239,7 +207,11 @@ def verdict(
         "reference": reference.path if reference else None,
         "device": runtime.get("device"),
         "output_tail": outcome.log_tail[-3000:],
-        "caveats": (*((INTERPRETER_CAVEAT,) if backend == "interpreter" else ()), *isolation_caveats(runtime)),
+        "caveats": (
+            *((INTERPRETER_CAVEAT,) if backend == "interpreter" else ()),
+            *isolation_caveats(runtime),
+            *unwritten_caveats(ref_run),
+        ),
         "isolation": runtime.get("isolation"),
     }
 
@@ -355,16 +327,25 @@ def verdict(
             **base,
         )
     message = f"{_passed(tests)} passed; outputs match the reference"
-    if comparison.fresh_calls:
-        message += f" (also on {comparison.fresh_calls} call(s) with fresh random inputs)"
+    probed = [
+        f"{n} {words}"
+        for n, words in (
+            (comparison.fresh_calls, "call(s) with fresh random inputs"),
+            (comparison.shape_calls, "at other sizes"),
+            (comparison.value_calls, "on other values"),
+        )
+        if n
+    ]
+    if probed:
+        message += f" (also on {', '.join(probed)})"
     if comparison.probes_skipped:
-        message += f"; {comparison.probes_skipped} fresh-input probe(s) skipped (see the notes)"
+        message += f"; {comparison.probes_skipped} probe(s) skipped (see the notes)"
     return CheckResult(ok=True, stage="exec", message=message, tests=tests, comparison=comparison, **base)
 
 
 def _mismatch_diagnostic(m: Mismatch, owner: TritonFile, candidate: TritonFile, label: str, has_ref: bool):
     """Test mismatches point at the test; fresh-input mismatches at the candidate's wrapper."""
-    if m.where.startswith("fresh"):
+    if is_probe_where(m.where):
         wrapper = m.where.split(" ", 3)[-1].split("(", 1)[0]
         return Diagnostic(definition_line(candidate, wrapper), 1, "error", f"{m.where}: {m.message}", file=label)
     test = m.where.split(" ", 1)[0]
@@ -481,17 +462,18 @@ def _compare_with_reference(
             continue
         compared += 1
         unstable = ref_run.unstable.get(test["name"], ())
-        for m in compare(ref_out, cand_out, where, options.tolerances):
+        undefined = prefixed(ref_run.unwritten.get(name, {}), where)
+        for m in compare(ref_out, cand_out, where, options.tolerances, undefined):
             path = m.where[len(where) :]
             if not any(path == u or path.startswith(u) for u in unstable):
                 mismatches.append(m)
 
     probes = ref_run.probes
     cand_fresh = {f.get("index"): f for f in result.get("fresh") or [] if isinstance(f, dict)}
-    fresh_done, ghosts_right, ghosts_judged = 0, 0, 0
+    done, ghosts_right, ghosts_judged = dict.fromkeys(KIND_WORDS, 0), 0, 0
     for probe in probes.usable:
         index = probe["index"]
-        where = f"fresh inputs #{index + 1} {probe['signature']}"
+        where = probe_where(probe)
         entry = cand_fresh.get(index)
         if entry is None or entry.get("status") != "ok":
             message = entry.get("message") if isinstance(entry, dict) else None
@@ -503,13 +485,14 @@ def _compare_with_reference(
         cand_out = load(cand_dir, probe_output_file(index), where)
         if ref_out is _MISSING or cand_out is _MISSING:
             continue
-        fresh_done += 1
-        mismatches += compare(ref_out, cand_out, where, options.tolerances)
+        done[probe.get("kind", "fresh")] += 1
+        undefined = prefixed(probes.unwritten.get(probe_output_file(index), {}), where)
+        mismatches += compare(ref_out, cand_out, where, options.tolerances, undefined)
         if index in probes.informative:
             ghost = load(cand_dir, probe_output_file(index, "ghost"), f"{where} (kernels as no-ops)")
             if ghost is not _MISSING:
                 ghosts_judged += 1
-                ghosts_right += not compare(ref_out, ghost, where, options.tolerances)
+                ghosts_right += not compare(ref_out, ghost, where, options.tolerances, undefined)
     if ghosts_judged and ghosts_right == ghosts_judged:
         mismatches.append(
             Mismatch(
@@ -526,7 +509,14 @@ def _compare_with_reference(
     if probes.usable and not probes.informative:
         notes = (*notes, "ghost replay not possible: no probe's outputs depend on the reference's kernels")
     return Comparison(
-        not mismatches, compared, fresh_done, tuple(mismatches), tuple(notes), probes_skipped=len(probes.skipped)
+        not mismatches,
+        compared,
+        done["fresh"],
+        tuple(mismatches),
+        tuple(notes),
+        probes_skipped=len(probes.skipped),
+        shape_calls=done["shape"],
+        value_calls=done["value"],
     )
 
 

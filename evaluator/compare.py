@@ -5,14 +5,15 @@ An element passes when ``|cand - ref| <= atol * rms(ref) + rtol * |ref| + floor`
 the tensor's own magnitude, so sums and GEMM outputs are judged on their scale and probabilities on theirs. NaN must
 sit exactly where the reference has NaN, infinities must match, shapes and dtypes must be equal. Integers, booleans
 and strings must be equal. Bit-identical tensors pass without being weighed; floats are weighed in float32
-arithmetic where the tolerance is 1e-5 or looser (the RMS always accumulated in float64).
+arithmetic where the tolerance is 1e-5 or looser (the RMS always accumulated in float64). Elements the reference
+never wrote (`undefined`: a mask per output path, ``shared/poison.py``) are not compared.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -100,18 +101,26 @@ def load_output(path: Path) -> Any:
             raise UnreadableOutput(f"{Path(path).name}: cannot be read ({type(e).__name__})") from None
 
 
-def compare(ref: Any, cand: Any, where: str, overrides: dict[str, Tolerance] | None = None) -> list[Mismatch]:
-    return list(_compare(ref, cand, where, overrides))
+def compare(
+    ref: Any,
+    cand: Any,
+    where: str,
+    overrides: dict[str, Tolerance] | None = None,
+    undefined: Mapping[str, Any] | None = None,
+) -> list[Mismatch]:
+    """Where `cand` differs from `ref`. `undefined`: boolean masks of the elements not to compare, by the path
+    of their tensor (`where` followed by its keys and indices, as mismatches name it)."""
+    return list(_compare(ref, cand, where, overrides, undefined or {}))
 
 
-def _compare(ref: Any, cand: Any, where: str, overrides) -> Iterator[Mismatch]:
+def _compare(ref: Any, cand: Any, where: str, overrides, undefined: Mapping[str, Any]) -> Iterator[Mismatch]:
     import torch
 
     if isinstance(ref, torch.Tensor):
         if not isinstance(cand, torch.Tensor):
             yield Mismatch(where, f"expected a tensor, got {type(cand).__name__}")
             return
-        yield from _compare_tensors(ref, cand, where, overrides)
+        yield from _compare_tensors(ref, cand, where, overrides, undefined.get(where))
     elif isinstance(ref, dict):
         if not isinstance(cand, dict):
             yield Mismatch(where, f"expected a dict, got {type(cand).__name__}")
@@ -121,14 +130,14 @@ def _compare(ref: Any, cand: Any, where: str, overrides) -> Iterator[Mismatch]:
             yield Mismatch(where, f"keys differ: missing {sorted(missing)}, unexpected {sorted(extra)}")
         for key in ref:
             if key in cand:
-                yield from _compare(ref[key], cand[key], f"{where}[{key!r}]", overrides)
+                yield from _compare(ref[key], cand[key], f"{where}[{key!r}]", overrides, undefined)
     elif isinstance(ref, (list, tuple)):
         if not isinstance(cand, (list, tuple)) or len(ref) != len(cand):
             got = f"{type(cand).__name__} of {len(cand)}" if isinstance(cand, (list, tuple)) else type(cand).__name__
             yield Mismatch(where, f"expected a {type(ref).__name__} of {len(ref)}, got {got}")
             return
         for i, (r, c) in enumerate(zip(ref, cand, strict=True)):
-            yield from _compare(r, c, f"{where}[{i}]", overrides)
+            yield from _compare(r, c, f"{where}[{i}]", overrides, undefined)
     elif isinstance(ref, float) and isinstance(cand, (int, float)) and not isinstance(cand, bool):
         if not (math.isclose(ref, cand, rel_tol=1e-5, abs_tol=1e-8) or (math.isnan(ref) and math.isnan(cand))):
             yield Mismatch(where, f"{cand!r} != {ref!r}")
@@ -141,7 +150,7 @@ def _short(value: Any) -> str:
     return text if len(text) < 80 else text[:77] + "..."
 
 
-def _compare_tensors(ref, cand, where: str, overrides) -> Iterator[Mismatch]:
+def _compare_tensors(ref, cand, where: str, overrides, undefined) -> Iterator[Mismatch]:
     import torch
 
     if ref.shape != cand.shape:
@@ -150,6 +159,8 @@ def _compare_tensors(ref, cand, where: str, overrides) -> Iterator[Mismatch]:
     if ref.dtype != cand.dtype:
         yield Mismatch(where, f"dtype {cand.dtype} != reference {ref.dtype}")
         return
+    if undefined is not None and undefined.shape == ref.shape:  # what the reference never wrote: not compared
+        cand = torch.where(undefined, ref, cand)
     if ref.numel() == 0 or torch.equal(ref, cand):  # bit for bit the same (NaN is never equal: weighed below)
         return
     dtype = str(ref.dtype).removeprefix("torch.")

@@ -25,7 +25,6 @@ import shutil
 import site
 import sys
 from collections.abc import Iterable
-from pathlib import Path
 
 from .shared.isolation_policy import Policy, gpu_nodes, python_roots, within
 
@@ -70,21 +69,38 @@ ENV_DENY = ("TRITON_CACHE_DIR", "TRITON_HOME", "TRITON_DUMP_DIR", "TRITON_OVERRI
 HIDDEN_SYSTEM = ("/home", "/root", "/run", "/var/run", "/var/tmp", "/tmp", "/mnt", "/media", "/srv")
 
 
-def job_environment(environ: dict[str, str]) -> dict[str, str]:
-    """The caller's environment reduced to what GPU runtimes, BLAS and Python need (`ENV_ALLOW`)."""
+def job_environment(environ: dict[str, str], python_home: str | None = None) -> dict[str, str]:
+    """The caller's environment reduced to what GPU runtimes, BLAS and Python need (`ENV_ALLOW`); with
+    `python_home` (the zygote's link to the Python environment, ``job_package``), search paths into the environment
+    lead through the link."""
     allowed = {}
     for name, value in environ.items():
         if name in ENV_DENY:
             continue
         if any(name == a or (a.endswith("_") and name.startswith(a)) for a in ENV_ALLOW):
-            allowed[name] = value
+            allowed[name] = _through(value, python_home) if name in _SEARCH_PATHS else value
     return allowed
 
 
-def default_policy(extra_hidden: Iterable[str] = ()) -> Policy:
+_SEARCH_PATHS = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH")
+
+
+def _through(value: str, python_home: str | None) -> str:
+    """A search path whose folders inside the Python environment are named through `python_home`."""
+    if python_home is None:
+        return value
+    prefix = sys.prefix.rstrip(os.sep)
+    return os.pathsep.join(
+        python_home + entry[len(prefix) :] if within(entry, prefix) else entry for entry in value.split(os.pathsep)
+    )
+
+
+def default_policy(extra_hidden: Iterable[str] = (), python_home: str | None = None) -> Policy:
     """Hide the system's private places, the caller's working directory (the project), the temporary directory
-    (every scratch directory of the evaluator) and `extra_hidden`; expose again, read-only, what Python needs (its
-    installation, site-packages, the folders on PYTHONPATH and GEAK's evaluator package)."""
+    (every scratch directory of the evaluator) and `extra_hidden`; expose again, read-only, what Python needs: its
+    installation, the folders on PYTHONPATH, and the environment (its prefix and site-packages), through
+    `python_home` where the zygote starts through a link to it (``job_package``). The evaluator's own code is not
+    exposed: job processes run what the zygote imported."""
     import tempfile
 
     candidates = [*HIDDEN_SYSTEM, os.path.expanduser("~"), tempfile.gettempdir(), os.getcwd(), *extra_hidden]
@@ -98,14 +114,25 @@ def default_policy(extra_hidden: Iterable[str] = ()) -> Policy:
         hidden.append(path)
     hidden = [p for p in hidden if not any(p != q and within(p, q) for q in hidden)]  # outermost only
     python_path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    needed = {
-        *roots,
-        *map(os.path.realpath, (sys.prefix, sys.exec_prefix, *site.getsitepackages(), _evaluator_package())),
-        *map(os.path.realpath, python_path),
-    }
-    exposed = sorted(p for p in needed if os.path.isdir(p) and any(within(p, h) and p != h for h in hidden))
-    exposed = [p for p in exposed if not any(p != q and within(p, q) for q in exposed)]
-    return Policy(tuple(hidden), tuple(exposed))
+    environment = [python_home] if python_home else _environment_paths()
+    needed = {*roots, *environment, *map(os.path.realpath, python_path)}
+    return Policy(tuple(hidden), _inside(needed, hidden))
+
+
+def exposed_python(hidden: Iterable[str]) -> tuple[str, ...]:
+    """The Python environment's folders (its prefix and site-packages, at their own paths) inside `hidden` ones:
+    what a link to it reaches."""
+    return _inside(_environment_paths(), tuple(hidden))
+
+
+def _environment_paths() -> list[str]:
+    return [os.path.realpath(p) for p in (sys.prefix, sys.exec_prefix, *site.getsitepackages())]
+
+
+def _inside(paths: Iterable[str], hidden: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """The outermost of `paths` that are folders inside a hidden one (what must be shown again)."""
+    exposed = sorted(p for p in set(paths) if os.path.isdir(p) and any(within(p, h) and p != h for h in hidden))
+    return tuple(p for p in exposed if not any(p != q and within(p, q) for q in exposed))
 
 
 def bwrap_command(policy: Policy, writable: Iterable[str], env: dict[str, str]) -> list[str] | None:
@@ -163,6 +190,3 @@ def bwrap_works() -> tuple[bool, str]:
         return False, f"bwrap failed: {done.stderr.strip()[:300]}"
     return True, ""
 
-
-def _evaluator_package() -> str:
-    return str(Path(__file__).resolve().parent)

@@ -12,6 +12,7 @@ from .shared.sequential import MAX_ROUNDS
 class EvalOptions:
     timeout_s: float = 300.0  # per worker job (one check of one file)
     fresh_inputs: bool = True  # re-run captured calls with fresh random inputs against the reference
+    probe_variants: bool = True  # ...and at other sizes and on other values (shape and value probes)
     max_fresh_calls: int = 8
     seed: int = 42  # Python, NumPy and torch are seeded with it before the import, each test and each replay
     tolerances: dict[str, Tolerance] = field(default_factory=dict)

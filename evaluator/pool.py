@@ -25,13 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from . import isolation as sandboxing
+from . import job_package
 from .device_share import TIMED_KINDS, DeviceShare, Hold, out_of_device_memory
 from .redaction import known_secrets, redact, redact_data
 from .shared.isolation_policy import MODES, PROCESS_ONLY, Policy
 
 log = logging.getLogger(__name__)
 
-WORKER_MODULE = "geak.evaluator.job.worker"  # started as `python -m WORKER_MODULE CONFIG`
 PROTOCOL_LIMIT = 1 << 28  # result lines can be large (captured call specs)
 EXIT_GRACE_S = 15.0  # how long a job process may take to go away (after its result, or after a kill)
 
@@ -217,7 +217,7 @@ class WorkerPool:
         self.hide = tuple(hide)
         self.bwrap = os.geteuid() != 0 if bwrap is None else bwrap
         self._bwrap_checked: tuple[bool, str] | None = None
-        self._triton_cache = tempfile.mkdtemp(prefix="geak-triton-")  # the zygotes' trusted compile cache
+        self._triton_cache = tempfile.mkdtemp()  # the zygotes' trusted compile cache
         self._semaphore = asyncio.Semaphore(self.max_concurrent)
         self._device = DeviceShare()
         self._idle: list[_Zygote] = []
@@ -430,9 +430,10 @@ class WorkerPool:
         return task
 
     async def _spawn(self) -> _Zygote:
-        workdir = Path(tempfile.mkdtemp(prefix="geak-worker-"))
-        command, env = self._zygote_command(workdir)
+        workdir = Path(tempfile.mkdtemp())
         try:
+            launch = job_package.prepare(workdir, self.python)
+            command, config, env = self._zygote_command(workdir, launch)
             with open(workdir / "zygote.log", "ab") as log_file:
                 proc = await asyncio.create_subprocess_exec(
                     *command,
@@ -449,8 +450,10 @@ class WorkerPool:
             raise
         zygote = _Zygote(proc, workdir, wrapped="bwrap" in Path(command[0]).name)
         try:
-            assert proc.stdout is not None
+            assert proc.stdin is not None and proc.stdout is not None
+            proc.stdin.write(json.dumps(config).encode() + b"\n")
             async with asyncio.timeout(self.startup_timeout_s):
+                await proc.stdin.drain()
                 line = await proc.stdout.readline()
         except TimeoutError:
             tail = _tail(zygote.workdir / "zygote.log")
@@ -478,15 +481,18 @@ class WorkerPool:
         self.info = zygote.info
         return zygote
 
-    def _zygote_command(self, workdir: Path) -> tuple[list[str], dict[str, str]]:
-        """The zygote's command line (under bubblewrap where it works) and its reduced environment."""
-        env = sandboxing.job_environment(dict(os.environ))
+    def _zygote_command(
+        self, workdir: Path, launch: job_package.Launch
+    ) -> tuple[list[str], dict[str, Any], dict[str, str]]:
+        """The zygote's command line (under bubblewrap where it works), its configuration (the first line of its
+        input: nothing of it shows in its command line or environment) and its reduced environment."""
+        env = sandboxing.job_environment(dict(os.environ), launch.python_home)
         env["PYTHONUNBUFFERED"] = "1"
         env.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
         if self.backend != "interpreter":
             env.pop("TRITON_INTERPRET", None)
         env.update(self._pinned)
-        policy = None if self.isolation == "process" else sandboxing.default_policy(self.hide)
+        policy = None if self.isolation == "process" else sandboxing.default_policy(self.hide, launch.python_home)
         prefix: list[str] = []
         if policy is not None and self.bwrap:
             if self._bwrap_checked is None:
@@ -495,7 +501,10 @@ class WorkerPool:
                     log.info("job isolation without bubblewrap: %s", self._bwrap_checked[1])
             if self._bwrap_checked[0]:
                 writable = {str(workdir), os.path.realpath(tempfile.gettempdir())}
-                outer = Policy(tuple(h for h in policy.hidden if h not in writable), policy.exposed)
+                hidden = tuple(h for h in policy.hidden if h not in writable)
+                # the link lies in the zygote's (writable) directory; what it leads to is shown at its own path
+                shown = (*(p for p in policy.exposed if p != launch.python_home), *sandboxing.exposed_python(hidden))
+                outer = Policy(hidden, shown)
                 prefix = sandboxing.bwrap_command(outer, sorted(writable), env) or []
         config = {
             "backend": self.backend,
@@ -504,8 +513,9 @@ class WorkerPool:
             "policy": policy.to_json() if policy is not None else None,
             "bwrap": bool(prefix),
             "trusted_cache": self._triton_cache if policy is not None else None,
+            "forget": list(launch.forget),
         }
-        return [*prefix, self.python, "-m", WORKER_MODULE, json.dumps(config)], env
+        return [*prefix, launch.python, "-m", job_package.WORKER_MODULE], config, env
 
 
 def _tail(path: Path, limit: int = 4000) -> str:

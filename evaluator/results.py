@@ -72,14 +72,17 @@ class Mismatch:
 
 @dataclass(frozen=True)
 class Comparison:
-    """Candidate outputs against reference outputs: the given tests and fresh random inputs."""
+    """Candidate outputs against reference outputs: the given tests, and the probes (fresh random inputs at the
+    tested shapes: `fresh_calls`; other sizes; other values)."""
 
     ok: bool
     compared_outputs: int
     fresh_calls: int
     mismatches: tuple[Mismatch, ...] = ()
     notes: tuple[str, ...] = ()
-    probes_skipped: int = 0  # fresh-input probes the reference could not judge (why: in `notes`)
+    probes_skipped: int = 0  # probes the reference could not judge (why: in `notes`)
+    shape_calls: int = 0  # calls compared at other sizes than the test's (shape probes)
+    value_calls: int = 0  # calls compared on other values (value probes: larger, of one sign)
 
 
 @dataclass(frozen=True)

@@ -82,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
         "seed": args.seed,
         "tolerance": args.tolerance,
         "fresh_inputs": 0 if args.no_fresh_inputs else None,
+        "probe_variants": False if args.fresh_inputs_only else None,
     }
     from geak.agent.config import ConfigError, load_config
     from geak.agent.llm import LLMError

@@ -86,6 +86,12 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
         help="compare only the test's own outputs, not extra calls with fresh random inputs",
     )
     group.add_argument(
+        "--fresh-inputs-only",
+        action="store_true",
+        help="probe the captured calls with fresh random inputs at the tested sizes only, not at other sizes or on "
+        "other values (where the reference is not meant to be right there)",
+    )
+    group.add_argument(
         "--seed",
         type=whole_number(0, "a whole number of at least 0"),
         help=f"seed of Python, NumPy and torch before the import and each test (default {EvalOptions.seed}, "
@@ -110,6 +116,7 @@ def eval_options(args: argparse.Namespace) -> EvalOptions:
     }
     return EvalOptions(
         fresh_inputs=not args.no_fresh_inputs,
+        probe_variants=not args.fresh_inputs_only,
         backend=args.backend,
         spares=0,
         **{k: v for k, v in given.items() if v is not None},

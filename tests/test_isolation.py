@@ -155,9 +155,26 @@ def test_a_job_sees_only_itself_its_scratch_and_lo(session: Session, host: Host)
     assert seen["pid"] == 1 and seen["processes"] == [1]
     assert seen["interfaces"] == ["lo"]
     assert "OPENAI_API_KEY" not in seen["environ"] and not any(v.startswith("GEAK_") for v in seen["environ"])
-    assert Path(seen["cwd"]).name.startswith("cand") and not seen["root_writable"]
-    # In /tmp only the ways to its own scratch directory and to its (empty, private) home.
-    assert set(seen["tmp"]) <= {Path(seen["cwd"]).parts[2], Path(os.environ["HOME"]).parts[2]}
+    assert Path(seen["cwd"]).name.startswith("job") and not seen["root_writable"]
+    # In /tmp only the ways to its own scratch directory, to its (empty, private) home and to the Python environment
+    # (the zygote's neutral link to it), wherever the checkout is: none named after the evaluator.
+    ways = {Path(seen[key]).parts[2] for key in ("cwd", "prefix") if seen[key].startswith("/tmp/")}
+    assert set(seen["tmp"]) <= {*ways, Path(os.environ["HOME"]).parts[2]}
+    assert not [name for name in seen["tmp"] if "geak" in name.lower()]
+
+
+def test_a_kernel_that_looks_for_the_evaluator_does_not_see_it(session: Session, host: Host):
+    """`add_when_evaluated.py` adds only where it finds `geak` in its modules, paths, import hooks, arguments,
+    environment, working directory, temporary directory or open files, and subtracts elsewhere."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("add_when_evaluated", FIXTURES / "probes" / "add_when_evaluated.py")
+    here = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(here)
+    assert here.evaluated()  # in the caller's process it sees GEAK at once
+    result = session.check((FIXTURES / "probes" / "add_when_evaluated.py").read_text(), against=host.reference)
+    assert not result.ok and result.stage == "exec", result.message
+    assert "not close" in result.message, result.message  # the reference's test: it subtracted
 
 
 def test_the_environment_is_an_allowlist():
@@ -175,18 +192,28 @@ def test_the_environment_is_an_allowlist():
     assert env == {"PATH": "/bin", "CUDA_VISIBLE_DEVICES": "0", "LC_ALL": "C"}
 
 
-def test_the_policy_hides_home_tmp_and_project_but_shows_python(host: Host):
+def test_the_policy_hides_home_tmp_project_and_evaluator_but_shows_python(host: Host, tmp_path: Path):
+    import site
+    import sys
+
+    import geak.evaluator
+
     policy = default_policy()
     for private in (str(host.home), "/tmp", os.path.realpath(os.getcwd())):
         assert any(private == h or private.startswith(h + "/") for h in policy.hidden), private
-    import geak.evaluator
-
-    package = os.path.dirname(os.path.realpath(geak.evaluator.__file__))
     for path in policy.exposed:
         assert any(path.startswith(h + "/") for h in policy.hidden)
     assert all(os.path.isdir(p) for p in policy.exposed)
-    hidden_package = any(package.startswith(h + "/") for h in policy.hidden)
-    assert not hidden_package or any(package == p or package.startswith(p + "/") for p in policy.exposed)
+    shown = lambda path: not any(path.startswith(h + "/") for h in policy.hidden) or any(
+        path == p or path.startswith(p + "/") for p in policy.exposed
+    )
+    assert all(shown(os.path.realpath(p)) for p in site.getsitepackages())
+    package = os.path.dirname(os.path.realpath(geak.evaluator.__file__))  # job processes run the zygote's copy
+    assert not shown(package) or not any(package.startswith(h + "/") for h in default_policy().hidden)
+    link = tmp_path / "py"  # the zygote's neutral link to the Python environment (job_package)
+    link.symlink_to(sys.prefix)
+    through = default_policy(python_home=str(link))
+    assert str(link) in through.exposed and os.path.realpath(sys.prefix) not in through.exposed
 
 
 # ------------------------------------------------------------------------------------------ attacks

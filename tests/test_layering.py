@@ -2,8 +2,8 @@
 
 - The job side of the evaluator (``evaluator/job``: what runs in a job process, beside the code under test) imports
   none of the caller's machinery: only itself, by relative imports, and the plain data both sides share
-  (``evaluator/shared``: the standard library, and SciPy for the timing rule's t quantile). Imports inside functions
-  count: they run in the job process too.
+  (``evaluator/shared``: the standard library, SciPy for the timing rule's t quantile, torch for the outputs both
+  sides read). Imports inside functions count: they run in the job process too.
 - No package (`geak.evaluator`, `geak.agent`, `geak.server`) has an import cycle among its modules. What counts: the
   imports that run when a module is imported — top-level statements, also inside top-level `if` / `try` / class
   bodies, and those under `if TYPE_CHECKING:` (a cycle for the type checker only is still a cycle) — but not imports
@@ -131,7 +131,9 @@ def test_the_job_side_reaches_geak_only_by_relative_imports():
     assert not wrong, "\n".join(wrong)
 
 
-SHARED_LIBRARIES = {"scipy"}  # the t quantile of the sequential timing rule (``shared.sequential``), both sides'
+# the t quantile of the sequential timing rule (``shared.sequential``); the output tensors both sides read
+# (``shared.poison``, ``shared.probe_rules``, inside functions)
+SHARED_LIBRARIES = {"scipy", "torch"}
 
 
 def test_the_shared_modules_are_plain_data_of_the_standard_library():
@@ -145,13 +147,36 @@ def test_the_shared_modules_are_plain_data_of_the_standard_library():
     assert not wrong, "\n".join(wrong)
 
 
-def test_the_worker_is_started_from_the_job_package():
-    from geak.evaluator import pool
+def test_the_worker_runs_a_neutral_copy_of_the_job_side_that_preloads_every_module_of_it():
+    from importlib.util import resolve_name
+
+    from geak.evaluator import job_package
     from geak.evaluator.job import worker
 
-    assert f"{JOB}.worker" == pool.WORKER_MODULE
-    preloaded = [name for name in worker.PRELOAD if name.startswith(".")]
-    assert preloaded and all(f"{JOB}{name}" in MODULES for name in preloaded)
+    assert f"{job_package.PACKAGE}.job.worker" == job_package.WORKER_MODULE
+    preloaded = {resolve_name(name, JOB) for name in worker.PRELOAD if name.startswith(".")}
+    assert preloaded <= set(MODULES)
+    # the zygote also imports itself and what prepares it (the interpreter's shims on CPU), and what those import
+    loaded = preloaded | {f"{JOB}.{name}" for name in ("worker", "sandbox", "interpreter_shims")}
+    frontier = set(loaded)
+    while frontier:
+        found = {t for m in frontier for i in imports(MODULES[m]) if i.at_import_time for t in i.targets}
+        frontier = {t for t in found if t in MODULES and not MODULES[t].is_package} - loaded
+        loaded |= frontier
+    job_side = {name for name in MODULES if (_within(name, JOB) or _within(name, SHARED)) and not _within(name, SHIMS)}
+    assert job_side - loaded == {name for name in job_side if MODULES[name].is_package}
+
+
+def test_the_job_side_names_the_evaluator_nowhere():
+    """Its code is what a job process holds in memory: besides the ROCm suite's module name (which that suite's
+    files import), no `geak` in it, its names, its messages or its docstrings."""
+    found = []
+    for name, module in MODULES.items():
+        if (_within(name, JOB) or _within(name, SHARED)) and not _within(name, SHIMS):
+            for number, line in enumerate(module.path.read_text().splitlines(), 1):
+                if "geak" in line.lower() and not line.startswith("MODULE_NAME = "):
+                    found.append(f"{module.path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert not found, "\n".join(found)
 
 
 @pytest.mark.parametrize("package", sorted(PACKAGES))

@@ -17,6 +17,8 @@ import pytest_asyncio
 from lsp_client import FIXTURES, configure, open_file, replace_all, save, start, stop, until
 from lsprotocol import types
 
+from geak.evaluator.job_package import WORKER_MODULE
+
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 ORIGINAL = FIXTURES / "add_native.py"
@@ -191,10 +193,10 @@ def _children(pid: int) -> list[int]:
 
 
 def _is_worker(pid: int) -> bool:
-    """A Python process running `-m geak.evaluator.job.worker` (not a sandbox launcher naming it in its arguments)."""
+    """A Python process running `-m WORKER_MODULE` (not a sandbox launcher naming it in its arguments)."""
     with contextlib.suppress(OSError):
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        return "python" in Path(argv[0].decode()).name and b"geak.evaluator.job.worker" in argv[1:3]
+        return "python" in Path(argv[0].decode()).name and WORKER_MODULE.encode() in argv[1:3]
     return False
 
 

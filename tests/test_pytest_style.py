@@ -196,7 +196,7 @@ path.write_text(t.compose().text)
 spec = {"label": "candidate", "path": str(path), "module_name": "geak_capture", "wrappers": list(t.wrappers),
         "kernels": [k.name for k in t.kernels]}
 job = job_from_dict(bench_job([spec], t, EvalOptions(), scratch / "outputs", RoundPlan.fixed(6)))
-rocm_bench.install(scratch)
+rocm_bench.install(scratch, [str(path)])
 captured = worker.capture_bench_calls(job, spec, lambda event: None)
 calls = [{"signature": c.signature, "flops": c.flops} for c in captured["calls"]]
 for c in captured["calls"]:

@@ -27,6 +27,7 @@ class Score:
     stage: str = ""
     message: str = ""
     reference_error: str | None = None
+    caveats: tuple[str, ...] = ()  # what the check could not judge (e.g. reference outputs it never writes)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -54,7 +55,7 @@ async def score_code(
     except BadInput as e:
         return Score(False, False, stage="reference", message=str(e), reference_error=str(e))
     ev = from_check(check)
-    score = Score(ev.called, ev.ok, stage=ev.stage, message=ev.message)
+    score = Score(ev.called, ev.ok, stage=ev.stage, message=ev.message, caveats=check.caveats)
     if ev.ok and timing:
         bench = await evaluator.bench(source=code, against=reference, check_first=False, rounds=rounds)
         timed = from_bench(check, bench, None)

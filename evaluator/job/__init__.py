@@ -1,8 +1,8 @@
 """The job side of the evaluator: everything that runs in a job process, beside the untrusted code under test.
 
-The fork server and the job process (``worker``, started as ``python -m geak.evaluator.job.worker``), the runtime
+The fork server and the job process (``worker``, started from a copy of this package under a neutral name), the runtime
 that instruments user code (``sandbox``, ``capture``, ``probes``, ``pytest_plugin``, ``rocm_bench`` and the
-``shims/geak_eval`` module), the timer (``timing``) and device ceilings (``device_ceilings``), Triton's CPU
+``shims`` module of the ROCm suite), the timer (``timing``) and device ceilings (``device_ceilings``), Triton's CPU
 interpreter made to run GPU-written files (``interpreter_shims``, ``interpreter_block_pointers``), the per-job
 namespaces (``namespaces``) and compile caches (``triton_cache``).
 

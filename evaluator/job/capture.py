@@ -7,6 +7,7 @@ Only outermost calls are recorded, so a wrapper that calls another wrapper count
 from __future__ import annotations
 
 import functools
+import math
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -195,15 +196,29 @@ def replayable(spec: dict[str, Any]) -> bool:
 # ----------------------------------------------------------------------------------------- fresh probes
 
 
-def draw_probe(call: RecordedCall, seed: int) -> tuple[tuple, dict]:
+@dataclass(frozen=True)
+class FloatDraw:
+    """How a probe draws floating tensors: the original's scale times `magnitude`; `sign` +1 or -1: every value of
+    that sign (a tensor whose values were all non-negative stays so), 0: the original's signs."""
+
+    magnitude: float = 1.0
+    sign: int = 0
+
+
+def draw_probe(
+    call: RecordedCall, seed: int, spec: dict[str, Any] | None = None, floats: FloatDraw = FloatDraw()
+) -> tuple[tuple, dict]:
     """Fresh CPU arguments for a captured call, drawn with `seed`: floating tensors anew (same shape, strides,
-    sign and scale), integer and boolean tensors as a permutation of the call's own values (in range, unique where
-    they were unique; a sorted tensor such as offsets keeps its order), everything else as it was. Needs a recorder
-    that kept the call's integer arguments (``keep_args="integers"`` or True)."""
+    sign and scale, or as `floats` says), integer and boolean tensors as a permutation of the call's own values (in
+    range, unique where they were unique; a sorted tensor such as offsets keeps its order; a boolean tensor of
+    another shape: drawn with the original's share of True), everything else as it was. `spec`: the call's, or one
+    of other shapes and scalars (``probe_variants``). Needs a recorder that kept the call's integer arguments
+    (``keep_args="integers"`` or True)."""
     gen = torch.Generator().manual_seed(seed)
-    spec = call.spec
-    args = tuple(_draw(s, a, gen) for s, a in zip(spec["args"], _padded(call.args, len(spec["args"])), strict=True))
-    kwargs = {k: _draw(s, call.kwargs.get(k), gen) for k, s in spec["kwargs"].items()}
+    spec = spec or call.spec
+    draw = lambda s, original: _draw(s, original, gen, floats)
+    args = tuple(draw(s, a) for s, a in zip(spec["args"], _padded(call.args, len(spec["args"])), strict=True))
+    kwargs = {k: draw(s, call.kwargs.get(k)) for k, s in spec["kwargs"].items()}
     return args, kwargs
 
 
@@ -211,7 +226,7 @@ def _padded(values: tuple, n: int) -> tuple:
     return tuple(values) + (None,) * (n - len(values))
 
 
-def _draw(spec: dict[str, Any], original: Any, gen: torch.Generator) -> Any:
+def _draw(spec: dict[str, Any], original: Any, gen: torch.Generator, floats: FloatDraw) -> Any:
     kind = spec["t"]
     if kind == "value":
         return spec["v"]
@@ -219,26 +234,33 @@ def _draw(spec: dict[str, Any], original: Any, gen: torch.Generator) -> Any:
         return getattr(torch, spec["v"])
     if kind in ("list", "tuple"):
         originals = _padded(tuple(original or ()), len(spec["items"]))
-        items = [_draw(s, o, gen) for s, o in zip(spec["items"], originals, strict=True)]
+        items = [_draw(s, o, gen, floats) for s, o in zip(spec["items"], originals, strict=True)]
         return items if kind == "list" else tuple(items)
     if kind == "dict":
-        return {k: _draw(s, (original or {}).get(k), gen) for k, s in spec["items"].items()}
-    return _draw_tensor(spec, original, gen)
+        return {k: _draw(s, (original or {}).get(k), gen, floats) for k, s in spec["items"].items()}
+    return _draw_tensor(spec, original, gen, floats)
 
 
-def _draw_tensor(spec: dict[str, Any], original: torch.Tensor | None, gen: torch.Generator) -> torch.Tensor:
+def _draw_tensor(
+    spec: dict[str, Any], original: torch.Tensor | None, gen: torch.Generator, floats: FloatDraw
+) -> torch.Tensor:
     dtype = getattr(torch, spec["dtype"])
     shape = spec["shape"]
     if dtype.is_floating_point:
-        scale = min(max(spec.get("scale", 1.0), 1e-3), 1e4)  # largest |value| of the original
-        if spec.get("nonneg"):
-            values = (torch.rand(shape, generator=gen) * scale).to(dtype)
+        scale = min(max(spec.get("scale", 1.0), 1e-3), 1e4) * floats.magnitude  # largest |value| of the original
+        if spec.get("nonneg") or floats.sign:
+            sign = -1.0 if floats.sign < 0 and not spec.get("nonneg") else 1.0
+            values = (torch.rand(shape, generator=gen) * (scale * sign)).to(dtype)
         else:
             values = (torch.randn(shape, generator=gen) * (scale / 3.0)).to(dtype)
-    elif isinstance(original, torch.Tensor):
-        values = _permuted(original.detach().to("cpu"), gen)
-    else:
+    elif not isinstance(original, torch.Tensor):
         raise ValueError(f"the original values of a {spec['dtype']} argument were not kept")
+    elif original.numel() == math.prod(shape):
+        values = _permuted(original.detach().to("cpu"), gen)
+    elif dtype == torch.bool:
+        values = torch.rand(shape, generator=gen) < original.detach().to("cpu").float().mean()
+    else:
+        raise ValueError(f"a {spec['dtype']} argument cannot take another shape")
     out = torch.empty_strided(shape, spec["stride"], dtype=dtype)
     out.copy_(values.reshape(shape))
     return out

@@ -3,7 +3,7 @@
 Imported only inside worker processes, and only when no GPU is used: ``install()`` patches torch and Triton for
 the whole process. The interpreter presents itself as one CUDA device of compute capability 9.0 (H100-like limits,
 but 8 SMs so persistent kernels stay quick; an MI300 also reports 9.x to torch), so code that asks which GPU it runs
-on takes the path it takes on the GPUs GEAK targets, and tests that need "arch 9+" run:
+on takes the path it takes on the GPUs it is written for, and tests that need "arch 9+" run:
 
 * tensors: ``device="cuda"``, ``.cuda()``, ``.to("cuda")`` land on the CPU (``CudaToCpu``); asked from the user's
   code, a CPU tensor says it lives on ``cuda:0`` (``.device``, ``.is_cuda``, ``.get_device()``), while torch's,
@@ -306,7 +306,7 @@ def _library_dirs() -> tuple[str, ...]:
     paths = sysconfig.get_paths()
     found = [paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths]
     found += [p for p in sys.path if "-packages" in p]
-    found.append(os.path.dirname(os.path.abspath(__file__)))  # GEAK's job-side code (this package)
+    found.append(os.path.dirname(os.path.abspath(__file__)))  # the job-side code (this package)
     dirs = {f(d) for d in found for f in (os.path.abspath, os.path.realpath)}
     return tuple(sorted(d.rstrip(os.sep) + os.sep for d in dirs))
 
@@ -529,7 +529,7 @@ def _tensor_boolean_operators() -> None:
             method = "logical_and" if isinstance(node.op, ast.And) else "logical_or"
             no_args = ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[])
             thunks = [ast.Lambda(args=no_args, body=value) for value in node.values]
-            call = ast.Call(ast.Name("_geak_boolean_op", ast.Load()), [ast.Constant(method), *thunks], [])
+            call = ast.Call(ast.Name("_interpreted_boolean_op", ast.Load()), [ast.Constant(method), *thunks], [])
             return ast.copy_location(call, node)
 
     class Both:
@@ -537,7 +537,7 @@ def _tensor_boolean_operators() -> None:
             return BooleanOperators().visit(first.visit(tree))
 
     rewriter.ast_transformer = Both()
-    interpreter._geak_boolean_op = _boolean_op  # the interpreter hands its globals to the kernels it rewrites
+    interpreter._interpreted_boolean_op = _boolean_op  # the interpreter hands its globals to the kernels it rewrites
 
 
 def _surplus_full_slices() -> None:

@@ -83,7 +83,7 @@ def probe(policy: Policy, under_bwrap: bool, cpu_only: bool, inside: Callable[[]
 
     failures = []
     for user_ns in (False, True) if _has_sys_admin() else (True,):
-        scratch = tempfile.mkdtemp(prefix="geak-probe-", dir=os.getcwd())
+        scratch = tempfile.mkdtemp(dir=os.getcwd())
         forker = JobForker(user_ns)
         answer = _in_probe_process(lambda: _probe_once(policy, scratch, cpu_only, user_ns, inside), forker)  # noqa: B023
         forker.close()

@@ -1,24 +1,107 @@
-"""Worker side of fresh-input probes: captured wrapper calls re-run on new inputs, beyond the test's own.
+"""Worker side of the probes: captured wrapper calls run again on other inputs than the test's own.
 
-The reference job *makes* the probes: for each captured call it draws fresh inputs (``capture.draw_probe``, seeded
-with a number the trusted side picked at random), saves them, and runs the call three times — twice for real (the
-trusted side keeps a probe only where the reference agrees with itself: duplicate scatter indices or a race make
-a probe worthless) and once with every Triton launch turned into a no-op (the "ghost" run: where the outputs do
-not change without kernels, the probe cannot tell a kernel from a PyTorch fallback). A candidate job *replays*
-the saved inputs, which the trusted side copied into its directory: it never draws them and never sees the seed.
+The reference job *makes* the probes, each saved with its inputs and its spec:
+- a *fresh* probe per distinct call: new values at the tested shapes (``capture.draw_probe``, seeded with a number
+  the trusted side picked at random), run three times: twice for real (the trusted side keeps a probe only where
+  the reference agrees with itself; the second run fills new allocations with the second poison, so what the
+  reference never writes shows) and once with every Triton launch turned into a no-op (the "ghost" run: where
+  the outputs do not change without kernels, the probe cannot tell a kernel from a PyTorch fallback);
+- *shape* and *value* probes (``probe_variants``): other sizes, and larger values of one sign (climbing down
+  ``shared.probe_rules.VALUE_MAGNITUDES`` until the reference stays finite), each run twice for real. They fit a
+  time budget (`ProbeBudget`: a share of what the check costs, as the reference's own runs measured it), at most
+  `SHAPE_PER_CALL` and `VALUE_PER_CALL` per call and `VARIANTS_PER_CHECK` in all. On the CPU interpreter each
+  runs in a forked process, so that an out-of-bounds access at a size the reference was never run at costs only
+  that probe, and one over the budget is stopped.
+A candidate job *replays* the saved inputs, which the trusted side copied into its directory (fresh probes also
+as a ghost): it never draws them and never sees the seed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import gc
+import json
+import os
+import select
+import signal
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from ..shared.probe_rules import OVER_BUDGET, VALUE_MAGNITUDES, nonfinite_elements, stays_finite
 from ..shared.protocol import probe_input_file, probe_output_file
 from . import sandbox
-from .capture import CallRecorder, call_outputs, draw_probe, probe_tensors, rebuild_probe, replayable
+from .capture import (
+    CallRecorder,
+    RecordedCall,
+    call_outputs,
+    draw_probe,
+    probe_tensors,
+    rebuild_probe,
+    replayable,
+    signature,
+)
+from .probe_variants import Variant, element_count, footprint, shape_variants, value_signs, value_variant
+
+SHAPE_PER_CALL = 3
+VALUE_PER_CALL = 2
+VARIANTS_PER_CHECK = 12  # shape and value probes tried, at most
+SHARE = 0.1  # of a candidate's check (its import, tests and fresh probes, plus FIXED_S) its shape and value probes add
+FIXED_S = 0.3  # what a check costs besides: the job process, the caller's comparison
+MAKING = 2.0  # the reference's time to make them, in that share: two runs each, and the attempts that fail
+# ...but at least this much (replay, making), so that a check of milliseconds still gets its probes (on a GPU a probe
+# runs in milliseconds; the CPU interpreter is slow, and a forked process costs some 50 ms)
+FLOOR_S = {True: (0.1, 0.5), False: (0.3, 1.0)}  # by gpu
+OVERHEAD_S = 0.05  # what making a probe costs besides its runs (drawing and saving it, a forked process)
+
+Describe = Callable[[BaseException], str]
+
+
+@dataclass
+class ProbeBudget:
+    """Seconds left for shape and value probes: `replay_s` for what a candidate will run (each probe's second run as
+    the reference took it: compiled already), `making_s` for all the reference spends on them (compiling for new
+    sizes, and the attempts that fail, included)."""
+
+    replay_s: float
+    making_s: float
+
+    @classmethod
+    def of_check(cls, check_s: float, gpu: bool) -> ProbeBudget:
+        """For a check whose job took `check_s` up to its shape and value probes (less the reference's second run of
+        its tests: what a candidate's job takes)."""
+        share = SHARE * (check_s + FIXED_S)
+        replay, making = FLOOR_S[gpu]
+        return cls(max(share, replay), max(MAKING * share, making))
+
+    def affords(self, estimate_s: float) -> bool:
+        return estimate_s <= self.replay_s and 2 * estimate_s + OVERHEAD_S <= self.making_s
+
+
+@dataclass
+class _Base:
+    """A call whose fresh probe ran, as its variants need it: what that probe took, and how many non-finite
+    elements its outputs held."""
+
+    call: RecordedCall
+    index: int  # its fresh probe's
+    duration_s: float
+    nonfinite: int
+    kept: dict[str, int]  # variants kept, by kind
+
+
+@dataclass(frozen=True)
+class _Runs:
+    """How a probe is run: also as a ghost; with the first run's outputs at most `finite_below` non-finite
+    elements; in a forked process stopped after `limit_s` (None: in this one)."""
+
+    ghost: bool = False
+    finite_below: int | None = None
+    limit_s: float | None = None
 
 
 def make_probes(
@@ -28,42 +111,227 @@ def make_probes(
     limit: int,
     out_dir: Path,
     gpu: bool,
-    describe: Callable[[BaseException], str],
+    describe: Describe,
+    check_s: float,
+    poison: bool,
+    variants: bool,
 ) -> list[dict[str, Any]]:
-    """Draw (with `probe_seed`), save and run (twice, then as a ghost) a probe for each of the first `limit`
-    distinct calls. Random number generators are seeded with `seed` + the probe's index before each run."""
-    entries = []
-    for index, call in enumerate(recorder.unique_calls(limit)):
-        entry: dict[str, Any] = {
+    """The reference's probes: a fresh one for each of the first `limit` distinct calls, then shape and value
+    probes within the budget that `check_s` (its import and its tests' first run) and the fresh probes set. Inputs
+    are drawn with `probe_seed` + the probe's index; random number generators are seeded with `seed` + the index
+    before each run. `poison`: new allocations are poisoned (the second run of a probe then gets the second
+    poison). `variants`: False, fresh values only."""
+    maker = _Maker(recorder, probe_seed, seed, out_dir, gpu, describe, poison)
+    limits = {"shape": SHAPE_PER_CALL, "value": VALUE_PER_CALL}
+    bases = []
+    started = time.perf_counter()
+    for call in recorder.unique_calls(limit):
+        entry, measured = maker.make(call, Variant("fresh", "fresh values", call.spec), _Runs(ghost=True))
+        if maker.lost(entry):
+            return maker.entries
+        if entry["status"] == "ok":
+            bases.append(
+                _Base(call, entry["index"], measured["duration_s"], measured["nonfinite"], dict.fromkeys(limits, 0))
+            )
+    budget = ProbeBudget.of_check(check_s + time.perf_counter() - started, gpu)
+    tried, seen = 0, {footprint(b.call.spec) for b in bases}
+    for base, variant in _variants_in_turn(bases if variants else [], recorder):
+        estimate = base.duration_s * element_count(variant.spec) / max(element_count(base.call.spec), 1)
+        if tried >= VARIANTS_PER_CHECK or base.kept[variant.kind] >= limits[variant.kind]:
+            continue
+        if variant.kind == "shape" and footprint(variant.spec) in seen:  # another call, or its variant, is this one
+            continue
+        seen.add(footprint(variant.spec))
+        if not budget.affords(estimate):
+            continue
+        tried += 1
+        started = time.perf_counter()
+        entry, measured = _make_variant(maker, base, variant, None if gpu else budget.making_s)
+        budget.making_s -= time.perf_counter() - started
+        if entry["status"] == "ok":
+            budget.replay_s -= measured["again_s"]
+            base.kept[variant.kind] += 1
+        if maker.lost(entry):
+            break
+    return maker.entries
+
+
+def _variants_in_turn(bases: list[_Base], recorder: CallRecorder) -> Iterator[tuple[_Base, Variant]]:
+    """Each call's variants (shape and value in turn: one above, positive values, a wide row, negative values...),
+    a turn at a time across the calls: every call's first variant, then every call's second..."""
+    queues = []
+    for base in bases:
+        shapes = shape_variants(base.call, recorder.originals.get(base.call.wrapper))
+        values = [value_variant(base.call, sign, VALUE_MAGNITUDES[0]) for sign in value_signs(base.call)]
+        pairs = (shapes[i : i + 1] + values[i : i + 1] for i in range(max(len(shapes), len(values))))
+        queues.append([v for pair in pairs for v in pair])
+    for turn in range(max(map(len, queues), default=0)):
+        for base, queue in zip(bases, queues, strict=True):
+            if turn < len(queue):
+                yield base, queue[turn]
+
+
+def _make_variant(
+    maker: _Maker, base: _Base, variant: Variant, limit_s: float | None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Make one shape or value probe; a value probe climbs down its magnitudes until the reference's outputs stay
+    as finite as on its fresh probe."""
+    if variant.kind == "shape":
+        return maker.make(base.call, variant, _Runs(limit_s=limit_s), of=base.index)
+    runs = _Runs(finite_below=base.nonfinite, limit_s=limit_s)
+    for magnitude in VALUE_MAGNITUDES:
+        variant = value_variant(base.call, variant.floats.sign, magnitude)
+        entry, measured = maker.make(base.call, variant, runs, of=base.index, keep=False)
+        if entry["status"] != "not finite":
+            break
+    else:
+        entry = {**entry, "status": "skipped", "message": "the reference's outputs are not finite on larger values"}
+    maker.entries.append(entry)
+    return entry, measured
+
+
+class _Maker:
+    """Draws, saves and runs the reference's probes, numbering them in order (`entries`)."""
+
+    def __init__(
+        self, recorder: CallRecorder, probe_seed: int, seed: int, out_dir: Path, gpu: bool, describe: Describe,
+        poison: bool,
+    ):  # fmt: skip
+        self.recorder, self.probe_seed, self.seed, self.out_dir = recorder, probe_seed, seed, out_dir
+        self.gpu, self.describe, self.poison = gpu, describe, poison
+        self.entries: list[dict[str, Any]] = []
+
+    def lost(self, entry: dict[str, Any]) -> bool:
+        """Is the GPU context gone (nothing more can run)?"""
+        return sandbox.context_lost(self.gpu, entry.get("message", ""))
+
+    def make(
+        self, call: RecordedCall, variant: Variant, runs: _Runs, of: int | None = None, keep: bool = True
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """One probe (`of`: the index of the fresh probe of its call): its entry (status ok, skipped or error with
+        why, or "not finite") and what its runs measured; the entry joins `entries` unless `keep` is False."""
+        index = len(self.entries)
+        entry = {
             "index": index,
+            "kind": variant.kind,
+            "label": variant.label,
+            "of": index if of is None else of,
             "wrapper": call.wrapper,
             "signature": call.signature,
-            "spec": call.spec,
+            "spec": variant.spec,
             "status": "skipped",
         }
-        entries.append(entry)
+        if keep:
+            self.entries.append(entry)
         if not replayable(call.spec):
-            entry["message"] = "an argument cannot be redrawn (an object GEAK cannot copy)"
-            continue
+            entry["message"] = "an argument cannot be redrawn (an object that cannot be copied)"
+            return entry, {}
         try:
-            args, kwargs = draw_probe(call, probe_seed + index)
+            args, kwargs = draw_probe(call, self.probe_seed + index, variant.spec, variant.floats)
         except (ValueError, RuntimeError, TypeError) as e:
             entry["message"] = f"inputs cannot be redrawn: {e}"
-            continue
-        torch.save(probe_tensors(args, kwargs), out_dir / probe_input_file(index))
-        run = _runner(recorder.originals[call.wrapper], call.spec, out_dir / probe_input_file(index), gpu, seed + index)
+            return entry, {}
+        entry["signature"] = signature(call.wrapper, args, kwargs)
+        inputs = self.out_dir / probe_input_file(index)
+        torch.save(probe_tensors(args, kwargs), inputs)
+        run = _runner(self.recorder.originals[call.wrapper], variant.spec, inputs, self.gpu, self.seed + index)
+
+        def all_runs() -> dict[str, Any]:
+            started = time.perf_counter()
+            launches, outputs = run(self.out_dir / probe_output_file(index))
+            measured = {"launches": launches, "duration_s": time.perf_counter() - started}
+            measured["nonfinite"] = nonfinite_elements(outputs)
+            if runs.finite_below is not None and not stays_finite(runs.finite_below, measured["nonfinite"]):
+                return {**measured, "status": "not finite"}
+            again = time.perf_counter()
+            with sandbox.second_poison_filled() if self.poison else contextlib.nullcontext():
+                run(self.out_dir / probe_output_file(index, "again"))
+            measured["again_s"] = time.perf_counter() - again
+            if runs.ghost:
+                with sandbox.ghost_kernels():
+                    run(self.out_dir / probe_output_file(index, "ghost"))
+            return {**measured, "status": "ok"}
+
         try:
-            entry["launches"] = run(out_dir / probe_output_file(index))
-            run(out_dir / probe_output_file(index, "again"))
-            with sandbox.ghost_kernels():
-                run(out_dir / probe_output_file(index, "ghost"))
+            measured = all_runs() if runs.limit_s is None else _forked(all_runs, runs.limit_s, self.describe)
+        except ProbeOverBudget as e:
+            entry.update(status=OVER_BUDGET, message=str(e))
+            return entry, {}
+        except ProbeFailed as e:
+            entry.update(status="error", message=str(e))
+            return entry, {}
         except BaseException as e:
-            entry.update(status="error", message=describe(e))
-            if sandbox.context_lost(gpu, entry["message"]):
-                break
-            continue
-        entry["status"] = "ok"
-    return entries
+            entry.update(status="error", message=self.describe(e))
+            return entry, {}
+        entry.update(status=measured["status"], launches=measured["launches"])
+        return entry, measured
+
+
+class ProbeFailed(RuntimeError):
+    """A probe's forked process crashed or raised."""
+
+
+class ProbeOverBudget(ProbeFailed):
+    """A probe's forked process was stopped: the probes' time was spent."""
+
+
+def _forked(fn: Callable[[], dict[str, Any]], limit_s: float, describe: Describe) -> dict[str, Any]:
+    """`fn()` in a forked process (CPU only: no GPU context survives a fork), killed after `limit_s`: its JSON
+    result; ProbeFailed if it crashes or raises (with `describe`'s words), ProbeOverBudget if it runs out of
+    time."""
+    read_fd, write_fd = os.pipe()
+    gc.freeze()  # the child's collections leave the parent's objects (and their pages) alone: no copy on write
+    pid = sandbox.fork_process()
+    if pid:
+        gc.unfreeze()
+    else:  # never returns
+        code = 1
+        try:
+            os.close(read_fd)
+            torch.set_num_threads(1)  # the parent's OpenMP threads are gone: a parallel region would wait for them
+            try:
+                report = {"value": fn()}
+            except BaseException as e:
+                report = {"error": describe(e)[:2000]}
+            os.write(write_fd, json.dumps(report).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    try:
+        data = _read_until(read_fd, time.monotonic() + max(limit_s, 0.0))
+    finally:
+        os.close(read_fd)
+    if data is None:
+        os.kill(pid, signal.SIGKILL)
+    status = os.waitpid(pid, 0)[1]
+    if data is None:
+        raise ProbeOverBudget(f"stopped after {limit_s:.1f} s: the probes' time was spent")
+    if not data:
+        raise ProbeFailed(f"the reference crashed on these inputs ({_ended(status)})")
+    report = json.loads(data)
+    if "error" in report:
+        raise ProbeFailed(report["error"])
+    return report["value"]
+
+
+def _read_until(fd: int, deadline: float) -> bytes | None:
+    """Everything written to `fd` until its writer closes it; None at `deadline`."""
+    chunks = []
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            return None
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+
+
+def _ended(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        return signal.Signals(os.WTERMSIG(status)).name
+    return f"exit status {os.waitstatus_to_exitcode(status)}"
 
 
 def replay_probes(
@@ -72,9 +340,9 @@ def replay_probes(
     seed: int,
     out_dir: Path,
     gpu: bool,
-    describe: Callable[[BaseException], str],
+    describe: Describe,
 ) -> list[dict[str, Any]]:
-    """Run the candidate's wrappers on the reference's saved probe inputs (for real, then as a ghost)."""
+    """Run the candidate's wrappers on the reference's saved probe inputs (fresh probes also as a ghost)."""
     entries = []
     for probe in probes:
         index = probe["index"]
@@ -86,9 +354,10 @@ def replay_probes(
             continue
         run = _runner(fn, probe["spec"], out_dir / probe_input_file(index), gpu, seed + index)
         try:
-            entry["launches"] = run(out_dir / probe_output_file(index))
-            with sandbox.ghost_kernels():
-                run(out_dir / probe_output_file(index, "ghost"))
+            entry["launches"] = run(out_dir / probe_output_file(index))[0]
+            if probe.get("kind", "fresh") == "fresh":
+                with sandbox.ghost_kernels():
+                    run(out_dir / probe_output_file(index, "ghost"))
         except BaseException as e:
             entry["message"] = describe(e)
             if sandbox.context_lost(gpu, entry["message"]):
@@ -98,18 +367,21 @@ def replay_probes(
     return entries
 
 
-def _runner(fn: Callable, spec: dict[str, Any], inputs: Path, gpu: bool, seed: int) -> Callable[[Path], dict]:
+def _runner(
+    fn: Callable, spec: dict[str, Any], inputs: Path, gpu: bool, seed: int
+) -> Callable[[Path], tuple[dict[str, int], dict[str, Any]]]:
     """A function that runs `fn` on a fresh copy of the saved inputs, saves its outputs (return value and tensor
-    arguments after the call) to the given path and returns the launches it made."""
+    arguments after the call) to the given path and returns the launches it made and the outputs."""
     saved = torch.load(inputs, weights_only=True)
 
-    def run(output: Path) -> dict[str, int]:
+    def run(output: Path) -> tuple[dict[str, int], dict[str, Any]]:
         args, kwargs = rebuild_probe(spec, saved, "cuda" if gpu else "cpu")
         sandbox.LAUNCHES.clear()
         sandbox.seed_everything(seed)  # a wrapper that draws random numbers (dropout) draws the same each run
         ret = fn(*args, **kwargs)
         sandbox.synchronize(gpu)
-        torch.save(call_outputs(ret, args, kwargs), output)
-        return dict(sandbox.LAUNCHES)
+        outputs = call_outputs(ret, args, kwargs)
+        torch.save(outputs, output)
+        return dict(sandbox.LAUNCHES), outputs
 
     return run

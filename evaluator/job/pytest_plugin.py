@@ -1,13 +1,13 @@
 """Pytest-style tests run by pytest itself, inside a job process, on the module the worker loaded and instrumented.
 
-`run_session` runs pytest as a library on the job's file with `GeakPlugin`, so parametrize, fixtures (``request``,
+`run_session` runs pytest as a library on the job's file with `CasePlugin`, so parametrize, fixtures (``request``,
 ``tmp_path``, ``monkeypatch``, module fixtures), ``skip``/``skipif``/``xfail`` and test classes behave as users
 expect, while the evaluator keeps what it needs:
 
 * collection uses the worker's module object (already imported, its wrapper functions proxied by the
   ``CallRecorder``), never a second import of the file;
 * selection by test function: the job's tests run; benchmark cases (``test_performance*``) are reported as
-  benchmarks in a check and are the only cases a bench runs; GEAK-eval's result-saving hooks never run;
+  benchmarks in a check and are the only cases a bench runs; the suite harness's result-saving hooks never run;
 * per case: the job's preparation (seeding) before its fixtures, kernel launches counted, wrapper calls recorded
   during the test call, and one outcome named by its pytest id (``test_x[4-fp16]``, ``TestK::test_y``) with its
   output: the test's return value, or its ``result_gold`` entry in the ROCm-benchmark layout.
@@ -66,7 +66,7 @@ class _Case:
 OnCase = Callable[[dict[str, Any], BaseException | None], "str | None"]
 
 
-class GeakPlugin:
+class CasePlugin:
     """The pytest plugin. `on_case(entry, error)` receives each finished case (entry as in the worker's check
     result, plus `_return` when it has an output) and may return a reason to stop the session (a lost GPU)."""
 
@@ -131,7 +131,8 @@ class GeakPlugin:
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         for name in self.benchmarks:
-            self.on_case({"name": name, "kind": "benchmark", "message": "a benchmark: geak bench runs it"}, None)
+            message = "a benchmark case: timed by the bench stage, not checked"
+            self.on_case({"name": name, "kind": "benchmark", "message": message}, None)
 
     # ------------------------------------------------------------------------------------ running
 
@@ -232,7 +233,7 @@ def case_id(nodeid: str) -> str:
     return nodeid.split("::", 1)[1] if "::" in nodeid else ""
 
 
-def run_session(plugin: GeakPlugin, scratch: Path) -> list[dict[str, Any]]:
+def run_session(plugin: CasePlugin, scratch: Path) -> list[dict[str, Any]]:
     """Run pytest on the plugin's file; returns entries for what did not run as a case (collection errors, cases
     left after a stop, selected tests pytest never collected)."""
     basetemp = scratch / "pytest-tmp"

@@ -1,11 +1,12 @@
-"""The ROCm benchmark's perf API (`geak_eval.perf.ROCm.performance_utils_pytest`) as GEAK provides it in job processes.
+"""The ROCm benchmark's perf API (the module `MODULE_NAME`) as job processes provide it.
 
-ROCm-benchmark files import ``PytestBenchmarker``, ``do_bench_config`` and ``save_all_benchmark_results`` from
-GEAK-eval, which users do not have installed. GEAK ships a module under that name (``shims/``), importable only in
-job processes (``install``: the shim directory goes on ``sys.path`` there, never in the caller's process, and the shim
-is bound to this module). Its
+ROCm-benchmark files import ``PytestBenchmarker``, ``do_bench_config`` and ``save_all_benchmark_results`` from the
+suite's own harness, which users do not have installed. A module under that name ships in ``shims/``, importable
+only in the job processes of files that name it (``install``: its sources, read when this module is imported, are
+written to the job's directory and put on ``sys.path`` there, never in the caller's process, and the shim is bound
+to this module). Its
 benchmarker times nothing itself: it calls the benchmarked callable once under the ``Collector`` of the perf stage
-(``worker.capture_bench_calls``), so the ``CallRecorder`` captures the wrapper calls it makes; GEAK's own timer then
+(``worker.capture_bench_calls``), so the ``CallRecorder`` captures the wrapper calls it makes; the job's own timer then
 times those calls (on rotating inputs, like every captured call). A callable that launches a kernel without a
 wrapper function (``kernel[grid](...)`` in a lambda) has no call to time, and is reported.
 ``save_all_benchmark_results`` writes only inside the job's scratch directory.
@@ -27,6 +28,9 @@ from .capture import CallRecorder, RecordedCall, unique_calls
 
 SHIM_DIR = Path(__file__).parent / "shims"
 MODULE_NAME = "geak_eval.perf.ROCm.performance_utils_pytest"
+_SHIM_PACKAGE = MODULE_NAME.split(".")[0]
+# Read in the zygote: a job process sees no file of the evaluator.
+_SHIM_SOURCES = {str(p.relative_to(SHIM_DIR)): p.read_text() for p in sorted(SHIM_DIR.rglob("*.py"))}
 
 Calculator = Callable[[dict[str, Any], float], Any]
 
@@ -52,7 +56,7 @@ class Collector:
         self.benchmarks: list[Benchmark] = []
 
     def run(self, fn: Callable[[], Any], op_name: str, params: dict[str, Any], flops: int | None) -> float:
-        """Call the benchmarked callable once, recording its wrapper calls; GEAK's estimate of its time (ms)."""
+        """Call the benchmarked callable once, recording its wrapper calls; the timer's estimate of its time (ms)."""
         first = len(self.recorder.calls)
         fn()
         self.benchmarks.append(Benchmark(op_name, dict(params), flops, first, len(self.recorder.calls)))
@@ -79,11 +83,17 @@ class Collector:
 _state: dict[str, Any] = {"collector": None, "scratch": None}
 
 
-def install(scratch: Path) -> None:
-    """In a job process: make the shim importable, bind it to this module and confine its files to `scratch`."""
+def install(scratch: Path, files: list[str]) -> None:
+    """In a job process: confine the shim's files to `scratch`; where one of `files` (the job's) names the shim,
+    write it into `scratch`, make it importable there and bind it to this module."""
     _state["scratch"] = Path(scratch).resolve()
-    if str(SHIM_DIR) not in sys.path:
-        sys.path.insert(0, str(SHIM_DIR))
+    if not any(_SHIM_PACKAGE in Path(f).read_text(errors="replace") for f in files):
+        return
+    site = Path(scratch) / "site"
+    for name, text in _SHIM_SOURCES.items():
+        (site / name).parent.mkdir(parents=True, exist_ok=True)
+        (site / name).write_text(text)
+    sys.path.insert(0, str(site))
     importlib.import_module(MODULE_NAME).BACKEND = sys.modules[__name__]
 
 
@@ -104,8 +114,8 @@ def submit(
     tflops_calculator: Calculator | None = None,
 ) -> dict[str, Any]:
     """What `PytestBenchmarker.run_benchmark` does: run the op once (captured by the collector of a bench job),
-    and return GEAK-eval's record of it. "ms" is GEAK's estimate in a bench job (NaN elsewhere: timing is
-    `geak bench`'s job, with its own timer)."""
+    and return the suite harness's record of it. "ms" is the timer's estimate in a bench job (NaN elsewhere: timing
+    is the bench stage's, with its own timer)."""
     nbytes = _work(gbps_calculator, params, 1e6)  # GB/s at 1 ms → bytes
     flops = _work(tflops_calculator, params, 1e9)  # TFLOP/s at 1 ms → FLOPs
     collector: Collector | None = _state["collector"]
@@ -129,7 +139,7 @@ def save_results(results: dict[str, list[dict[str, Any]]], output_dir: str | Pat
     `<scratch>/perf`). Returns the files written."""
     scratch: Path | None = _state["scratch"]
     if scratch is None:
-        raise RuntimeError(f"{MODULE_NAME} writes results only inside a GEAK job")
+        raise RuntimeError(f"{MODULE_NAME} writes results only inside a job")
     target = Path(output_dir).resolve()
     if not target.is_relative_to(scratch):
         print(f"{MODULE_NAME}: {output_dir} is outside the job's directory; writing to {scratch / 'perf'}")

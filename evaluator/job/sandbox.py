@@ -9,6 +9,7 @@ process and creates its GPU context there.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import importlib.util
 import inspect
@@ -26,6 +27,8 @@ from types import ModuleType
 from typing import Any
 
 import torch
+
+from ..shared.poison import second_poison
 
 BACKEND_CHOICES = ("auto", "gpu", "interpreter")
 
@@ -447,12 +450,12 @@ def _warm_up_interpreter() -> None:
     import triton.language as tl
 
     @triton.jit
-    def _geak_warmup(x_ptr, n, BLOCK: tl.constexpr):
+    def _warmup(x_ptr, n, BLOCK: tl.constexpr):
         offs = tl.arange(0, BLOCK)
         tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)
 
     x = torch.zeros(16)
-    _geak_warmup[(1,)](x, 16, BLOCK=16)
+    _warmup[(1,)](x, 16, BLOCK=16)
     LAUNCHES.clear()
 
 
@@ -460,8 +463,9 @@ def _warm_up_interpreter() -> None:
 
 
 def seed_everything(seed: int) -> None:
-    """Seed Python, NumPy, torch (CPU and every GPU) as GEAK-eval does before it imports a file, so the reference
-    and a candidate draw the same test inputs. Called before the import, before each test and each replay."""
+    """Seed Python, NumPy, torch (CPU and every GPU) as the suites' own harness does before it imports a file, so
+    the reference and a candidate draw the same test inputs. Called before the import, before each test and each
+    replay."""
     import random
 
     import numpy as np
@@ -487,6 +491,44 @@ def set_poisoning(enabled: bool) -> None:
     else:  # older or newer torch without the private entry point: the public call (slower first time)
         torch.use_deterministic_algorithms(enabled, warn_only=True)
     torch.utils.deterministic.fill_uninitialized_memory = enabled
+
+
+_ALLOCATORS = (
+    (torch, "empty"),
+    (torch, "empty_like"),
+    (torch, "empty_strided"),
+    (torch.Tensor, "new_empty"),
+    (torch.Tensor, "new_empty_strided"),
+)
+
+
+@contextlib.contextmanager
+def second_poison_filled():
+    """Within it, what `torch.empty*` returns holds the second poison (``shared/poison.py``): a reference's second
+    run on the same inputs, so that what its kernels never write differs between its two runs and is known
+    undefined. The allocators are replaced where code looks them up (`torch.empty(...)`), not in a torch function
+    mode: a mode would sit between user code and the CPU interpreter's device shims, and slow every torch call."""
+    originals = [(owner, name, getattr(owner, name), name in vars(owner)) for owner, name in _ALLOCATORS]
+
+    def filled(allocate: Callable[..., Any]) -> Callable[..., Any]:
+        def allocate_filled(*args: Any, **kwargs: Any) -> Any:
+            tensor = allocate(*args, **kwargs)
+            if isinstance(tensor, torch.Tensor) and tensor.numel():
+                tensor.fill_(second_poison(tensor.dtype))
+            return tensor
+
+        return functools.wraps(allocate)(allocate_filled)
+
+    for owner, name, allocate, _ in originals:
+        setattr(owner, name, filled(allocate))
+    try:
+        yield
+    finally:
+        for owner, name, allocate, own in originals:
+            if own:
+                setattr(owner, name, allocate)
+            else:  # inherited (`Tensor.new_empty` is `TensorBase`'s)
+                delattr(owner, name)
 
 
 # ----------------------------------------------------------------------------------------- user modules

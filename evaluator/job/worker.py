@@ -55,7 +55,8 @@ from ..shared.protocol import (
 )
 
 # Imported once in the zygote so that job processes inherit them instead of importing them per job (relative names:
-# modules of this package).
+# modules of this package). Every job-side module is among them: a job process needs none of their files, which its
+# namespaces do not show.
 PRELOAD = (
     "triton.testing",
     ".capture",
@@ -64,6 +65,11 @@ PRELOAD = (
     ".pytest_plugin",
     ".rocm_bench",
     ".screening",
+    ".probes",
+    ".probe_variants",
+    ".namespaces",
+    ".triton_cache",
+    "..shared.sequential",
     "scipy.special",  # the speedup interval of sequential rounds (``shared.sequential.interval``)
 )
 
@@ -75,10 +81,14 @@ Send = Callable[[dict[str, Any]], None]
 
 
 def main() -> None:
-    """`python -m geak.evaluator.job.worker CONFIG`: CONFIG is the pool's JSON ({"backend", "log", "isolation",
-    "policy", "bwrap"}), passed as an argument so that no variable in the environment names the evaluator."""
+    """`python -m PACKAGE.job.worker`, from the neutral copy of this package the pool wrote (``job_package``). The
+    first line of its input is the pool's JSON configuration ({"backend", "log", "isolation", "policy", "bwrap",
+    "trusted_cache", "forget"}): neither its command line nor its environment names the evaluator."""
     _prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))  # no zygote outlives the pool's process
-    config = json.loads(sys.argv[1])
+    requests = _Lines(0)
+    config = json.loads(requests.next_line() or "{}")
+    sys.argv[:] = [""]
+    _forget_import_hooks(config.get("forget") or ())
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     _redirect_output(config["log"])
     sys.stdout = os.fdopen(1, "w", buffering=1)
@@ -119,7 +129,6 @@ def main() -> None:
             },
         }
     )
-    requests = _Lines(0)
     while True:
         line = requests.next_line()
         if line is None:  # the pool closed the pipe: shut down
@@ -130,6 +139,20 @@ def main() -> None:
         send({"event": "exited", "code": code})
     proto.close()
     os._exit(0)  # skip interpreter teardown (torch's can be slow)
+
+
+def _forget_import_hooks(modules: Any) -> None:
+    """Drop the import hooks that the evaluator's own installation added at start-up (an editable install's finder,
+    named by the pool): their modules, finders, path hooks and `sys.path` entries."""
+    for name in modules:
+        module = sys.modules.pop(name, None)
+        if module is None:
+            continue
+        sys.meta_path[:] = [f for f in sys.meta_path if getattr(f, "__module__", None) != name]
+        sys.path_hooks[:] = [h for h in sys.path_hooks if getattr(h, "__module__", None) != name]
+        placeholder = getattr(module, "PATH_PLACEHOLDER", None)
+        sys.path[:] = [p for p in sys.path if p != placeholder]
+        sys.path_importer_cache.pop(placeholder, None)
 
 
 @dataclass(frozen=True)
@@ -389,6 +412,7 @@ def run_check(job: CheckJob, info: Any, send) -> dict[str, Any]:
     from .capture import CallRecorder, to_portable
     from .probes import make_probes, replay_probes
 
+    started = time.perf_counter()
     gpu = info.backend != "interpreter"
     out_dir = Path(job.outputs_dir)
     path = job.path
@@ -403,7 +427,7 @@ def run_check(job: CheckJob, info: Any, send) -> dict[str, Any]:
             send({"event": "progress", "test": running["test"], "programs": programs, "at": time.time()})
 
         interpreter_shims.report_programs(heartbeat, HEARTBEAT_S)
-    rocm_bench.install(Path(job.scratch))  # GEAK-eval's benchmark module, for this job's file only
+    rocm_bench.install(Path(job.scratch), [path])  # the ROCm suite's benchmark module, for this job's file only
     triton_cache.reuse_autotuning(gpu)
     try:
         sandbox.seed_everything(seed)
@@ -446,11 +470,13 @@ def run_check(job: CheckJob, info: Any, send) -> dict[str, Any]:
         if entry["kind"] != "pass":
             entry.pop("_return", None)
         record(entry, error)
-    if job.repeat_tests and not fatal:  # the reference: is each test's output reproducible?
+    check_s = time.perf_counter() - started  # what a candidate's job takes of it: the import and the tests, once
+    if job.repeat_tests and not fatal:  # the reference: is each test's output reproducible, and all of it written?
         for entry in [t for t in result["tests"] if t["kind"] == "pass" and t["name"] in direct_tests]:
             starting(f"{entry['name']} (again)")
             sandbox.seed_everything(seed)
-            again, error = _run_test(module, entry["name"], path, recorder, gpu)
+            with sandbox.second_poison_filled() if job.poison else contextlib.nullcontext():
+                again, error = _run_test(module, entry["name"], path, recorder, gpu)
             if again["kind"] == "pass":
                 with contextlib.suppress(Exception):
                     output = to_portable(again.pop("_return", None))
@@ -461,10 +487,12 @@ def run_check(job: CheckJob, info: Any, send) -> dict[str, Any]:
 
     probes = job.probes
     if probes and not fatal:
-        send({"event": "progress", "test": "fresh-input probes"})
+        send({"event": "progress", "test": "probes"})
         describe = lambda e: sandbox.describe_error(e, path, module)["message"]
         if "make" in probes:
-            made = make_probes(recorder, probes["make"]["seed"], seed, job.max_calls, out_dir, gpu, describe)
+            make = probes["make"]
+            made = make_probes(recorder, make["seed"], seed, job.max_calls, out_dir, gpu, describe, check_s,
+                               job.poison, make["variants"])  # fmt: skip
             result["fresh"] = made
         else:
             result["fresh"] = replay_probes(recorder, probes["replay"], seed, out_dir, gpu, describe)
@@ -474,11 +502,11 @@ def run_check(job: CheckJob, info: Any, send) -> dict[str, Any]:
 def _run_pytest(job: CheckJob, module, recorder, gpu: bool, record, starting, before_test) -> list[dict]:
     """Run the file's pytest-style tests with pytest itself (each case goes to `record`); returns outcomes of what
     did not run as a case (collection errors, cases left after a stop)."""
-    from .pytest_plugin import GeakPlugin, SessionPlan, run_session
+    from .pytest_plugin import CasePlugin, SessionPlan, run_session
 
     plan = SessionPlan(frozenset(job.tests), frozenset(job.benchmarks), job.output_source)
     path = Path(job.path)
-    plugin = GeakPlugin(module, path, plan, recorder, gpu, on_case=record, before_test=before_test, on_start=starting)
+    plugin = CasePlugin(module, path, plan, recorder, gpu, on_case=record, before_test=before_test, on_start=starting)
     return run_session(plugin, Path(job.scratch))
 
 
@@ -668,7 +696,7 @@ def _bench_variants(job: BenchJob, send: Send) -> dict[str, Any]:
     from . import rocm_bench, timing
 
     variants: dict[str, Any] = {}
-    rocm_bench.install(Path(job.scratch))  # GEAK-eval's benchmark module, for these files only
+    rocm_bench.install(Path(job.scratch), [m["path"] for m in job.modules])  # the ROCm suite's benchmark module
     for spec in job.modules:
         captured = capture_bench_calls(job, spec, send, timing.estimate_ms)
         if "error" in captured:
@@ -679,7 +707,7 @@ def _bench_variants(job: BenchJob, send: Send) -> dict[str, Any]:
 
 def capture_bench_calls(job: BenchJob, spec: dict[str, Any], send: Send, estimate=None) -> dict[str, Any]:
     """Import one variant and run its bench functions (pytest benchmark cases through pytest), capturing the wrapper
-    calls to time: {"module", "recorder", "calls", "kernels"}, or an error result. `estimate(fn)`: GEAK's first
+    calls to time: {"module", "recorder", "calls", "kernels"}, or an error result. `estimate(fn)`: the timer's first
     timing of a benchmarked callable, which `PytestBenchmarker.run_benchmark` reports (None: no GPU)."""
     import torch
 
@@ -732,7 +760,7 @@ def _bench_pytest(job: BenchJob, spec: dict[str, Any], module, recorder, send: S
     """Run the file's pytest benchmark cases (the wrapper calls of their benchmarked callables are captured); the
     error result of the first case that fails, else None."""
     from . import sandbox
-    from .pytest_plugin import GeakPlugin, SessionPlan, run_session
+    from .pytest_plugin import CasePlugin, SessionPlan, run_session
 
     label, path = spec["label"], Path(spec["path"])
     failures: list[dict[str, Any]] = []
@@ -743,7 +771,7 @@ def _bench_pytest(job: BenchJob, spec: dict[str, Any], module, recorder, send: S
             return "a benchmark case failed"
         return None
 
-    plugin = GeakPlugin(
+    plugin = CasePlugin(
         module,
         path,
         SessionPlan(frozenset(job.pytest_functions)),

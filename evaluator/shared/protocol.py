@@ -83,7 +83,7 @@ class CheckJob:
     outputs_dir: str
     max_calls: int
     seed: int
-    probes: dict[str, Any] | None  # {"make": {"seed": S}} (reference) or {"replay": [probe, ...]} (candidate)
+    probes: dict[str, Any] | None  # {"make": {"seed": S, "variants": V}} (reference) or {"replay": [...]} (candidate)
     repeat_tests: bool  # a reference runs its tests twice: which outputs reproduce?
     poison: bool  # fill new allocations with NaN / the largest integer
     cache: dict[str, Any] | None  # cache_request

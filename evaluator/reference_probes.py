@@ -1,0 +1,140 @@
+"""The reference's probes as the trusted side judges them: which can judge a candidate, which cannot and why.
+
+The reference is the oracle. A probe is skipped (with its reason, in the verdict's notes) where the reference
+refuses or fails on its inputs, gives different results when run twice on them (nondeterministic), leaves part of
+its outputs unwritten at other sizes where it writes all of them at the tested ones (it may not support those
+sizes), or computes more non-finite values on larger values than on the tested range (past where it computes).
+Elements it never writes on a usable probe are undefined and not compared (``reproduction``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .compare import UnreadableOutput, compare, load_output
+from .options import EvalOptions
+from .reproduction import Masks, differences, unwritten_elements
+from .shared.probe_rules import OVER_BUDGET, nonfinite_elements, stays_finite
+from .shared.protocol import probe_output_file
+
+KIND_WORDS = {"fresh": "fresh inputs", "shape": "other sizes", "value": "other values"}
+
+
+@dataclass(frozen=True)
+class ReferenceProbes:
+    """The probes to hand to candidates (`usable`: the reference agrees with itself on them), which fresh ones can
+    tell kernels from no kernels (`informative`, by the reference's own ghost run), the elements each leaves
+    unwritten (`unwritten`, by output file), and why others were skipped."""
+
+    usable: tuple[dict[str, Any], ...] = ()
+    informative: frozenset[int] = frozenset()
+    skipped: tuple[str, ...] = ()
+    unwritten: dict[str, Masks] = field(default_factory=dict)
+
+    def counts(self) -> dict[str, int]:
+        """Usable probes by kind."""
+        found = dict.fromkeys(KIND_WORDS, 0)
+        for probe in self.usable:
+            found[probe.get("kind", "fresh")] += 1
+        return found
+
+
+def probe_where(probe: dict[str, Any]) -> str:
+    """How the verdict names a probe: `other sizes #3 softmax(f32[3,1025])`."""
+    index = probe.get("index")
+    number = f"#{index + 1} " if isinstance(index, int) else ""
+    return f"{KIND_WORDS.get(probe.get('kind', 'fresh'), 'probe')} {number}{probe.get('signature', '')}".strip()
+
+
+def is_probe_where(where: str) -> bool:
+    return where.startswith(tuple(KIND_WORDS.values()))
+
+
+def judge_reference_probes(result: dict[str, Any], out_dir: Path, options: EvalOptions) -> ReferenceProbes:
+    usable, informative, skipped, unwritten = [], set(), [], {}
+    finite: dict[int, int] = {}  # fresh probe -> non-finite elements of its outputs
+    complete: set[int] = set()  # fresh probes whose outputs the reference writes whole
+    for entry in result.get("fresh") or []:
+        if entry.get("status") == OVER_BUDGET:  # made too late to fit the probes' time: nothing to say
+            continue
+        if entry.get("kind", "fresh") != "fresh" and entry.get("of") not in finite:  # its call's fresh probe said why
+            continue
+        index = entry.get("index")
+        where = probe_where(entry)
+        label = f" ({entry['label']})" if entry.get("kind", "fresh") != "fresh" and entry.get("label") else ""
+        why = _unusable(entry, out_dir, options, finite, complete)
+        if isinstance(why, str):
+            skipped.append(f"{where}{label}: {why}")
+            continue
+        real, masks = why
+        if entry.get("kind", "fresh") == "fresh":
+            finite[index] = nonfinite_elements(real)
+            if not masks:
+                complete.add(index)
+            try:
+                ghost = load_output(out_dir / probe_output_file(index, "ghost"))
+            except UnreadableOutput as e:
+                skipped.append(f"{where}: {e}")
+                continue
+            if compare(real, ghost, where, options.tolerances, {where + p: m for p, m in masks.items()}):
+                informative.add(index)
+        usable.append({k: entry[k] for k in ("index", "kind", "label", "wrapper", "signature", "spec", "launches")})
+        if masks:
+            unwritten[probe_output_file(index)] = masks
+    return ReferenceProbes(tuple(usable), frozenset(informative), tuple(skipped), unwritten)
+
+
+def _unusable(
+    entry: dict[str, Any], out_dir: Path, options: EvalOptions, finite: dict[int, int], complete: set[int]
+) -> str | tuple[Any, Masks]:
+    """Why the reference cannot judge a candidate on this probe; else its first run's outputs and the elements it
+    leaves unwritten."""
+    if entry.get("status") != "ok" or not isinstance(entry.get("index"), int):
+        return entry.get("message") or "not replayable"
+    index, kind = entry["index"], entry.get("kind", "fresh")
+    try:
+        real = load_output(out_dir / probe_output_file(index))
+        again = load_output(out_dir / probe_output_file(index, "again"))
+    except UnreadableOutput as e:
+        return str(e)
+    masks = unwritten_elements(real, again)
+    if compare(real, again, "", options.tolerances, masks):
+        return (
+            "the reference gives different results on the same inputs (nondeterministic, e.g. duplicate indices in "
+            "a scatter, or a race), so it cannot judge a candidate there"
+        )
+    base = entry.get("of")
+    if kind == "shape" and masks and base in complete:
+        return (
+            "the reference leaves part of its outputs unwritten at these sizes, which it writes whole at the tested "
+            "ones: it may not support them"
+        )
+    if kind == "value" and not stays_finite(finite[base], nonfinite_elements(real)):
+        return "the reference's outputs are not finite on these values"
+    return real, masks
+
+
+def rejudged_after_rerun(
+    probes: ReferenceProbes, result: dict[str, Any], first_dir: Path, rerun_dir: Path, options: EvalOptions
+) -> tuple[ReferenceProbes, bool]:
+    """The probes after a rerun of the reference in a fresh process (its usable probes replayed once, in
+    `result`): one whose outputs differ from the first run's is nondeterministic, however rarely, and leaves.
+    Returns the probes and whether any left."""
+    replayed = {f.get("index"): f for f in result.get("fresh") or [] if isinstance(f, dict)}
+    usable, skipped, found = [], list(probes.skipped), False
+    for probe in probes.usable:
+        index, entry = probe["index"], replayed.get(probe["index"])
+        where = probe_where(probe)
+        output = probe_output_file(index)
+        masks = probes.unwritten.get(output, {})
+        replayed_ok = entry is not None and entry.get("status") == "ok"
+        if replayed_ok and differences(first_dir / output, rerun_dir / output, options, masks, where):
+            skipped.append(f"{where}: the reference gave a different result when run again on the same inputs "
+                           "(nondeterministic), so it cannot judge a candidate there")  # fmt: skip
+            found = True
+        else:
+            usable.append(probe)
+    kept = {p["index"] for p in usable}
+    return ReferenceProbes(tuple(usable), probes.informative & kept, tuple(skipped), probes.unwritten), found

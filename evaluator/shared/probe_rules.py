@@ -1,0 +1,34 @@
+"""When a value probe can judge a candidate, as both sides decide it: the reference job climbs down
+`VALUE_MAGNITUDES` until the reference's outputs stay finite, and the trusted side keeps only such a probe.
+
+"Finite" is relative to the fresh probe of the same call (the tested values, at the tested shapes): a value probe
+whose outputs hold more NaN or infinite elements than that one's has left the range where the reference computes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+VALUE_MAGNITUDES = (100.0, 10.0)  # times the scale of the tested inputs, largest first
+OVER_BUDGET = "over budget"  # a probe the reference's job stopped because the probes' time was spent: no finding
+
+
+def nonfinite_elements(output: Any) -> int:
+    """NaN and infinite elements of an output's floating tensors (in dicts, lists and tuples too)."""
+    import torch
+
+    if isinstance(output, torch.Tensor):
+        if output.is_floating_point() or output.is_complex():
+            return int((~torch.isfinite(output)).sum())
+        return 0
+    if isinstance(output, dict):
+        return sum(nonfinite_elements(v) for v in output.values())
+    if isinstance(output, (list, tuple)):
+        return sum(nonfinite_elements(v) for v in output)
+    return 0
+
+
+def stays_finite(fresh: int, probe: int) -> bool:
+    """Whether a value probe with `probe` non-finite output elements can judge, where its fresh probe had
+    `fresh`."""
+    return probe <= fresh

@@ -1,0 +1,202 @@
+"""Checks that see past the test (CPU, Triton's interpreter): shape probes (other sizes), value probes (larger
+values of one sign), outputs the reference never writes, and the reference as the oracle of what can be probed."""
+
+from __future__ import annotations
+
+import asyncio
+import types
+from pathlib import Path
+
+import torch
+
+from geak.evaluator.api import EvalOptions, Evaluator
+from geak.evaluator.compare import compare
+from geak.evaluator.job.capture import CallRecorder, draw_probe
+from geak.evaluator.job.probe_variants import dense_strides, shape_variants, value_signs
+from geak.evaluator.reproduction import unwritten_elements
+from geak.evaluator.shared.poison import second_poison
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def check(name: str, against: str | None, **options):
+    async def go():
+        opts = EvalOptions(backend="interpreter", timeout_s=120, spares=0, **options)
+        async with Evaluator(opts) as ev:
+            return await ev.check(FIXTURES / name, against=FIXTURES / against if against else None)
+
+    return asyncio.run(go())
+
+
+def mismatch_places(result) -> list[str]:
+    return [m.where for m in result.comparison.mismatches]
+
+
+# ----------------------------------------------------------------------------------------- shapes
+
+
+def test_a_subtraction_right_only_at_the_tested_size_fails_at_other_sizes():
+    r = check("probes/sub_only_at_tested_sizes.py", "probes/sub.py")
+    assert not r.ok and r.stage == "exec", r.message
+    wrong = mismatch_places(r)
+    assert wrong and all(w.startswith("other sizes") for w in wrong), wrong
+    assert any("f32[3001]" in w for w in wrong), wrong
+
+
+def test_a_reference_passes_its_own_shape_and_value_probes():
+    r = check("probes/sub.py", "probes/sub.py")
+    assert r.ok, r.message
+    assert r.comparison.fresh_calls == 1 and r.comparison.shape_calls >= 3 and r.comparison.value_calls == 2
+    assert "at other sizes" in r.message and "on other values" in r.message
+    fresh_only = check("probes/sub.py", "probes/sub.py", probe_variants=False)  # --fresh-inputs-only
+    assert fresh_only.ok and fresh_only.comparison.fresh_calls == 1
+    assert fresh_only.comparison.shape_calls == fresh_only.comparison.value_calls == 0
+
+
+def test_a_softmax_of_one_1024_wide_block_fails_on_a_row_wider_than_1024():
+    r = check("probes/softmax_one_block.py", "probes/softmax.py")
+    assert not r.ok, r.message
+    wrong = mismatch_places(r)
+    assert any(w.startswith("other sizes") and "f32[4,1563]" in w for w in wrong), wrong
+    assert not any(w.startswith(("test_", "fresh")) for w in wrong), wrong
+
+
+def test_a_softmax_without_the_max_subtraction_fails_on_large_values():
+    r = check("probes/softmax_no_max.py", "probes/softmax.py")
+    assert not r.ok, r.message
+    wrong = mismatch_places(r)
+    assert any(w.startswith("other values") for w in wrong), wrong
+    assert not any(w.startswith(("test_", "fresh")) for w in wrong), wrong
+
+
+def test_sizes_the_reference_refuses_are_skipped_with_its_reason():
+    r = check("probes/sub_one_size_only.py", "probes/sub_one_size_only.py")
+    assert r.ok, r.message
+    refused = [n for n in r.comparison.notes if n.startswith("other sizes") and "multiples of 1000" in n]
+    assert len(refused) >= 3, r.comparison.notes
+    assert r.comparison.shape_calls == 0 and r.comparison.probes_skipped >= 3
+
+
+def test_a_reference_that_crashes_at_other_sizes_loses_only_those_probes():
+    r = check("probes/sub_crashes_elsewhere.py", "probes/sub_crashes_elsewhere.py")
+    assert r.ok, r.message
+    crashed = [n for n in r.comparison.notes if n.startswith("other sizes") and "crashed" in n and "SIGSEGV" in n]
+    assert crashed and r.comparison.shape_calls == 0, r.comparison.notes
+    assert r.comparison.fresh_calls == 1 and r.comparison.value_calls >= 1
+
+
+def test_values_on_which_the_reference_overflows_are_skipped():
+    r = check("probes/exp_steep.py", "probes/exp_steep.py")
+    assert r.ok, r.message
+    assert r.comparison.value_calls == 0, r.comparison.notes
+    assert any(n.startswith("other values") and "not finite" in n for n in r.comparison.notes), r.comparison.notes
+
+
+# ----------------------------------------------------------------------------------------- unwritten outputs
+
+
+def test_what_the_reference_never_writes_is_not_compared_and_the_check_says_so():
+    right = check("probes/scale_fully_launched.py", "probes/scale_partly_launched.py")
+    assert right.ok, right.message
+    caveat = [c for c in right.caveats if "unwritten" in c]
+    assert caveat and "return['block_4'], test_scale → return['block_8']" in caveat[0], right.caveats
+    assert "block_1" not in caveat[0] and "block_2" not in caveat[0]  # 2 elements: blocks of 1 and 2 write them
+    itself = check("probes/scale_partly_launched.py", "probes/scale_partly_launched.py")
+    assert itself.ok, itself.message
+
+
+def test_geak_eval_records_carry_the_caveat():
+    from geak.agent.dataloaders.scoring import score_code
+
+    async def go():
+        async with Evaluator(EvalOptions(backend="interpreter", timeout_s=120, spares=0)) as ev:
+            code = (FIXTURES / "probes" / "scale_fully_launched.py").read_text()
+            return await score_code(ev, code, FIXTURES / "probes" / "scale_partly_launched.py", timing=False)
+
+    record = asyncio.run(go()).to_dict()
+    assert record["pass_call"] and record["pass_exe"], record
+    assert any("unwritten" in c and "block_8" in c for c in record["caveats"]), record["caveats"]
+
+
+def test_leaving_unwritten_what_the_reference_writes_still_fails():
+    r = check("probes/scale_half_written.py", "probes/scale_partly_launched.py")
+    assert not r.ok
+    assert any("['block_1']" in w and w.startswith("test_scale") for w in mismatch_places(r)), r.message
+
+
+def test_the_second_run_keeps_the_interpreter_telling_the_files_code_its_tensors_are_on_the_gpu():
+    r = check("probes/add_asserts_device.py", "probes/add_asserts_device.py")
+    assert r.ok, r.message
+    assert r.comparison.fresh_calls == 1 and r.comparison.shape_calls >= 1 and not r.comparison.probes_skipped, r
+    assert not r.caveats[1:], r.caveats  # every element written, in both runs (the first caveat: the interpreter)
+
+
+def test_unwritten_elements_are_told_by_the_two_poisons_element_by_element():
+    first = torch.tensor([1.0, float("nan"), float("nan"), 2.0])
+    again = torch.tensor([1.0, second_poison(torch.float32), float("nan"), 2.0])
+    ints = torch.tensor([7, torch.iinfo(torch.int32).max], dtype=torch.int32)
+    ints_again = torch.tensor([7, second_poison(torch.int32)], dtype=torch.int32)
+    masks = unwritten_elements({"x": first, "i": [ints]}, {"x": again, "i": [ints_again]})
+    assert set(masks) == {"['x']", "['i'][0]"}
+    assert masks["['x']"].tolist() == [False, True, False, False]  # NaN twice: a NaN the reference computes
+    assert masks["['i'][0]"].tolist() == [False, True]
+    candidate = torch.tensor([1.0, 5.0, float("nan"), 2.0])
+    assert not compare(first, candidate, "", undefined={"": masks["['x']"]})
+    assert compare(first, torch.tensor([1.0, 5.0, 3.0, 2.0]), "", undefined={"": masks["['x']"]})
+
+
+# ----------------------------------------------------------------------------------------- variants
+
+
+def _recorded(fn, *args, **kwargs):
+    module = types.ModuleType("m")
+    module.f = fn
+    recorder = CallRecorder(module, ["f"], keep_args="integers")
+    recorder.recording = True
+    module.f(*args, **kwargs)
+    return recorder.calls[0], recorder.originals["f"]
+
+
+def test_shape_variants_change_shared_sizes_and_sizes_as_scalars_together_but_not_tiles():
+    def f(x, y, n, BLOCK_SIZE):
+        return x
+
+    call, fn = _recorded(f, torch.randn(64, 781), torch.randn(781), 781, BLOCK_SIZE=64)
+    variants = {v.label.split(" (")[0]: v for v in shape_variants(call, fn)}
+    assert list(variants) == ["sizes one above", "sizes one below", "a wide row", "small sizes"]
+    args, kwargs = draw_probe(call, 1, variants["sizes one above"].spec)  # 64 stays a multiple of 16: 80
+    assert args[0].shape == (80, 782) and args[1].shape == (782,) and args[2] == 782 and kwargs["BLOCK_SIZE"] == 64
+    wide, _ = draw_probe(call, 1, variants["a wide row"].spec)
+    assert wide[0].shape == (16, 1563) and wide[2] == 1563
+    small, _ = draw_probe(call, 1, variants["small sizes"].spec)
+    assert small[0].shape == (16, 3)
+
+
+def test_sizes_an_index_tensor_depends_on_stay_and_none_shrinks_below_its_values():
+    def f(table, index, offsets, packed):
+        return table
+
+    index = torch.tensor([0, 5, 49, 42])  # rows of `table` (100 of them)
+    offsets = torch.tensor([0, 10, 30])  # the last offset is the size of `packed` (30)
+    call, fn = _recorded(f, torch.randn(100, 16), index, offsets, torch.randn(30, 8))
+    rows = set()
+    for variant in shape_variants(call, fn):
+        args, _ = draw_probe(call, 2, variant.spec)
+        assert sorted(args[1].tolist()) == sorted(index.tolist()) and torch.equal(args[2], offsets)
+        assert args[0].shape[0] > 49, variant.label  # indexed up to 49: never fewer rows than 50
+        assert args[3].shape[0] == 30, variant.label
+        rows.add(args[0].shape[0])
+    assert rows == {101, 99, 50}, rows
+
+
+def test_strides_keep_the_order_of_dimensions_and_signs_follow_the_inputs():
+    assert dense_strides([5, 7], [1, 4]) == [1, 5]  # a transposed tensor stays transposed
+    assert dense_strides([5, 7], [7, 1]) == [7, 1]
+
+    def f(x, w):
+        return x
+
+    call, _ = _recorded(f, torch.randn(8), torch.rand(8))
+    assert value_signs(call) == (1, -1)
+    nonneg, _ = _recorded(f, torch.rand(8), torch.rand(8))
+    assert value_signs(nonneg) == (1,)
