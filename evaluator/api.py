@@ -444,7 +444,7 @@ class Evaluator:
         base_kernel = reference.kernel_section if baseline is None else self._kernel_section(baseline)
         if base_kernel is None:
             raise BadInput("the baseline of a screening does not parse")
-        job_dir = self._new_dir("screen")
+        job_dir = self._new_dir()
         reference_text = reference.compose(base_kernel).text
         modules = [self._bench_module("reference", reference_text, reference, job_dir)]
         labels, unparsed = [], {}
@@ -500,12 +500,13 @@ class Evaluator:
         return peaks
 
     def _bench_module(self, label: str, text: str, owner: TritonFile, job_dir: Path) -> dict[str, Any]:
-        path = job_dir / f"{label}.py"
+        module_name = self._module_name()  # neutral: the file's name does not say which variant is the reference
+        path = job_dir / f"{module_name}.py"
         path.write_text(text)
         return {
             "label": label,
             "path": str(path),
-            "module_name": self._module_name(),
+            "module_name": module_name,
             "wrappers": list(owner.entry_points),
             "kernels": [k.name for k in owner.kernels],
         }

@@ -35,7 +35,7 @@ const VIEWPORT = { width: 1280, height: 760 };
 const STEP_MS = 300_000;
 const WAIT_MS = 150_000;
 const EXTENSION = "geak.geak";
-const SEARCH_CPU = "search_budget: 3\ntimeout_per_check_s: 120\n";
+const SEARCH_CPU = "search_time_s: 10\ntimeout_per_check_s: 120\n";
 
 function required(name: string): string {
   const value = process.env[name];

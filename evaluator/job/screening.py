@@ -36,11 +36,12 @@ PROGRESS_EVERY = 8  # variants run between two progress reports
 TIMER_MEMORY_SHARE = 0.5  # of the free device memory, for the timers (graphs hold their calls' outputs)
 
 
-def run_screen(job: ScreenJob, info: Any, send) -> dict[str, Any]:
+def run_screen(job: ScreenJob, info: Any, send, capture_bench_calls) -> dict[str, Any]:
+    """Screen the job's variants; `capture_bench_calls` is the bench job's (the worker runs as ``__main__``, which
+    a job cannot import by its package name)."""
     import torch
 
     from . import sandbox, triton_cache
-    from .worker import capture_bench_calls
 
     save = torch.save  # bound before any user code is imported
     started = time.monotonic()
@@ -231,7 +232,7 @@ def _compile_all(
     workers = max(1, min(plan.compile_workers, len(os.sched_getaffinity(0))))
     started = time.monotonic()
     send({"event": "progress", "screen": f"compiling {len(variants)} variants on {workers} threads"})
-    with ThreadPoolExecutor(workers, thread_name_prefix="geak-compile") as pool:
+    with ThreadPoolExecutor(workers, thread_name_prefix="compile") as pool:
         with sandbox.tuning_deferred(), sandbox.compile_only(), AsyncCompileMode(pool, ignore_errors=True):
             for variant in variants:
                 if time.monotonic() > deadline:

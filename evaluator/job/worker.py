@@ -857,7 +857,7 @@ def run_screen(job: ScreenJob, info: Any, send) -> dict[str, Any]:
     """Many variants of the file's launch configuration on the test's own inputs (``screening``)."""
     from .screening import run_screen as screen
 
-    return screen(job, info, send)
+    return screen(job, info, send, capture_bench_calls)
 
 
 def run_peaks(job: PeaksJob, info: Any, send) -> dict[str, Any]:
