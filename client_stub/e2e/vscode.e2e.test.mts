@@ -35,6 +35,8 @@ const VIEWPORT = { width: 1280, height: 760 };
 const STEP_MS = 300_000;
 const WAIT_MS = 150_000;
 const EXTENSION = "geak.geak";
+const SMALL_TEST = "torch.randn(3000,";
+const LARGE_TEST = "torch.randn(300_000,";
 const SEARCH_CPU = "search_time_s: 10\ntimeout_per_check_s: 120\n";
 
 function required(name: string): string {
@@ -95,6 +97,19 @@ function step(name: string, run: () => Promise<void>): void {
 
 function geakStatus(): Promise<string> {
   return ui.statusItem(EXTENSION, "geak.status").innerText();
+}
+
+/** Replace every `find` in the open file with `replacement` (VS Code's Replace All), save, and wait for the disk. */
+async function replaceAndSave(find: string, replacement: string, what: string): Promise<void> {
+  await ui.openFile(FILE);
+  await ui.page.keyboard.press("Control+H");
+  await ui.page.locator('.find-widget textarea[aria-label="Find"]').fill(find);
+  const replace = ui.page.locator('.find-widget textarea[aria-label="Replace"]');
+  await replace.fill(replacement);
+  await replace.press("Control+Alt+Enter");
+  await ui.page.locator('.find-widget [aria-label^="Close"]').click();
+  await ui.page.keyboard.press("Control+S");
+  await until(what, () => (workspace.text().includes(replacement) && !workspace.text().includes(find) ? true : undefined));
 }
 
 function errors(problems: Problem[]): Problem[] {
@@ -277,14 +292,7 @@ describe("GEAK in VS Code (code-server, Chromium; Triton's CPU interpreter)", ()
   });
 
   step("clears them once the kernel is fixed and saved", async () => {
-    await ui.page.keyboard.press("Control+H");
-    await ui.page.locator('.find-widget textarea[aria-label="Find"]').fill(BROKEN);
-    const replace = ui.page.locator('.find-widget textarea[aria-label="Replace"]');
-    await replace.fill(CORRECT);
-    await replace.press("Control+Alt+Enter");
-    await ui.page.locator('.find-widget [aria-label^="Close"]').click();
-    await ui.page.keyboard.press("Control+S");
-    await until("the fix on disk", () => (workspace.text().includes(CORRECT) ? true : undefined));
+    await replaceAndSave(BROKEN, CORRECT, "the fix on disk");
     await until("a passing check (its CPU caveat, no error)", async () => {
       const problems = (await ui.problems()).filter((p) => p.source === "geak");
       return errors(problems).length === 0 && problems.some((p) => p.message.includes("Triton's CPU interpreter")) ? true : undefined;
@@ -296,15 +304,26 @@ describe("GEAK in VS Code (code-server, Chromium; Triton's CPU interpreter)", ()
     await ui.chooseCodeAction("GEAK: Optimize kernel `add_kernel`");
     const progress = ui.toast(/GEAK: optimizing add_kernel \(add\.py\)/);
     await progress.getByRole("button", { name: "Cancel" }).waitFor();
-    await until("a progress report", async () => (/search|tuning/.test(await progress.innerText().catch(() => "")) ? true : undefined));
-    await ui.screenshot("optimize-progress");
     // On a CPU the search screens launch configurations for correctness only: it says so, and proposes nothing.
     const done = ui.toast(/GEAK: speed cannot be measured without a GPU.*launch configuration\(s\) of \d+ knob\(s\) were screened for correctness only/);
+    // The test's 3000 elements take the whole run about a second: its progress may be gone before it is read.
+    let reported = false;
+    await until("a progress report, or the end", async () => {
+      reported ||= /search|tuning|screening/.test(await progress.innerText().catch(() => ""));
+      return reported || (await done.count()) > 0 ? true : undefined;
+    });
+    if (reported) {
+      await ui.screenshot("optimize-progress");
+    }
     await done.waitFor({ timeout: WAIT_MS });
+    assert.ok(reported || /screening \d+ configuration\(s\)/.test(codeServer.extensionLog()), "no progress was reported");
+    await ui.command("Notifications: Clear All Notifications");
     assert.equal(await done.getByRole("button", { name: "Show Candidates" }).count(), 0);
   });
 
   step("cancels a second run", async () => {
+    // A test of 300,000 elements: the interpreter takes its screening tens of seconds, time enough to cancel it.
+    await replaceAndSave(SMALL_TEST, LARGE_TEST, "the larger test on disk");
     const reloads = codeServer.extensionLog().split("geak.yaml changed").length;
     workspace.config("search_time_s: 400\ntimeout_per_check_s: 120\n");
     await until("the configuration reloaded", () => (codeServer.extensionLog().split("geak.yaml changed").length > reloads ? true : undefined));
@@ -317,6 +336,7 @@ describe("GEAK in VS Code (code-server, Chromium; Triton's CPU interpreter)", ()
     await ui.page.locator(".statusbar-item", { hasText: "GEAK: optimization stopped" }).waitFor();
     await until("the server idle", async () => (/optimizing/.test(await geakStatus()) ? undefined : true));
     assert.equal(await ui.toast(/speed cannot be measured/).count(), 0, "the cancelled run ran to its end");
+    await replaceAndSave(LARGE_TEST, SMALL_TEST, "the test's own size back on disk");
   });
 
   step("proposes a faster kernel in the Refactor Preview, and applies it (scripted GPU timing and model)", async () => {
