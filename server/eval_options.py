@@ -106,18 +106,24 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--gpu", type=whole_number(0, "a GPU index (0, 1, ...)"), metavar="ID", help="GPU index to use")
 
 
+EVAL_ARGUMENTS = ("backend", "timeout", "tolerance", "no_fresh_inputs", "fresh_inputs_only", "seed", "rounds", "gpu")
+"""What `eval_options` reads of a command's arguments: all that a command sends the evaluator service."""
+
+
 def eval_options(args: argparse.Namespace) -> EvalOptions:
+    """The evaluator's options from a command's arguments (only those named in `EVAL_ARGUMENTS`)."""
+    a = {name: getattr(args, name) for name in EVAL_ARGUMENTS}
     given = {
-        "timeout_s": args.timeout,
-        "tolerances": parse_tolerance_overrides(args.tolerance) if args.tolerance else None,
-        "bench_rounds": args.rounds,
-        "gpu_id": args.gpu,
-        "seed": args.seed,
+        "timeout_s": a["timeout"],
+        "tolerances": parse_tolerance_overrides(a["tolerance"]) if a["tolerance"] else None,
+        "bench_rounds": a["rounds"],
+        "gpu_id": a["gpu"],
+        "seed": a["seed"],
     }
     return EvalOptions(
-        fresh_inputs=not args.no_fresh_inputs,
-        probe_variants=not args.fresh_inputs_only,
-        backend=args.backend,
+        fresh_inputs=not a["no_fresh_inputs"],
+        probe_variants=not a["fresh_inputs_only"],
+        backend=a["backend"],
         spares=0,
         **{k: v for k, v in given.items() if v is not None},
     )
@@ -129,9 +135,6 @@ def add_service_argument(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="evaluate in this process, not in the warm evaluator service (also GEAK_SERVICE=0)",
     )
-
-
-EVAL_ARGUMENTS = ("backend", "timeout", "tolerance", "no_fresh_inputs", "seed", "rounds", "gpu")  # eval_options' inputs
 
 
 def run_evaluation(args: argparse.Namespace, command: str, method: str, render) -> CheckResult | BenchResult | int:

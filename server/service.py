@@ -126,7 +126,7 @@ class EvaluatorService:
             return {"error": "bad_input", "message": str(e)}
         except WorkerStartError as e:
             return {"error": "worker_start", "message": str(e)}
-        except (KeyError, TypeError, ValueError) as e:
+        except (AttributeError, KeyError, TypeError, ValueError) as e:
             return {"error": "internal", "message": f"a malformed request ({e!r})"}
 
     def _evaluator_for(self, options: EvalOptions) -> Evaluator:

@@ -51,7 +51,8 @@ def test_the_first_command_starts_the_service_and_the_next_reuses_it(service_env
     assert done.returncode == 0 and "too long for a Unix socket" in done.stderr
     first = geak(service_env, "check", str(ADD), "--backend", "interpreter", "--json")
     assert first.returncode == 0 and json.loads(first.stdout)["ok"], first.stderr
-    second = geak(service_env, "check", str(ADD), "--backend", "interpreter", "--json")
+    # every evaluation option travels to the service (one it did not know made the command fall back unseen)
+    second = geak(service_env, "check", str(ADD), "--backend", "interpreter", "--fresh-inputs-only", "--json")
     assert second.returncode == 0 and json.loads(second.stdout)["ok"]
     services = list(status(service_env).values())
     assert len(services) == 1 and services[0]["requests"] == 2 and services[0]["workers"]
