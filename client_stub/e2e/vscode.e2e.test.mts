@@ -307,11 +307,13 @@ describe("GEAK in VS Code (code-server, Chromium; Triton's CPU interpreter)", ()
     // On a CPU the search screens launch configurations for correctness only: it says so, and proposes nothing.
     const done = ui.toast(/GEAK: speed cannot be measured without a GPU.*launch configuration\(s\) of \d+ knob\(s\) were screened for correctness only/);
     // The test's 3000 elements take the whole run about a second: its progress may be gone before it is read.
-    let reported = false;
-    await until("a progress report, or the end", async () => {
-      reported ||= /search|tuning|screening/.test(await progress.innerText().catch(() => ""));
-      return reported || (await done.count()) > 0 ? true : undefined;
+    const seen = await until("a progress report, or the end", async () => {
+      if (/search|tuning|screening/.test(await progress.innerText().catch(() => ""))) {
+        return "progress";
+      }
+      return (await done.count()) > 0 ? "the end" : undefined;
     });
+    const reported = seen === "progress";
     if (reported) {
       await ui.screenshot("optimize-progress");
     }
