@@ -6,8 +6,8 @@ only in the job processes of files that name it (``install``: its sources, read 
 written to the job's directory and put on ``sys.path`` there, never in the caller's process, and the shim is bound
 to this module). Its
 benchmarker times nothing itself: it calls the benchmarked callable once under the ``Collector`` of the perf stage
-(``worker.capture_bench_calls``), so the ``CallRecorder`` captures the wrapper calls it makes; the job's own timer then
-times those calls (on rotating inputs, like every captured call). A callable that launches a kernel without a
+(``bench_capture.capture_bench_calls``), so the ``CallRecorder`` captures the wrapper calls it makes; the job's own
+timer then times those calls (on rotating inputs, like every captured call). A callable that launches a kernel without a
 wrapper function (``kernel[grid](...)`` in a lambda) has no call to time, and is reported.
 ``save_all_benchmark_results`` writes only inside the job's scratch directory.
 """

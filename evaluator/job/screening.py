@@ -1,7 +1,7 @@
 """The screening job: many variants of a file's launch configuration tried on the test's own inputs in one process.
 
 1. The reference module runs its test (or bench) functions once, and its wrapper calls are captured with their
-   arguments (``worker.capture_bench_calls``), while the device is shared.
+   arguments (``bench_capture.capture_bench_calls``), while the device is shared.
 2. Every variant's kernels are compiled in parallel: its wrappers run on the captured arguments with every launch
    turned into a compile (``sandbox.compile_only``) under Triton's ``AsyncCompileMode`` with a thread pool (where the
    Triton has it; else each compiles at its first run).
@@ -36,12 +36,11 @@ PROGRESS_EVERY = 8  # variants run between two progress reports
 TIMER_MEMORY_SHARE = 0.5  # of the free device memory, for the timers (graphs hold their calls' outputs)
 
 
-def run_screen(job: ScreenJob, info: Any, send, capture_bench_calls) -> dict[str, Any]:
-    """Screen the job's variants; `capture_bench_calls` is the bench job's (the worker runs as ``__main__``, which
-    a job cannot import by its package name)."""
+def run_screen(job: ScreenJob, info: Any, send) -> dict[str, Any]:
     import torch
 
     from . import sandbox, triton_cache
+    from .bench_capture import capture_bench_calls
 
     save = torch.save  # bound before any user code is imported
     started = time.monotonic()

@@ -1,0 +1,99 @@
+"""The calls a bench or screen job times: one variant imported and its bench functions run (pytest benchmark cases
+through pytest), each call of a wrapper function captured with its arguments."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..shared.protocol import BenchJob
+
+Send = Callable[[dict[str, Any]], None]
+
+
+def capture_bench_calls(job: BenchJob, spec: dict[str, Any], send: Send, estimate=None) -> dict[str, Any]:
+    """Import one variant and run its bench functions (pytest benchmark cases through pytest), capturing the wrapper
+    calls to time: {"module", "recorder", "calls", "kernels"}, or an error result. `estimate(fn)`: the timer's first
+    timing of a benchmarked callable, which `PytestBenchmarker.run_benchmark` reports (None: no GPU)."""
+    import torch
+
+    from . import rocm_bench, sandbox
+    from .capture import CallRecorder
+
+    seed = job.seed
+    label = spec["label"]
+    try:
+        sandbox.seed_everything(seed)
+        module = sandbox.load_module(spec["path"], spec["module_name"])
+    except BaseException as e:
+        return {
+            "error": f"{label}: import failed",
+            "error_detail": sandbox.describe_error(e, spec["path"], None),
+            "label": label,
+        }
+    recorder = CallRecorder(module, spec["wrappers"], keep_args=True)
+    collector = rocm_bench.Collector(recorder, estimate)
+    recorder.recording = True
+    with rocm_bench.collecting(collector):
+        pytest_functions = job.pytest_functions
+        failed = _bench_pytest(job, spec, module, recorder, send) if pytest_functions else None
+        if failed:
+            return failed
+        for name in (n for n in job.functions if n not in pytest_functions):
+            send({"event": "progress", "bench": f"{label}:{name}"})
+            try:
+                sandbox.seed_everything(seed)
+                getattr(module, name)()
+                torch.cuda.synchronize()
+            except BaseException as e:
+                return {
+                    "error": f"{label}: {name}() failed",
+                    "label": label,
+                    "error_detail": sandbox.describe_error(e, spec["path"], module),
+                }
+    recorder.recording = False
+    calls = collector.timed_calls(job.max_calls)
+    if not calls:
+        what = ", ".join(collector.unwrapped()) or ", ".join(job.functions)
+        return {
+            "error": f"{label}: {what} called no wrapper function (a function that launches the kernels), so there "
+            "is no call to time"
+        }
+    return {"module": module, "recorder": recorder, "calls": calls, "kernels": set(spec["kernels"])}
+
+
+def _bench_pytest(job: BenchJob, spec: dict[str, Any], module, recorder, send: Send) -> dict[str, Any] | None:
+    """Run the file's pytest benchmark cases (the wrapper calls of their benchmarked callables are captured); the
+    error result of the first case that fails, else None."""
+    from . import sandbox
+    from .pytest_plugin import CasePlugin, SessionPlan, run_session
+
+    label, path = spec["label"], Path(spec["path"])
+    failures: list[dict[str, Any]] = []
+
+    def record(entry: dict[str, Any], error: BaseException | None) -> str | None:
+        if entry["kind"] in ("assert", "error"):
+            failures.append(entry)
+            return "a benchmark case failed"
+        return None
+
+    plugin = CasePlugin(
+        module,
+        path,
+        SessionPlan(frozenset(job.pytest_functions)),
+        recorder,
+        True,
+        on_case=record,
+        before_test=lambda: sandbox.seed_everything(job.seed),
+        on_start=lambda name: send({"event": "progress", "bench": f"{label}:{name}"}),
+    )
+    failures += [e for e in run_session(plugin, Path(job.scratch)) if e["kind"] == "error"]
+    if not failures:
+        return None
+    first = failures[0]
+    return {
+        "error": f"{label}: {first['name']} failed",
+        "label": label,
+        "error_detail": first.get("error") or {"message": first["message"], "frames": []},
+    }
