@@ -10,6 +10,7 @@ import logging
 import math
 import sys
 from collections.abc import Callable
+from typing import Any
 
 from geak.evaluator.api import BadInput, EvalOptions, Evaluator
 from geak.evaluator.compare import parse_tolerance_overrides
@@ -110,9 +111,14 @@ EVAL_ARGUMENTS = ("backend", "timeout", "tolerance", "no_fresh_inputs", "fresh_i
 """What `eval_options` reads of a command's arguments: all that a command sends the evaluator service."""
 
 
+def eval_arguments(args: argparse.Namespace) -> dict[str, Any]:
+    """The evaluation arguments of a command (`EVAL_ARGUMENTS`), as the service is sent them."""
+    return {name: getattr(args, name) for name in EVAL_ARGUMENTS}
+
+
 def eval_options(args: argparse.Namespace) -> EvalOptions:
     """The evaluator's options from a command's arguments (only those named in `EVAL_ARGUMENTS`)."""
-    a = {name: getattr(args, name) for name in EVAL_ARGUMENTS}
+    a = eval_arguments(args)
     given = {
         "timeout_s": a["timeout"],
         "tolerances": parse_tolerance_overrides(a["tolerance"]) if a["tolerance"] else None,
@@ -171,9 +177,8 @@ def run_evaluation(args: argparse.Namespace, command: str, method: str, render) 
 
 def _through_service(args: argparse.Namespace, method: str, result_type, report) -> CheckResult | BenchResult | None:
     """The result from the warm evaluator service, or None where no service can be reached or started."""
-    options = {name: getattr(args, name) for name in EVAL_ARGUMENTS}
     try:
-        found = asyncio.run(service_client.evaluate(method, args.file, args.against, options, report))
+        found = asyncio.run(service_client.evaluate(method, args.file, args.against, eval_arguments(args), report))
     except service_client.ServiceUnavailable as e:
         log.info("evaluating in this process: %s", e)
         return None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import os
 import subprocess
@@ -54,8 +55,6 @@ def this_service() -> Path:
 
 
 def _cwd_key() -> str:
-    import hashlib
-
     return hashlib.sha256(os.getcwd().encode()).hexdigest()[:6]  # the working directory its jobs never see
 
 
