@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import types
-from pathlib import Path
 
 import torch
+from fixture_check import FIXTURES, check_fixture
 
 from geak.evaluator.api import EvalOptions, Evaluator
 from geak.evaluator.compare import compare
@@ -16,16 +16,9 @@ from geak.evaluator.job.probe_variants import dense_strides, shape_variants, val
 from geak.evaluator.reproduction import unwritten_elements
 from geak.evaluator.shared.poison import second_poison
 
-FIXTURES = Path(__file__).parent / "fixtures"
-
 
 def check(name: str, against: str | None, **options):
-    async def go():
-        opts = EvalOptions(backend="interpreter", timeout_s=120, spares=0, **options)
-        async with Evaluator(opts) as ev:
-            return await ev.check(FIXTURES / name, against=FIXTURES / against if against else None)
-
-    return asyncio.run(go())
+    return check_fixture(name, against, timeout_s=120, **options)
 
 
 def mismatch_places(result) -> list[str]:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from fixture_check import FIXTURES, check_fixture
 
 from geak.evaluator import api
 from geak.evaluator.api import EvalOptions, Evaluator
@@ -19,16 +20,9 @@ from geak.evaluator.job.capture import CallRecorder, draw_probe, probe_tensors, 
 from geak.evaluator.redaction import redact, redact_data, register_secret
 from geak.evaluator.shared.protocol import output_file_of_test
 
-FIXTURES = Path(__file__).parent / "fixtures"
-
 
 def check(name: str, against: str | None, **options):
-    async def go():
-        opts = EvalOptions(backend="interpreter", timeout_s=90, spares=0, **options)
-        async with Evaluator(opts) as ev:
-            return await ev.check(FIXTURES / name, against=FIXTURES / against if against else None)
-
-    return asyncio.run(go())
+    return check_fixture(name, against, timeout_s=90, **options)
 
 
 def test_unseeded_golden_file_matches_itself():
