@@ -2,6 +2,7 @@
 # One lease on the GPU machine, in parts (each part fits one 10-minute device call):
 #   bash scripts/gpu_session.sh PART...   with PART in: env native isolation trust evaluator suites tb rocm some lsp
 #                                         eval batch scaling run1 run2 check sanitize profile split
+#                                         search speed eval1 eval2 probecost
 # `split` runs groups of parts at once, each on its GPUs: SPLIT="0:tb 1:native,rocm 2:trust 3:eval 4,5:scaling" (logs
 # in $OUT/gpuN.log). A machine with several GPUs then does in one call what one GPU does in several.
 # Python packages missing there travel as wheels in .whl/ (see the device notes); GEAK itself is put on the path
@@ -99,6 +100,26 @@ batch_report() {  # gpu_batch_report.py's `geak run` PARTS (run1: one GPU, run2:
 part_scaling() { batch_report "${SCALING_PARTS:-run1,run2}" scaling; }  # one GPU, then two, in turn
 part_run1() { batch_report run1 run1; }  # one GPU alone, in its own folder: it can run beside part_run2
 part_run2() { batch_report run2 run2; }  # the same on two GPUs
+part_search() {  # the launch search's sample report; in `split`, one shard per GPU (SEARCH_SHARDS of them)
+  timeout "$(( ${SEARCH_S:-540} + 30 ))" python3 scripts/search_report.py --out "$OUT/search" --deadline-s \
+    "${SEARCH_S:-540}" --runs-dir /tmp/geak-search-runs --shard "${CUDA_VISIBLE_DEVICES:-0}/${SEARCH_SHARDS:-1}" \
+    ${SEARCH_ARGS:-} 2>&1 | grep -v '^    '
+}
+speed_report() {  # speed_report.py's PARTS; its folders stay outside $OUT, its summaries come back in $OUT/speed
+  timeout "${SPEED_S:-540}" python3 scripts/speed_report.py "$@" --out /tmp/geak-speed 2>&1 | tail -40
+  mkdir -p "$OUT/speed" && cp /tmp/geak-speed/*.json "$OUT/speed/" 2>/dev/null
+}
+part_speed() {  # fresh `geak bench` commands, A/A through one evaluator, the language server's didSave
+  speed_report cli aa
+  timeout 200 python3 scripts/lsp_bench.py --saves 10 --requests 50 --budget 20 --json > /tmp/geak-speed/lsp.json
+  cp /tmp/geak-speed/lsp.json "$OUT/speed/" && head -c 1500 /tmp/geak-speed/lsp.json
+}
+part_eval1() { speed_report eval --gpu-ids 0 --eval-parts "${EVAL_PARTS:-timed,no-timing,judge}"; }
+part_eval2() { speed_report eval --gpu-ids 0,1 --eval-parts timed; }  # in `split`, a group of two GPUs
+part_probecost() {  # the probes' cost: suite files checked against themselves with and without them
+  timeout "${PROBE_S:-400}" python3 scripts/probe_report.py "$TB" "$ROCM" --jobs 12 --baseline \
+    --limit "${PROBE_LIMIT:-40}" --out "$OUT/probecost" 2>&1 | tail -30
+}
 part_split() {
   local pids=() group gpu parts
   for group in ${SPLIT:?}; do

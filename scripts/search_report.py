@@ -1,6 +1,8 @@
 """The LLM-free launch-configuration search on a fixed, seeded sample of suite files (a GPU report, not a test).
 
     python scripts/search_report.py --out DIR --deadline-s 500 [--resume] [--files-json FILE] [--only NAME,...]
+    python scripts/search_report.py --out DIR --shard K/N ...   (N processes, one per GPU, sharing DIR)
+    python scripts/search_report.py --out DIR --report          (the table of what DIR holds)
 
 1. The sample: each suite's files in an order shuffled with `--seed`; walking it, a file joins when it passes its own
    test natively and its timed calls take at least `--min-call-us` in all on this GPU (measured here with one warm
@@ -14,7 +16,11 @@
    DIR/report.md.
 
 `--deadline-s` stops cleanly before a file that would not finish in time (a file is reckoned at `--budget` + 40 s);
-`--resume` continues from what DIR holds.
+`--resume` continues from what DIR holds. With `--shard K/N` (each process on its own GPU), shard K measures every
+N-th file of the first `--scan-tb`/`--scan-rocm` of each shuffled suite, the shards wait for each other, all choose
+the same sample from what they measured together, and shard K searches every N-th file of the sample not yet searched
+(so a later call may use another N). Shards always continue what DIR holds; each writes its own durations.K.jsonl
+and search.K.jsonl.
 """
 
 from __future__ import annotations
@@ -94,14 +100,10 @@ async def measure(evaluator, path: Path) -> dict[str, Any]:
             "seconds": round(time.perf_counter() - started, 1)}  # fmt: skip
 
 
-async def choose_sample(args, out: Path, evaluator, clock: Clock) -> list[str] | None:
-    """The sample (fixed once written); None when the deadline came first (measurements kept for --resume)."""
-    sample_file = out / "sample.json"
-    if sample_file.exists():
-        return json.loads(sample_file.read_text())["files"]
-    known = {r["path"]: r for r in read_lines(out / "durations.jsonl")}
-    if args.files_json:
-        known |= {str(Path(r["path"])): r for r in json.loads(Path(args.files_json).read_text())["files"]}
+def pick(known: dict[str, dict[str, Any]], args) -> tuple[list[str], Path | None]:
+    """The sample rule: in each suite's shuffled order, the first files that pass natively with timed calls of at least
+    `--min-call-us`. Returns the files and the first file the rule needs that `known` lacks (None when complete);
+    with `--files-json` or `--shard` an unmeasured file is passed over instead."""
     chosen: list[str] = []
     for suite, wanted in (("tb", args.tb), ("rocm", args.rocm)):
         picked = 0
@@ -110,18 +112,65 @@ async def choose_sample(args, out: Path, evaluator, clock: Clock) -> list[str] |
                 break
             record = known.get(str(path))
             if record is None:
-                if args.files_json or clock.left() < 60:
-                    if not args.files_json:
-                        return None
+                if args.files_json or args.shard:
                     continue
-                record = await measure(evaluator, path)
-                append(out / "durations.jsonl", record)
-                print(f"  measured {path.name}: passing={record['passing']} calls={record.get('call_us')} µs "
-                      f"({record.get('seconds')} s)", flush=True)  # fmt: skip
+                return chosen, path
             if record.get("passing") and (record.get("call_us") or 0) >= args.min_call_us:
                 chosen.append(str(path))
                 picked += 1
-    sample_file.write_text(json.dumps({"seed": args.seed, "min_call_us": args.min_call_us, "files": chosen}, indent=1))
+    return chosen, None
+
+
+def measured(out: Path) -> dict[str, dict[str, Any]]:
+    return {r["path"]: r for f in sorted(out.glob("durations*.jsonl")) for r in read_lines(f)}
+
+
+async def measure_into(evaluator, path: Path, out: Path, name: str) -> None:
+    record = await measure(evaluator, path)
+    append(out / name, record)
+    print(f"  measured {path.name}: passing={record['passing']} calls={record.get('call_us')} µs "
+          f"({record.get('seconds')} s)", flush=True)  # fmt: skip
+
+
+async def measure_share(args, out: Path, evaluator, clock: Clock) -> bool:
+    """This shard's part of the scan window, then the wait for the others; False when the deadline came first."""
+    k, n = args.shard
+    known = measured(out)
+    window = [*shuffled("tb", args.seed)[: args.scan_tb], *shuffled("rocm", args.seed)[: args.scan_rocm]]
+    for path in window[k::n]:
+        if str(path) not in known:
+            if clock.left() < 60:
+                return False
+            await measure_into(evaluator, path, out, f"durations.{k}.jsonl")
+    (out / f"measured.{k}").write_text("done\n")
+    while not all((out / f"measured.{i}").exists() for i in range(n)):
+        if clock.left() < 60:
+            return False
+        await asyncio.sleep(2)
+    return True
+
+
+async def choose_sample(args, out: Path, evaluator, clock: Clock) -> list[str] | None:
+    """The sample (fixed once written); None when the deadline came first (measurements kept for --resume)."""
+    sample_file = out / "sample.json"
+    if sample_file.exists():
+        return json.loads(sample_file.read_text())["files"]
+    if args.shard and not await measure_share(args, out, evaluator, clock):
+        return None
+    while True:
+        known = measured(out)
+        if args.files_json:
+            known |= {str(Path(r["path"])): r for r in json.loads(Path(args.files_json).read_text())["files"]}
+        chosen, missing = pick(known, args)
+        if missing is None:
+            break
+        if clock.left() < 60:
+            return None
+        await measure_into(evaluator, missing, out, "durations.jsonl")
+    text = json.dumps({"seed": args.seed, "min_call_us": args.min_call_us, "files": chosen}, indent=1)
+    partial = sample_file.with_suffix(f".{os.getpid()}")  # the shards write the same list: each whole, by rename
+    partial.write_text(text)
+    partial.replace(sample_file)
     return chosen
 
 
@@ -129,7 +178,7 @@ async def search_one(evaluator, path: str, args, out: Path) -> dict[str, Any]:
     from geak.agent.config import AgentConfig
     from geak.agent.session import OptimizeSession
 
-    cfg = AgentConfig(search_time_s=args.budget, output_path=out / "runs")
+    cfg = AgentConfig(search_time_s=args.budget, output_path=Path(args.runs_dir) if args.runs_dir else out / "runs")
     started = time.perf_counter()
     def progress(event) -> None:
         if event.kind != "waiting":  # the screening job's own steps: too many lines for a report
@@ -198,6 +247,17 @@ def summary(rows: list[dict[str, Any]], sample: list[str]) -> str:
     )
 
 
+def searched(out: Path) -> list[dict[str, Any]]:
+    return [r for f in sorted(out.glob("search*.jsonl")) for r in read_lines(f)]
+
+
+def report(out: Path, sample: list[str]) -> None:
+    rows = [r for r in searched(out) if any(Path(p).name == r["file"] for p in sample)]
+    text = table(rows) + "\n\n" + summary(rows, sample) + "\n"
+    (out / "report.md").write_text(text)
+    print(text, flush=True)
+
+
 async def main_async(args) -> None:
     from geak.agent.config import AgentConfig
     from geak.agent.session import eval_options
@@ -205,11 +265,15 @@ async def main_async(args) -> None:
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    if not args.resume:
-        for name in ("sample.json", "durations.jsonl", "search.jsonl"):
-            if (out / name).exists():
-                raise SystemExit(f"{out / name} exists: pass --resume to continue, or another --out")
+    if args.report:
+        sample_file = out / "sample.json"
+        sample = json.loads(sample_file.read_text())["files"] if sample_file.exists() else []
+        return report(out, sample or [str(p) for name in (args.only or "").split(",") if name for p in _find(name)])
+    earlier = any(out.glob(pattern) for pattern in ("sample.json", "durations*.jsonl", "search*.jsonl"))
+    if earlier and not (args.resume or args.shard):
+        raise SystemExit(f"{out} holds an earlier run: pass --resume to continue, or another --out")
     clock = Clock(args.deadline_s)
+    k, n = args.shard or (0, 1)
     async with Evaluator(eval_options(AgentConfig())) as evaluator:
         if args.only:
             sample = [str(p) for name in args.only.split(",") for p in _find(name.strip())]
@@ -218,23 +282,26 @@ async def main_async(args) -> None:
             if sample is None:
                 print("stopped while choosing the sample (deadline); continue with --resume", flush=True)
                 return
-        done = {r["file"] for r in read_lines(out / "search.jsonl")}
-        print(f"sample: {len(sample)} files ({len(done)} searched before)", flush=True)
-        for path in sample:
-            if Path(path).name in done:
-                continue
+        done = {r["file"] for r in searched(out)}
+        mine = [p for p in sample if Path(p).name not in done][k::n]
+        print(f"sample: {len(sample)} files ({len(done)} searched before, {len(mine)} for this shard)", flush=True)
+        for path in mine:
             if clock.left() < args.budget + FILE_SLACK_S:
                 print(f"stopped before {Path(path).name} (deadline); continue with --resume", flush=True)
                 break
             print(f"== {Path(path).name}", flush=True)
             row = await search_one(evaluator, path, args, out)
-            append(out / "search.jsonl", row)
+            append(out / ("search.jsonl" if args.shard is None else f"search.{k}.jsonl"), row)
             print(f"   -> {row.get('speedup', '-')}x {row.get('verdict', row.get('error'))} in {row['seconds']} s",
                   flush=True)  # fmt: skip
-    rows = [r for r in read_lines(out / "search.jsonl") if any(Path(p).name == r["file"] for p in sample)]
-    report = table(rows) + "\n\n" + summary(rows, sample) + "\n"
-    (out / "report.md").write_text(report)
-    print(report, flush=True)
+    report(out, sample)
+
+
+def shard(text: str) -> tuple[int, int]:
+    k, _, n = text.partition("/")
+    if not (k.isdigit() and n.isdigit() and 0 <= int(k) < int(n)):
+        raise argparse.ArgumentTypeError(f"--shard takes K/N with 0 <= K < N, not {text!r}")
+    return int(k), int(n)
 
 
 def _find(name: str) -> list[Path]:
@@ -258,6 +325,11 @@ def main() -> None:
     parser.add_argument("--rocm", type=int, default=4, help="ROCm files in the sample")
     parser.add_argument("--min-call-us", type=float, default=20.0)
     parser.add_argument("--budget", type=float, default=60.0, help="the search's time budget per file (seconds)")
+    parser.add_argument("--shard", type=shard, help="K/N: this process's share, one process per GPU")
+    parser.add_argument("--scan-tb", type=int, default=80, help="with --shard: TritonBench-revised files measured")
+    parser.add_argument("--scan-rocm", type=int, default=12, help="with --shard: ROCm files measured")
+    parser.add_argument("--runs-dir", help="where the optimize runs write their files (default DIR/runs)")
+    parser.add_argument("--report", action="store_true", help="only print the table of what DIR holds")
     asyncio.run(main_async(parser.parse_args()))
 
 

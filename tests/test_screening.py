@@ -48,6 +48,24 @@ def test_screening_on_the_interpreter_checks_every_variant_and_says_timing_needs
     assert call.bytes_moved == 3 * 3000 * 4 and call.bound == "unknown"
 
 
+def test_a_rocm_benchmark_file_is_screened_with_its_benchmark_module():
+    """ROCm-suite files import geak_eval's benchmark module: the screening job provides it as the bench job does."""
+    rocm = FIXTURES / "rocm_scale_add.py"
+    source = rocm.read_text()
+    launch = "cdiv(n, 256),)](x, y, out, alpha, n, BLOCK=256)"
+    wider = source.replace(launch, launch.replace("256", "512"))
+    assert wider != source
+
+    async def go():
+        async with Evaluator(EvalOptions(backend="interpreter", timeout_s=120, spares=0)) as ev:
+            return await ev.screen(rocm, [wider], deadline_s=60)
+
+    result = asyncio.run(go())
+    assert result.ok, result.message
+    assert [v.status for v in result.variants] == ["ok"]
+    assert result.calls  # the benchmark's calls were captured through the module
+
+
 def test_a_variant_of_another_baseline_is_compared_with_that_baseline():
     baseline = SOURCE.replace("BLOCK=256)", "BLOCK=1024)").replace("cdiv(n, 256)", "cdiv(n, 1024)")
     result = screen([SOURCE], baseline=baseline)
