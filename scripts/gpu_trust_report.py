@@ -9,6 +9,8 @@ case as it goes and a compact table at the end; writes ``trust_report.json``; ex
   elements and at 2^16 (graph replay), with ``check_first=False`` so that the timing's own defences are what is
   tested: every one must be rejected with a reason, except the forged clock, which the timer never reads (it must
   be timed truly: within noise of the reference's same kernel);
+* fault: a candidate that faults (an illegal address) only on the timer's copies of its call fails as itself, not as
+  an internal error, and the next bench runs;
 * A/A on seven corpus kernels of different sizes: each timed against itself must be "within noise";
 * ``add_slow.py`` with BLOCK 32 -> 1024 against ``add_slow.py``: must be "faster", at least 1.2x.
 """
@@ -130,6 +132,13 @@ async def run(report: Report, tmp: Path, real_cache: Path, parts: set[str], host
                     continue
                 report.add(case, "rejected", rejected, speedup_text(b), seconds=round(b.duration_s, 1))
 
+        if "fault" in parts:  # user code that faults only on the timer's copies: its failure, and the next job runs
+            b = await ev.bench(FIXTURES / "faults_when_timed.py", against=FIXTURES / "add_native.py", check_first=False)
+            said = not b.ok and "internal evaluator error" not in b.message and "prepared for timing" in b.message
+            report.add("faults only when timed", "the candidate's failure", said, b.message[:200])
+            after = await ev.bench(FIXTURES / "add_native.py", against=FIXTURES / "add_native.py", check_first=False)
+            report.add("a bench after the fault", "timed", after.ok, speedup_text(after))
+
         if "speedup" in parts:
             slow = FIXTURES / "add_slow.py"
             edits = (("cdiv(n, 32)", "cdiv(n, 1024)"), ("BLOCK=32, num_warps=1", "BLOCK=1024, num_warps=4"))
@@ -162,7 +171,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("."), help="directory for trust_report.json")
     parser.add_argument("--budget-s", type=float, default=280.0, help="stop starting new cases after this long")
-    parser.add_argument("--parts", default="hostile,speedup,aa", help="comma-separated: hostile, speedup, aa")
+    parser.add_argument("--parts", default="hostile,fault,speedup,aa", help="comma-separated parts (see above)")
     parser.add_argument("--hostile", default=",".join(HOSTILE), help="comma-separated hostile fixtures to time")
     args = parser.parse_args()
     started = time.perf_counter()

@@ -332,8 +332,11 @@ def _graph_timer(fn: Callable, sets: InputSets, per_graph: int) -> Timer | None:
         captured = sandbox.LAUNCHES - before
         graph.replay()
         _synchronize()
-    except Exception:  # capture refused: host sync, allocation pattern, side stream...
-        _synchronize()
+    except Exception as refused:  # capture refused: host sync, allocation pattern, side stream...
+        try:
+            _synchronize()
+        except Exception as fault:  # the device is in error: the call itself faulted, not only its capture
+            raise fault from refused
         return None
     timer._graph = graph
     timer._captured = captured

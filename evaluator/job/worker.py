@@ -644,13 +644,20 @@ def _prepare_timers(job: BenchJob, variants: dict[str, Any], labels: list[str], 
             send({"event": "progress", "bench": f"{label}:{base_call.signature}"})
             fn = v["recorder"].originals[v["calls"][i].wrapper]
             sets = timing.InputSets(base, count, seed=job.input_seed)
-            entry, estimate = _prepare_call(fn, sets, v["module"], base_call)
+            try:
+                entry, estimate = _prepare_call(fn, sets, v["module"], base_call)
+            except Exception as e:  # user code failing on the captured call's copies (a fault on other addresses)
+                return _timed_call_failed(label, base_call.signature, e)
             prepared[label] = (fn, sets, estimate)
             per_call[label].append(entry)
         fastest = min(estimate for _, _, estimate in prepared.values())
         per_graph = timing.graph_calls(fastest, count) if fastest < timing.GRAPH_BELOW_MS else None
-        made = {label: timing.make_timer(fn, sets, estimate, job.rep_ms, per_graph)
-                for label, (fn, sets, estimate) in prepared.items()}  # fmt: skip
+        made = {}
+        for label, (fn, sets, estimate) in prepared.items():
+            try:
+                made[label] = timing.make_timer(fn, sets, estimate, job.rep_ms, per_graph)
+            except Exception as e:  # the warm-up before a graph capture faulted
+                return _timed_call_failed(label, base_call.signature, e)
         if len({timer.method for timer in made.values()}) > 1:  # one captured in a graph, another not: time alike
             made = {label: timing.make_timer(fn, sets, estimate, job.rep_ms, None)
                     for label, (fn, sets, estimate) in prepared.items()}  # fmt: skip
@@ -667,6 +674,16 @@ def _prepare_timers(job: BenchJob, variants: dict[str, Any], labels: list[str], 
             if job.profile:
                 per_call[label][i]["kernel_ms"] = timing.kernel_times(lambda fn=fn, sets=sets: sets.call(fn, 0))
     return {"timers": timers, "calls": per_call}
+
+
+def _timed_call_failed(label: str, signature: str, e: BaseException) -> dict[str, Any]:
+    from . import sandbox
+
+    return {
+        "error": f"{label}: its call {signature} failed when prepared for timing (on copies of the test's arguments)",
+        "error_detail": sandbox.describe_error(e, "", None),
+        "label": label,
+    }
 
 
 def autotune_choices(module) -> dict[str, dict[str, str]]:
