@@ -173,10 +173,16 @@ class _Search:
             share = FIRST_ROUND_SHARE if self.backend.timing else 1.0
             floor = MIN_ROUND_S if self.backend.timing else 1.0
             deadline = max(floor, (self.left_s - reserve) * share)
-            await self._round(space.first_round(limit, focus, seed), deadline, "first round")
+            first = space.first_round(limit, focus, seed)
+            if not first:
+                return self._result(f"no other configuration to try: its {space.knob_count} knob(s) take no other "
+                                    "value the kernel accepts")  # fmt: skip
+            await self._round(first, deadline, "first round")
         rounds = self.state["rounds"]
         if not rounds:
-            return self._result("stopped before the first screening")
+            if self.stopped:
+                return self._result("stopped before the first screening")
+            return self._result("no configuration to try could be written into the source (see the log)")
         if not rounds[0]["ok"]:
             return self._result(f"the screening failed: {rounds[0]['message']}")
         if not self.backend.timing:
@@ -285,10 +291,17 @@ class _Search:
 
     def _no_finalist_summary(self) -> str:
         screened, correct = self._counts()
+        late = sum(v["status"] == "not run" for r in self.state["rounds"] for v in r["verdicts"])
+        if not screened:
+            return (
+                f"no configuration could be screened in the time: the {late} tried were not compiled or run before "
+                f"the screening's deadline (a budget of {self.budget_s:.0f} s); a larger budget gives the search a "
+                "chance"
+            )
+        said = f"{late} more were not run in the time" if late else "its launch configuration already suits this device"
         return (
             f"no configuration beat the original by more than {SCREEN_GAIN:.0%} in screening ({screened} screened, "
-            f"{correct} correct, over {self.space.knob_count} knob(s)): its launch configuration already suits this "
-            "device"
+            f"{correct} correct, over {self.space.knob_count} knob(s)): {said}"
         )
 
     def _final_summary(self, best: Finalist | None, finalists: list[Finalist]) -> str:

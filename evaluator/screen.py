@@ -202,7 +202,9 @@ def _call_ms(reference_ms: float | None, calls: list[dict[str, Any]], i: int, ti
 
 def _compile_note(report: dict[str, Any]) -> str:
     if report.get("mode") == "parallel":
-        return f"compiled in parallel on {report.get('workers')} threads in {float(report.get('seconds', 0)):.1f} s"
+        what = f"{report.get('compiled')} of {report.get('variants')}" if "compiled" in report else "the variants"
+        seconds = float(report.get("seconds", 0))
+        return f"compiled {what} in parallel on {report.get('workers')} threads in {seconds:.1f} s"
     if report.get("mode") == "serial":
         return f"compiled one by one ({report.get('why', '')})"
     return ""

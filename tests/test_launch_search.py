@@ -3,7 +3,7 @@ full check + bench of finalists), so that its decisions can be checked without a
 
 import asyncio
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from geak.agent.launch_params import find_tunable_params
 from geak.agent.launch_search import CPU_ROUND, FINALISTS, SCREEN_GAIN, search_launch_configs
@@ -127,6 +127,32 @@ def test_an_already_tuned_kernel_reports_no_gain_and_confirms_nothing():
     assert not result.improved and flat.confirmed == []
     assert f"no configuration beat the original by more than {SCREEN_GAIN:.0%} in screening" in result.summary
     assert "already suits this device" in result.summary
+
+
+@dataclass
+class Late(Scripted):
+    """Screens only the first `compiled` variants of a round in the time; the rest are "not run"."""
+
+    compiled: int = 0
+
+    async def screen(self, baseline, variants, deadline_s, finalists):
+        result = await super().screen(baseline, variants, deadline_s, finalists)
+        late = [ScreenedVariant(v.label, "not run", "not compiled in the time", None, 0)
+                for v in result.variants[self.compiled :]]  # fmt: skip
+        return replace(result, variants=(*result.variants[: self.compiled], *late))
+
+
+def test_a_search_that_screened_nothing_in_the_time_says_so_and_claims_nothing_of_the_kernel():
+    result = run(Late(time_of=lambda values: 1.0))
+    assert not result.improved and result.screened == 0
+    assert result.summary.startswith("no configuration could be screened in the time")
+    assert "already suits" not in result.summary and "budget of 60 s" in result.summary
+
+
+def test_a_partly_screened_search_without_a_winner_says_what_was_not_run():
+    result = run(Late(time_of=lambda values: 1.0, compiled=3))
+    assert not result.improved and result.screened >= 3
+    assert "more were not run in the time" in result.summary and "already suits" not in result.summary
 
 
 def test_wrong_outputs_are_never_finalists():

@@ -61,6 +61,7 @@ def run_screen(job: ScreenJob, info: Any, send) -> dict[str, Any]:
     variants = [_load(spec, calls) for spec in variant_specs]
     loaded = [v for v in variants if v.error is None]
     compile_report = _compile_all(loaded, calls, plan, runs_end, gpu, send) if gpu else {"mode": "none"}
+    loaded = [v for v in loaded if v.status == "ok"]  # those compiled in the time
 
     out_dir = Path(job.outputs_dir)
     sandbox.set_poisoning(True)
@@ -218,11 +219,30 @@ def _resolve(module: Any, name: str) -> Any:
     return fn if callable(fn) else None
 
 
+COMPILE_SHARE = 0.75  # of the time before the runs end, what compiling may take (the runs need the rest)
+FIRST_BATCH = 4  # variants compiled before the compile rate is known
+
+
+def compile_batch(workers: int, last_size: int, last_wall_s: float, left_s: float) -> int:
+    """How many variants to compile next, from the last batch (its size and wall time): a small first batch; then,
+    where a batch like the last still fits in `left_s`, as many as fit at the last batch's wall time per variant
+    (at most `workers`, the threads); else 0. A smaller batch is taken to take as long (compiles run in parallel)."""
+    if left_s <= 0:
+        return 0
+    if not last_size:
+        return min(workers, FIRST_BATCH)
+    if last_wall_s > left_s:
+        return 0
+    return min(workers, max(last_size, int(left_s / max(last_wall_s, 1e-9) * last_size)))
+
+
 def _compile_all(
-    variants: list[_Variant], calls: list[Any], plan: ScreenPlan, deadline: float, gpu: bool, send
+    variants: list[_Variant], calls: list[Any], plan: ScreenPlan, runs_end: float, gpu: bool, send
 ) -> dict[str, Any]:
-    """Compile every variant's kernels in parallel: each wrapper runs on the captured arguments with its launches
-    turned into compiles. What fails here (a wrapper that needs its kernels' results) compiles at its first run."""
+    """Compile the variants' kernels in parallel, in the order given (the caller's most promising first), batch by
+    batch while the next batch is expected to end in the compile share of the time; the variants left are marked
+    "not run" (compiling them one by one in the runs would take the runs' time). What fails to compile here
+    compiles at its first run."""
     from . import sandbox
 
     try:
@@ -231,19 +251,31 @@ def _compile_all(
         return {"mode": "serial", "why": "this Triton has no AsyncCompileMode"}
     workers = max(1, min(plan.compile_workers, len(os.sched_getaffinity(0))))
     started = time.monotonic()
-    send({"event": "progress", "screen": f"compiling {len(variants)} variants on {workers} threads"})
+    deadline = started + max(0.0, runs_end - started) * COMPILE_SHARE
+    compiled, last_size, last_wall = 0, 0, 0.0
     with ThreadPoolExecutor(workers, thread_name_prefix="compile") as pool:
-        with sandbox.tuning_deferred(), sandbox.compile_only(), AsyncCompileMode(pool, ignore_errors=True):
-            for variant in variants:
-                if time.monotonic() > deadline:
-                    break
-                for i, call in enumerate(calls):
-                    fn = variant.functions[i]
-                    if fn is not None:
-                        with contextlib.suppress(Exception):  # what fails here compiles at its first run instead
-                            fn(*_copied(call.args), **_copied(call.kwargs))
-        sandbox.synchronize(gpu)
-    return {"mode": "parallel", "workers": workers, "seconds": round(time.monotonic() - started, 3)}
+        while compiled < len(variants):
+            size = compile_batch(workers, last_size, last_wall, deadline - time.monotonic())
+            if size < 1:
+                break
+            batch_started = time.monotonic()
+            batch = variants[compiled : compiled + size]
+            send({"event": "progress", "screen": f"compiling variants {compiled + 1}-{compiled + len(batch)} of "
+                                                 f"{len(variants)} on {workers} threads"})  # fmt: skip
+            with sandbox.tuning_deferred(), sandbox.compile_only(), AsyncCompileMode(pool, ignore_errors=True):
+                for variant in batch:
+                    for i, call in enumerate(calls):
+                        fn = variant.functions[i]
+                        if fn is not None:
+                            with contextlib.suppress(Exception):  # what fails here compiles at its first run
+                                fn(*_copied(call.args), **_copied(call.kwargs))
+            sandbox.synchronize(gpu)
+            compiled += len(batch)
+            last_size, last_wall = len(batch), time.monotonic() - batch_started
+    for variant in variants[compiled:]:
+        variant.status, variant.message = "not run", "not compiled in the time"
+    return {"mode": "parallel", "workers": workers, "compiled": compiled, "variants": len(variants),
+            "seconds": round(time.monotonic() - started, 3)}  # fmt: skip
 
 
 def _rank(
