@@ -269,7 +269,7 @@ async def main_async(args) -> None:
         sample_file = out / "sample.json"
         sample = json.loads(sample_file.read_text())["files"] if sample_file.exists() else []
         return report(out, sample or [str(p) for name in (args.only or "").split(",") if name for p in _find(name)])
-    earlier = any(out.glob(pattern) for pattern in ("sample.json", "durations*.jsonl", "search*.jsonl"))
+    earlier = any(any(out.glob(pattern)) for pattern in ("sample.json", "durations*.jsonl", "search*.jsonl"))
     if earlier and not (args.resume or args.shard):
         raise SystemExit(f"{out} holds an earlier run: pass --resume to continue, or another --out")
     clock = Clock(args.deadline_s)

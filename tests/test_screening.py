@@ -153,7 +153,9 @@ def test_the_plan_and_the_halving_rule():
 def test_compiling_goes_batch_by_batch_while_the_next_batch_fits_the_time():
     assert compile_batch(16, 0, 0.0, 30.0) == FIRST_BATCH  # the rate is not known yet
     assert compile_batch(16, 0, 0.0, 0.0) == 0
-    assert compile_batch(16, 4, 2.0, 30.0) == 16  # 4 in 2 s: a batch of 16 threads fits in 30 s
-    assert compile_batch(16, 4, 10.0, 25.0) == 10  # at 2.5 s a variant, 10 fit
+    assert compile_batch(16, 4, 2.0, 30.0) == 8  # 4 in 2 s: 60 would fit in 30 s, but a batch at most doubles
+    assert compile_batch(16, 8, 2.0, 30.0) == 16
+    assert compile_batch(16, 8, 10.0, 25.0) == 16  # at 1.25 s a variant, 20 fit: the threads' 16
+    assert compile_batch(16, 8, 10.0, 15.0) == 12  # 12 fit
     assert compile_batch(16, 4, 20.0, 15.0) == 0  # a batch like the last would not end in time
     assert compile_batch(2, 4, 1.0, 30.0) == 2  # never more than the threads
