@@ -180,6 +180,9 @@ def _through_service(args: argparse.Namespace, method: str, result_type, report)
     try:
         found = asyncio.run(service_client.evaluate(method, args.file, args.against, eval_arguments(args), report))
     except service_client.ServiceUnavailable as e:
-        log.info("evaluating in this process: %s", e)
+        if e.unexpected:  # said: a failing service must not go unseen (it hid a bug once)
+            log.warning("the evaluator service failed (%s): evaluating in this process", e)
+        else:
+            log.info("evaluating in this process: %s", e)
         return None
     return result_type.from_dict(found)

@@ -28,7 +28,12 @@ MAX_SOCKET_PATH = 104  # bytes: sockaddr_un's path is 108 on Linux, 104 on macOS
 
 
 class ServiceUnavailable(RuntimeError):
-    """No service could be reached or started: evaluate in this process instead."""
+    """No service could be reached or started: evaluate in this process instead. `unexpected`: a service that
+    failed (ended without a result, or did not start), which the user should hear of, as against no room for one."""
+
+    def __init__(self, message: str, unexpected: bool = False):
+        super().__init__(message)
+        self.unexpected = unexpected
 
 
 class ServiceError(RuntimeError):
@@ -76,7 +81,7 @@ async def evaluate(
         while True:
             line = await reader.readline()
             if not line:
-                raise ServiceUnavailable("the service ended the connection without a result")
+                raise ServiceUnavailable("the service ended the connection without a result", unexpected=True)
             message = json.loads(line)
             if "progress" in message:
                 if progress is not None:
@@ -122,7 +127,7 @@ async def _connect_or_start(path: Path) -> tuple[asyncio.StreamReader, asyncio.S
                 return await asyncio.open_unix_connection(str(path))
             await asyncio.sleep(0.05)
         why = "ended" if service.poll() is not None else f"did not start within {START_TIMEOUT_S:g} s"
-        raise ServiceUnavailable(f"the service {why} (see {_log_of(path)})")
+        raise ServiceUnavailable(f"the service {why} (see {_log_of(path)})", unexpected=True)
     finally:
         lock.release()
 

@@ -68,6 +68,13 @@ def test_the_first_command_starts_the_service_and_the_next_reuses_it(service_env
     assert wrong.returncode == 1 and json.loads(wrong.stdout)["stage"] == "exec"
 
 
+def test_a_service_that_fails_to_start_is_said_and_the_command_runs_in_its_own_process(service_env):
+    broken = {**service_env, "GEAK_SERVICE_IDLE_S": "never"}  # the service's own arguments refuse it: it ends
+    done = geak(broken, "check", str(ADD), "--backend", "interpreter", "--json")
+    assert done.returncode == 0 and json.loads(done.stdout)["ok"]
+    assert "the evaluator service failed (the service ended" in done.stderr  # said without -v
+
+
 def test_another_working_directory_or_environment_gets_a_service_of_its_own(service_env, tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
