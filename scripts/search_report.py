@@ -6,9 +6,11 @@
 
 1. The sample: each suite's files in an order shuffled with `--seed`; walking it, a file joins when it passes its own
    test natively and its timed calls take at least `--min-call-us` in all on this GPU (measured here with one warm
-   evaluator, or read from `--files-json`: {"files": [{"path", "passing", "call_us"}]}), until `--tb`
-   TritonBench-revised and `--rocm` ROCm files are in. Measurements go to DIR/durations.jsonl and the sample to
-   DIR/sample.json, once.
+   evaluator, or read from `--files-json`: {"files": [{"path", "passing", "call_us"}]}, files named by their suite
+   folder and name; unmeasured files are passed over), until `--tb` TritonBench-revised and `--rocm` ROCm files are
+   in. Measurements go to DIR/durations.jsonl and the sample to DIR/sample.json, once. `search_measured_h200.json`
+   beside this script holds 71 files measured on an H200 (the first 80 of the shuffled TritonBench-revised suite but
+   17, the first 8 ROCm files), which give the 24-file sample of seed 0 without measuring again.
 2. The search: `geak optimize FILE` without a model at the default budget (`--budget` seconds), every file through the
    same warm evaluator; a line per file in DIR/search.jsonl as it finishes.
 3. The table (file, knobs, configurations screened, finalists, speedup with interval and verdict, seconds) and the
@@ -110,7 +112,7 @@ def pick(known: dict[str, dict[str, Any]], args) -> tuple[list[str], Path | None
         for path in shuffled(suite, args.seed):
             if picked >= wanted:
                 break
-            record = known.get(str(path))
+            record = known.get(key(path))
             if record is None:
                 if args.files_json or args.shard:
                     continue
@@ -121,8 +123,13 @@ def pick(known: dict[str, dict[str, Any]], args) -> tuple[list[str], Path | None
     return chosen, None
 
 
+def key(path: str | Path) -> str:
+    """A suite file's name in measurements: its suite folder and name (the same on any machine)."""
+    return f"{Path(path).parent.name}/{Path(path).name}"
+
+
 def measured(out: Path) -> dict[str, dict[str, Any]]:
-    return {r["path"]: r for f in sorted(out.glob("durations*.jsonl")) for r in read_lines(f)}
+    return {key(r["path"]): r for f in sorted(out.glob("durations*.jsonl")) for r in read_lines(f)}
 
 
 async def measure_into(evaluator, path: Path, out: Path, name: str) -> None:
@@ -138,7 +145,7 @@ async def measure_share(args, out: Path, evaluator, clock: Clock) -> bool:
     known = measured(out)
     window = [*shuffled("tb", args.seed)[: args.scan_tb], *shuffled("rocm", args.seed)[: args.scan_rocm]]
     for path in window[k::n]:
-        if str(path) not in known:
+        if key(path) not in known:
             if clock.left() < 60:
                 return False
             await measure_into(evaluator, path, out, f"durations.{k}.jsonl")
@@ -160,7 +167,7 @@ async def choose_sample(args, out: Path, evaluator, clock: Clock) -> list[str] |
     while True:
         known = measured(out)
         if args.files_json:
-            known |= {str(Path(r["path"])): r for r in json.loads(Path(args.files_json).read_text())["files"]}
+            known |= {key(r["path"]): r for r in json.loads(Path(args.files_json).read_text())["files"]}
         chosen, missing = pick(known, args)
         if missing is None:
             break
