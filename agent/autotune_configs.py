@@ -3,11 +3,8 @@
 For each autotuned kernel: where its configs are (the ``configs`` argument of its decorator), the meta-parameters
 they set (the keys of the dicts of the ``triton.Config(...)`` calls in it, wherever they sit: a list literal, a name
 bound to one, what a module function returns, a comprehension), the literal configs among them, and how this file
-spells ``Config``. Two rewrites of that argument alone:
-
-- ``pin``: the configs replaced by one (a screening variant, which then runs that config without tuning);
-- ``extend``: one config added first (the minimal diff proposed to a reviewer: the autotuner still chooses among all
-  the file's configs and the new one).
+spells ``Config``. One rewrite of that argument alone, ``pin``: the configs replaced by one (a variant then runs that
+config without tuning, in the screen, the confirmation and the proposal alike).
 """
 
 from __future__ import annotations
@@ -55,8 +52,6 @@ class AutotuneSite:
     spelling: str
     extra: str = ""
     _span: tuple[int, int, int, int] = field(default=(0, 0, 0, 0), repr=False, compare=False)
-    _first: tuple[int, int] | None = field(default=None, repr=False, compare=False)  # where a list literal starts
-    _indent: str | None = field(default=None, repr=False, compare=False)  # of its elements, one per line
 
     @property
     def group(self) -> str:
@@ -91,18 +86,6 @@ def pin(source: str, site: AutotuneSite, config: LaunchConfig) -> str:
     return _replace(source, site._span, f"[{config.render(site.spelling, site.extra)}]")
 
 
-def extend(source: str, site: AutotuneSite, config: LaunchConfig) -> str:
-    """`source` with `config` added first to the kernel's configs (unchanged if it is already one of them)."""
-    if config in site.known:
-        return source
-    rendered = config.render(site.spelling, site.extra)
-    if site._first is None:  # a name, a call, a comprehension: the new config goes in front of it
-        return _replace(source, site._span, f"[{rendered}] + {_segment(source, site._span)}")
-    separator = f",\n{site._indent}" if site._indent is not None else ", "
-    line, col = site._first
-    return _replace(source, (line, col, line, col), rendered + separator)
-
-
 def _site(
     tree: ast.Module, kernel: str, decorator: ast.Call, lines: list[str], allowed: set[str]
 ) -> AutotuneSite | None:
@@ -123,13 +106,6 @@ def _site(
     known = tuple(
         c for c in (_literal_config(call) for call in calls) if c is not None and {k for k, _ in c.meta} <= allowed
     )
-    first, indent = None, None
-    if isinstance(configs, ast.List) and configs.elts:
-        head = configs.elts[0]
-        first = (head.lineno, head.col_offset)
-        if len(configs.elts) > 1 and configs.elts[1].lineno > head.lineno:
-            indent = lines[head.lineno - 1][: _char_col(lines[head.lineno - 1], head.col_offset)]
-            indent = indent if not indent.strip() else None
     span = (configs.lineno, configs.col_offset, configs.end_lineno or configs.lineno, configs.end_col_offset or 0)
     return AutotuneSite(
         kernel=kernel,
@@ -139,8 +115,6 @@ def _site(
         spelling=_dotted(calls[0].func),
         extra=_shared_extra(calls, lines),
         _span=span,
-        _first=first,
-        _indent=indent,
     )
 
 
@@ -222,11 +196,6 @@ def _offset(source: str, line: int, byte_col: int) -> int:
     """The character offset of a line and UTF-8 byte column (as `ast` reports them)."""
     lines = source.splitlines(keepends=True)
     return sum(len(text) for text in lines[: line - 1]) + _char_col(lines[line - 1], byte_col)
-
-
-def _segment(source: str, span: tuple[int, int, int, int]) -> str:
-    line, col, end_line, end_col = span
-    return source[_offset(source, line, col) : _offset(source, end_line, end_col)]
 
 
 def _replace(source: str, span: tuple[int, int, int, int], text: str) -> str:

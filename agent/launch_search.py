@@ -220,7 +220,7 @@ class _Search:
         if not kept:
             return
         self._say(f"screening {len(kept)} configuration(s), {label} ({deadline_s:.0f} s at most)")
-        result = await self.backend.screen(self.source, [s for s, _ in rendered], deadline_s, self.finalists)
+        result = await self.backend.screen(self.source, rendered, deadline_s, self.finalists)
         focus = focus_of(result.calls, result.reference_kernels)
         if not self.diagnosis:
             self.diagnosis = diagnosis_summary(result.calls, result.reference_kernels)
@@ -268,8 +268,7 @@ class _Search:
         finalists = []
         for entry in self.state["finalists"]:
             variant = Variant.from_json(entry["variant"])
-            _, proposed = self.space.render(variant)
-            finalists.append(Finalist(self.space.describe(variant), proposed, entry["ratio"]))
+            finalists.append(Finalist(self.space.describe(variant), self.space.render(variant), entry["ratio"]))
         return finalists
 
     def _counts(self) -> tuple[int, int]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from geak.agent.autotune_configs import LaunchConfig, extend, find_autotune_sites, pin
+from geak.agent.autotune_configs import LaunchConfig, find_autotune_sites, pin
 from geak.agent.launch_params import apply_params, find_tunable_params
 from geak.agent.launch_space import ELEMENT_BYTES, SHARED_MEMORY_PER_BLOCK, Space, Variant, focus_of
 from geak.evaluator.results import CallCost, CompiledKernelFacts
@@ -65,26 +65,23 @@ def test_branches_and_returned_settings_are_knobs():
 
 
 @needs_suites
-def test_autotune_pin_and_extend_are_minimal_and_parse_back():
+def test_autotune_pin_replaces_the_list_and_parses_back():
     source = (TB / "swiglu_fwd.py").read_text()
     (site,) = find_autotune_sites(source)
     assert site.keys == ("BLOCK_N",) and len(site.known) == 6
     config = LaunchConfig((("BLOCK_N", 4096),), num_warps=16, num_stages=2)
-    extended = extend(source, site, config)
-    assert changed_lines(source, extended) == [
-        f"+{site._indent}triton.Config({{'BLOCK_N': 4096}}, num_warps=16, num_stages=2),"
-    ]
-    (after,) = find_autotune_sites(extended)
-    assert after.known == (config, *site.known)
-    assert extend(extended, after, config) == extended  # already there: unchanged
-    (pinned,) = find_autotune_sites(pin(source, site, config))
-    assert pinned.known == (config,)
+    pinned = pin(source, site, config)
+    (after,) = find_autotune_sites(pinned)
+    assert after.known == (config,)
+    assert "triton.Config({'BLOCK_N': 4096}, num_warps=16, num_stages=2)" in pinned
     computed = (TB / "matmul_triton_autotune.py").read_text()
     (site,) = find_autotune_sites(computed)
     assert len(site.known) == 2  # the CUDA configs; the HIP one sets waves_per_eu, not a constexpr of the kernel
-    new = extend(computed, site, LaunchConfig((("BLOCK_SIZE_M", 64), ("BLOCK_SIZE_N", 64), ("BLOCK_SIZE_K", 32),
-                                               ("GROUP_SIZE_M", 8)), 4, 4))  # fmt: skip
-    assert "configs=[triton.Config({'BLOCK_SIZE_M': 64" in new and "] + get_autotune_config()," in new
+    new = pin(computed, site, LaunchConfig((("BLOCK_SIZE_M", 64), ("BLOCK_SIZE_N", 64), ("BLOCK_SIZE_K", 32),
+                                            ("GROUP_SIZE_M", 8)), 4, 4))  # fmt: skip
+    assert "configs=[triton.Config({'BLOCK_SIZE_M': 64" in new and "get_autotune_config()," not in new
+    (after,) = find_autotune_sites(new)
+    assert len(after.known) == 1
 
 
 def test_heuristics_results_are_knobs():
@@ -115,7 +112,7 @@ def test_heuristics_results_are_knobs():
 
 
 @needs_suites
-def test_matmul_presets_fit_shared_memory_and_render_both_ways():
+def test_matmul_presets_fit_shared_memory_and_render_pinned():
     space = Space((TB / "matmul_triton_autotune.py").read_text(), "cuda")
     (group,) = space.groups
     assert group.uses_dot and group.loops and group.autotune is not None
@@ -125,10 +122,8 @@ def test_matmul_presets_fit_shared_memory_and_render_both_ways():
         values = variant.values(group.name)
         m, n, k = values["BLOCK_SIZE_M"], values["BLOCK_SIZE_N"], values["BLOCK_SIZE_K"]
         assert (m * k + k * n) * ELEMENT_BYTES * values["num_stages"] <= SHARED_MEMORY_PER_BLOCK["cuda"]
-        screened, proposed = space.render(variant)
-        (pinned,) = find_autotune_sites(screened)
+        (pinned,) = find_autotune_sites(space.render(variant))
         assert dict(pinned.known[0].meta)["BLOCK_SIZE_M"] == m and len(pinned.known) == 1
-        assert len(find_autotune_sites(proposed)[0].known) == 3
     assert Variant.from_json(variants[0].to_json()) == variants[0]
 
 
