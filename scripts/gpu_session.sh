@@ -100,7 +100,8 @@ batch_report() {  # gpu_batch_report.py's `geak run` PARTS (run1: one GPU, run2:
 part_scaling() { batch_report "${SCALING_PARTS:-run1,run2}" scaling; }  # one GPU, then two, in turn
 part_run1() { batch_report run1 run1; }  # one GPU alone, in its own folder: it can run beside part_run2
 part_run2() { batch_report run2 run2; }  # the same on two GPUs
-part_search() {  # the launch search's sample report; in `split`, one shard per GPU (SEARCH_SHARDS of them)
+part_search() {  # the launch search's sample report; in `split`, one shard per GPU (SEARCH_SHARDS of them), e.g.
+  # SEARCH_SHARDS=4 SEARCH_ARGS="--files-json scripts/search_measured_h200.json" SPLIT="0:search 1:search 2:search 3:search"
   timeout "$(( ${SEARCH_S:-540} + 30 ))" python3 scripts/search_report.py --out "$OUT/search" --deadline-s \
     "${SEARCH_S:-540}" --runs-dir /tmp/geak-search-runs --shard "${CUDA_VISIBLE_DEVICES:-0}/${SEARCH_SHARDS:-1}" \
     ${SEARCH_ARGS:-} 2>&1 | grep -v '^    '

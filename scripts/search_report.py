@@ -162,7 +162,7 @@ async def choose_sample(args, out: Path, evaluator, clock: Clock) -> list[str] |
     sample_file = out / "sample.json"
     if sample_file.exists():
         return json.loads(sample_file.read_text())["files"]
-    if args.shard and not await measure_share(args, out, evaluator, clock):
+    if args.shard and not args.files_json and not await measure_share(args, out, evaluator, clock):
         return None
     while True:
         known = measured(out)
