@@ -39,12 +39,11 @@ TIMER_MEMORY_SHARE = 0.5  # of the free device memory, for the timers (graphs ho
 def run_screen(job: ScreenJob, info: Any, send) -> dict[str, Any]:
     import torch
 
-    from . import rocm_bench, sandbox, triton_cache
+    from . import sandbox, triton_cache
     from .bench_capture import capture_bench_calls
 
     save = torch.save  # bound before any user code is imported
     started = time.monotonic()
-    rocm_bench.install(Path(job.scratch), [m["path"] for m in job.modules])  # the ROCm suite's benchmark module
     plan = ScreenPlan.from_dict(job.plan)
     deadline = started + plan.deadline_s
     gpu = info.backend != "interpreter"

@@ -79,7 +79,6 @@ _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 
 
-
 def main() -> None:
     """`python -m PACKAGE.job.worker`, from the neutral copy of this package the pool wrote (``job_package``). The
     first line of its input is the pool's JSON configuration ({"backend", "log", "isolation", "policy", "bwrap",
@@ -349,11 +348,22 @@ def _job_process(
         os.chdir(job.cwd)
     try:
         sandbox.DEVICE_GRANTS.open(send, grant_read)
+        _provide_rocm_bench(job)
         handler = {"check": run_check, "bench": run_bench, "screen": run_screen, "peaks": run_peaks}[job.kind]
         result = handler(job, info, send)
     except BaseException as e:  # the worker's own failure, reported rather than lost
         result = {"worker_error": "".join(traceback.format_exception(type(e), e, e.__traceback__))}
     send({"event": "result", **result})
+
+
+def _provide_rocm_bench(job: CheckJob | BenchJob | ScreenJob | PeaksJob) -> None:
+    """The ROCm suite's benchmark module, for every job that imports user files (each kind, one place)."""
+    from . import rocm_bench
+
+    if isinstance(job, CheckJob):
+        rocm_bench.install(Path(job.scratch), [job.path])
+    elif isinstance(job, BenchJob | ScreenJob):
+        rocm_bench.install(Path(job.scratch), [m["path"] for m in job.modules])
 
 
 def _redirect_output(log_path: str) -> None:
@@ -408,7 +418,7 @@ def _prctl(option: int, value: int) -> None:
 def run_check(job: CheckJob, info: Any, send) -> dict[str, Any]:
     import torch
 
-    from . import rocm_bench, sandbox, triton_cache
+    from . import sandbox, triton_cache
     from .capture import CallRecorder, to_portable
     from .probes import make_probes, replay_probes
 
@@ -427,7 +437,6 @@ def run_check(job: CheckJob, info: Any, send) -> dict[str, Any]:
             send({"event": "progress", "test": running["test"], "programs": programs, "at": time.time()})
 
         interpreter_shims.report_programs(heartbeat, HEARTBEAT_S)
-    rocm_bench.install(Path(job.scratch), [path])  # the ROCm suite's benchmark module, for this job's file only
     triton_cache.reuse_autotuning(gpu)
     try:
         sandbox.seed_everything(seed)
@@ -710,10 +719,9 @@ def autotune_choices(module) -> dict[str, dict[str, str]]:
 def _bench_variants(job: BenchJob, send: Send) -> dict[str, Any]:
     """Load each variant's module and run its bench functions once, capturing the wrapper calls (with cloned
     arguments); {"error": ...} when one fails."""
-    from . import rocm_bench, timing
+    from . import timing
 
     variants: dict[str, Any] = {}
-    rocm_bench.install(Path(job.scratch), [m["path"] for m in job.modules])  # the ROCm suite's benchmark module
     for spec in job.modules:
         captured = capture_bench_calls(job, spec, send, timing.estimate_ms)
         if "error" in captured:
