@@ -271,14 +271,18 @@ class _Search:
             finalists.append(Finalist(self.space.describe(variant), self.space.render(variant), entry["ratio"]))
         return finalists
 
+    def _statuses(self) -> list[str]:
+        """Every screened configuration's status, round after round ("not run": out of time)."""
+        return [v["status"] for r in self.state["rounds"] for v in r["verdicts"]]
+
     def _counts(self) -> tuple[int, int]:
         """(configurations screened: run, whatever came of it; those correct)."""
-        verdicts = [v for r in self.state["rounds"] for v in r["verdicts"] if v["status"] != "not run"]
-        return len(verdicts), sum(v["status"] in ("ok", "same") for v in verdicts)
+        ran = [status for status in self._statuses() if status != "not run"]
+        return len(ran), sum(status in ("ok", "same") for status in ran)
 
     def _untimed_summary(self) -> str:
         screened, correct = self._counts()
-        statuses = [v["status"] for r in self.state["rounds"] for v in r["verdicts"]]
+        statuses = self._statuses()
         wrong = statuses.count("wrong")
         failed = sum(s in ("failed", "skipped") for s in statuses)
         late = f"; {statuses.count('not run')} more not run in the time" if "not run" in statuses else ""
@@ -290,7 +294,7 @@ class _Search:
 
     def _no_finalist_summary(self) -> str:
         screened, correct = self._counts()
-        late = sum(v["status"] == "not run" for r in self.state["rounds"] for v in r["verdicts"])
+        late = self._statuses().count("not run")
         if not screened:
             return (
                 f"no configuration could be screened in the time: the {late} tried were not compiled or run before "

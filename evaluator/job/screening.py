@@ -2,9 +2,10 @@
 
 1. The reference module runs its test (or bench) functions once, and its wrapper calls are captured with their
    arguments (``bench_capture.capture_bench_calls``), while the device is shared.
-2. Every variant's kernels are compiled in parallel: its wrappers run on the captured arguments with every launch
-   turned into a compile (``sandbox.compile_only``) under Triton's ``AsyncCompileMode`` with a thread pool (where the
-   Triton has it; else each compiles at its first run).
+2. The variants' kernels are compiled in parallel, batch by batch in the order given while the next batch fits the
+   compile share of the time (``compile_batch``; the rest are not run): their wrappers run on the captured arguments
+   with every launch turned into a compile (``sandbox.compile_only``) under Triton's ``AsyncCompileMode`` with a
+   thread pool (where the Triton has it; else each compiles at its first run).
 3. The reference (twice: which outputs it reproduces) and each variant run every captured call on a fresh copy of
    its arguments; the outputs are saved under the protocol's names for the caller to compare, and the compiled
    kernels' facts are kept (registers, spills, shared memory, warps, stages). A configuration the device cannot run
