@@ -61,7 +61,9 @@ def own_import_hooks() -> tuple[str, ...]:
     """The modules of the import hooks an editable install of the evaluator adds at start-up (setuptools'
     `__editable___<name>_finder`, which maps the evaluator's packages to the checkout)."""
     found = []
-    for name, module in list(sys.modules.items()):
+    # sys.modules.copy() is one C call; list(sys.modules.items()) raised "dictionary changed size during iteration"
+    # once in CI, while another thread of the command imported
+    for name, module in sys.modules.copy().items():
         mapping = getattr(module, "MAPPING", None)
         if name.startswith("__editable__") and isinstance(mapping, dict) and any(
             str(key).split(".")[0] == _TOP for key in mapping
