@@ -201,10 +201,12 @@ def _call_ms(reference_ms: float | None, calls: list[dict[str, Any]], i: int, ti
 
 
 def _compile_note(report: dict[str, Any]) -> str:
-    if report.get("mode") == "parallel":
-        what = f"{report.get('compiled')} of {report.get('variants')}" if "compiled" in report else "the variants"
+    if report.get("mode") == "processes":
         seconds = float(report.get("seconds", 0))
-        return f"compiled {what} in parallel on {report.get('workers')} threads in {seconds:.1f} s"
+        note = (f"compiled {report.get('compiled')} of {report.get('variants')} in parallel in {report.get('workers')} "
+                f"processes in {seconds:.1f} s")  # fmt: skip
+        failed = int(report.get("failed_compiles") or 0)
+        return note + (f" ({failed} compile(s) failed there: tried again at the variant's run)" if failed else "")
     if report.get("mode") == "serial":
         return f"compiled one by one ({report.get('why', '')})"
     return ""

@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from geak.evaluator.api import EvalOptions, Evaluator
-from geak.evaluator.job.screening import FIRST_BATCH, compile_batch
 from geak.evaluator.pool import JobOutcome
 from geak.evaluator.screen import best_first, screen_result
 from geak.evaluator.shared.protocol import screen_output_file
@@ -148,14 +147,3 @@ def test_the_plan_and_the_halving_rule():
     assert [survivors(n, 2) for n in (40, 9, 4, 3, 2, 1)] == [20, 5, 2, 2, 2, 1]
     with pytest.raises(ValueError, match="unknown screened variant"):
         screen_output_file("../x", 0)
-
-
-def test_compiling_goes_batch_by_batch_while_the_next_batch_fits_the_time():
-    assert compile_batch(16, 0, 0.0, 30.0) == FIRST_BATCH  # the rate is not known yet
-    assert compile_batch(16, 0, 0.0, 0.0) == 0
-    assert compile_batch(16, 4, 2.0, 30.0) == 8  # 4 in 2 s: 60 would fit in 30 s, but a batch at most doubles
-    assert compile_batch(16, 8, 2.0, 30.0) == 16
-    assert compile_batch(16, 8, 10.0, 25.0) == 16  # at 1.25 s a variant, 20 fit: the threads' 16
-    assert compile_batch(16, 8, 10.0, 15.0) == 12  # 12 fit
-    assert compile_batch(16, 4, 20.0, 15.0) == 0  # a batch like the last would not end in time
-    assert compile_batch(2, 4, 1.0, 30.0) == 2  # never more than the threads

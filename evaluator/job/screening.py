@@ -2,10 +2,10 @@
 
 1. The reference module runs its test (or bench) functions once, and its wrapper calls are captured with their
    arguments (``bench_capture.capture_bench_calls``), while the device is shared.
-2. The variants' kernels are compiled in parallel, batch by batch in the order given while the next batch fits the
-   compile share of the time (``compile_batch``; the rest are not run): their wrappers run on the captured arguments
-   with every launch turned into a compile (``sandbox.compile_only``) under Triton's ``AsyncCompileMode`` with a
-   thread pool (where the Triton has it; else each compiles at its first run).
+2. The variants' kernels are compiled in parallel, in the order given, while the compile share of the time lasts
+   (those not compiled in it are not run): their wrappers run on the captured arguments with every launch turned
+   into a compile (``sandbox.compile_only``) under Triton's ``AsyncCompileMode``, whose compiles then run in forked
+   processes (``forked_compiles``; where the Triton has the mode, else each compiles at its first run).
 3. The reference (twice: which outputs it reproduces) and each variant run every captured call on a fresh copy of
    its arguments; the outputs are saved under the protocol's names for the caller to compare, and the compiled
    kernels' facts are kept (registers, spills, shared memory, warps, stages). A configuration the device cannot run
@@ -25,7 +25,6 @@ import os
 import random
 import statistics
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -220,32 +219,17 @@ def _resolve(module: Any, name: str) -> Any:
 
 
 COMPILE_SHARE = 0.75  # of the time before the runs end, what compiling may take (the runs need the rest)
-FIRST_BATCH = 4  # variants compiled before the compile rate is known
-
-
-def compile_batch(workers: int, last_size: int, last_wall_s: float, left_s: float) -> int:
-    """How many variants to compile next, from the last batch (its size and wall time): a small first batch; then,
-    where a batch like the last still fits in `left_s`, as many as fit at the last batch's wall time per variant,
-    at most twice the last and at most `workers` (the threads); else 0. A smaller batch is taken to take as long
-    (compiles run in parallel); a larger one longer in proportion (Triton's front end holds the GIL: on an H200,
-    48 variants of an attention kernel on 16 threads compiled in 166 s, not 16 times faster than one by one)."""
-    if left_s <= 0:
-        return 0
-    if not last_size:
-        return min(workers, FIRST_BATCH)
-    if last_wall_s > left_s:
-        return 0
-    return min(workers, 2 * last_size, max(last_size, int(left_s / max(last_wall_s, 1e-9) * last_size)))
 
 
 def _compile_all(
     variants: list[_Variant], calls: list[Any], plan: ScreenPlan, runs_end: float, gpu: bool, send
 ) -> dict[str, Any]:
-    """Compile the variants' kernels in parallel, in the order given (the caller's most promising first), batch by
-    batch while the next batch is expected to end in the compile share of the time; the variants left are marked
-    "not run" (compiling them one by one in the runs would take the runs' time). What fails to compile here
-    compiles at its first run."""
+    """Compile the variants' kernels in forked processes (``forked_compiles``), in the order given (the caller's
+    most promising first), until the compile share of the time is spent; a variant whose compiles did not end in
+    the time is marked "not run" (compiling it at its first run would take the runs' time). What failed to compile
+    here compiles at its first run, which says why."""
     from . import sandbox
+    from .forked_compiles import ForkedCompiles
 
     try:
         from triton.runtime._async_compile import AsyncCompileMode
@@ -254,30 +238,27 @@ def _compile_all(
     workers = max(1, min(plan.compile_workers, len(os.sched_getaffinity(0))))
     started = time.monotonic()
     deadline = started + max(0.0, runs_end - started) * COMPILE_SHARE
-    compiled, last_size, last_wall = 0, 0, 0.0
-    with ThreadPoolExecutor(workers, thread_name_prefix="compile") as pool:
-        while compiled < len(variants):
-            size = compile_batch(workers, last_size, last_wall, deadline - time.monotonic())
-            if size < 1:
-                break
-            batch_started = time.monotonic()
-            batch = variants[compiled : compiled + size]
-            send({"event": "progress", "screen": f"compiling variants {compiled + 1}-{compiled + len(batch)} of "
-                                                 f"{len(variants)} on {workers} threads"})  # fmt: skip
-            with sandbox.tuning_deferred(), sandbox.compile_only(), AsyncCompileMode(pool, ignore_errors=True):
-                for variant in batch:
-                    for i, call in enumerate(calls):
-                        fn = variant.functions[i]
-                        if fn is not None:
-                            with contextlib.suppress(Exception):  # what fails here compiles at its first run
-                                fn(*_copied(call.args), **_copied(call.kwargs))
+    executor = ForkedCompiles(workers)
+    owners: list[_Variant] = []  # per submitted compile, its variant
+    with sandbox.tuning_deferred(), sandbox.compile_only(), AsyncCompileMode(executor, ignore_errors=True):
+        try:
+            for variant in variants:
+                for i, call in enumerate(calls):
+                    fn = variant.functions[i]
+                    if fn is not None:
+                        with contextlib.suppress(Exception):  # what fails here compiles at its first run
+                            fn(*_copied(call.args), **_copied(call.kwargs))
+                owners += [variant] * (len(executor.queued) - len(owners))
             sandbox.synchronize(gpu)
-            compiled += len(batch)
-            last_size, last_wall = len(batch), time.monotonic() - batch_started
-    for variant in variants[compiled:]:
-        variant.status, variant.message = "not run", "not compiled in the time"
-    return {"mode": "parallel", "workers": workers, "compiled": compiled, "variants": len(variants),
-            "seconds": round(time.monotonic() - started, 3)}  # fmt: skip
+            send({"event": "progress", "screen": f"compiling {len(variants)} variants in {workers} processes"})
+        finally:
+            report = executor.run(deadline)
+    late = {id(owners[i]) for i in report.not_in_time}
+    for variant in variants:
+        if id(variant) in late:
+            variant.status, variant.message = "not run", "not compiled in the time"
+    return {"mode": "processes", "workers": workers, "compiled": len(variants) - len(late), "variants": len(variants),
+            "failed_compiles": report.failed, "seconds": round(time.monotonic() - started, 3)}  # fmt: skip
 
 
 def _rank(

@@ -18,7 +18,7 @@ class ScreenPlan:
     finalists: int  # the halving stops when this many variants (the reference aside) are left
     first_samples: int = 3  # timed samples of each variant in the first rung; doubled at each further rung
     rep_ms: float = 5.0  # device time of one sample of a call timed one by one (a flushed timing)
-    compile_workers: int = 8  # threads compiling the variants in parallel
+    compile_workers: int = 8  # processes compiling the variants in parallel
     timing_share: float = 0.35  # on a GPU, the part of the deadline kept for timing (variants stop running before)
 
     def to_dict(self) -> dict[str, Any]:

@@ -1,0 +1,90 @@
+"""The screening's compiles in forked processes: each queued compile runs in a child first (which fills Triton's
+cache on disk), then in the job process; failures and the deadline stay the variant's; a real Triton compile for a
+GPU target runs in a child without a GPU."""
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from geak.evaluator.job.forked_compiles import ForkedCompiles, NotCompiledInTime
+
+
+def recorder(log: Path, value):
+    def compile_():
+        with log.open("a") as f:
+            f.write(f"{os.getpid()}\n")
+        return value
+
+    return compile_
+
+
+def test_each_compile_runs_in_a_child_then_here_in_the_order_submitted(tmp_path):
+    executor = ForkedCompiles(2)
+    futures = [executor.submit(recorder(tmp_path / f"{i}.log", i * 10)) for i in range(5)]
+    report = executor.run(time.monotonic() + 60)
+    assert [f.result() for f in futures] == [0, 10, 20, 30, 40]
+    for i in range(5):
+        child, here = (tmp_path / f"{i}.log").read_text().split()
+        assert int(child) != os.getpid() and int(here) == os.getpid()
+    assert (report.submitted, report.compiled, report.failed, report.not_in_time) == (5, 5, 0, set())
+    assert executor.queued == []
+
+
+def test_a_compile_that_fails_in_its_child_fails_and_the_others_go_on(tmp_path):
+    def broken():
+        raise ValueError("bad tile")
+
+    executor = ForkedCompiles(4)
+    bad, good = executor.submit(broken), executor.submit(recorder(tmp_path / "ok.log", "ok"))
+    report = executor.run(time.monotonic() + 60)
+    with pytest.raises(RuntimeError, match="failed in a forked process"):
+        bad.result()
+    assert good.result() == "ok" and (report.compiled, report.failed) == (1, 1)
+
+
+def test_the_deadline_kills_a_slow_compile_and_what_never_started(tmp_path):
+    executor = ForkedCompiles(1)
+    slow = executor.submit(time.sleep, 30)
+    never = executor.submit(recorder(tmp_path / "never.log", 1))
+    started = time.monotonic()
+    report = executor.run(started + 1.0)
+    assert time.monotonic() - started < 10
+    for future in (slow, never):
+        with pytest.raises(NotCompiledInTime):
+            future.result()
+    assert report.not_in_time == {0, 1} and not (tmp_path / "never.log").exists()
+
+
+def test_a_result_asked_for_before_the_run_compiles_here_at_once(tmp_path):
+    executor = ForkedCompiles(2)
+    future = executor.submit(recorder(tmp_path / "now.log", 7))
+    assert future.result() == 7  # no wait for a run this very thread would have to start
+    assert executor.run(time.monotonic() + 60).compiled == 1
+    assert (tmp_path / "now.log").read_text().split() == [str(os.getpid())]
+
+
+def test_a_real_triton_compile_for_a_gpu_target_runs_in_a_child_without_a_gpu(tmp_path, monkeypatch):
+    triton = pytest.importorskip("triton")
+    import triton.language as tl
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    ptxas = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
+    if not ptxas.exists():
+        pytest.skip("this Triton has no NVIDIA compiler (ptxas) to compile for a GPU target")
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
+
+    @triton.jit
+    def double(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+    source = ASTSource(double, {"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32"}, {"BLOCK": 256})
+    executor = ForkedCompiles(2)
+    future = executor.submit(triton.compile, source, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+    report = executor.run(time.monotonic() + 120)
+    assert report.compiled == 1, future.exception()
+    kernel = future.result()
+    assert kernel.hash and list((tmp_path / "cache").rglob("*.cubin"))  # the child's binary, read back here
