@@ -66,6 +66,7 @@ PRELOAD = (
     ".pytest_plugin",
     ".rocm_bench",
     ".screening",
+    ".forked_compiles",
     ".probes",
     ".probe_variants",
     ".namespaces",
