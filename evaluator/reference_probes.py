@@ -120,8 +120,11 @@ def rejudged_after_rerun(
     probes: ReferenceProbes, result: dict[str, Any], first_dir: Path, rerun_dir: Path, options: EvalOptions
 ) -> tuple[ReferenceProbes, bool]:
     """The probes after a rerun of the reference in a fresh process (its usable probes replayed once, in
-    `result`): one whose outputs differ from the first run's is nondeterministic, however rarely, and leaves.
-    Returns the probes and whether any left."""
+    `result`): one whose outputs differ from the first run's is nondeterministic, however rarely, and leaves; so
+    does one the reference failed on this time (a read out of bounds that faults only where it lands: on an H200,
+    TritonBench-revised `token_attn_mistral.py` ran a probe of other sizes once and faulted on it in its twin's
+    run). One the rerun did not reach (it stopped at an earlier fault) stays. Returns the probes and whether any
+    left."""
     replayed = {f.get("index"): f for f in result.get("fresh") or [] if isinstance(f, dict)}
     usable, skipped, found = [], list(probes.skipped), False
     for probe in probes.usable:
@@ -130,7 +133,12 @@ def rejudged_after_rerun(
         output = probe_output_file(index)
         masks = probes.unwritten.get(output, {})
         replayed_ok = entry is not None and entry.get("status") == "ok"
-        if replayed_ok and differences(first_dir / output, rerun_dir / output, options, masks, where):
+        if entry is not None and entry.get("status") == "error":
+            why = str(entry.get("message") or "it raised").strip().splitlines()[-1][:300]
+            skipped.append(f"{where}: the reference failed on these inputs when run again ({why}), so it cannot "
+                           "judge a candidate there")  # fmt: skip
+            found = True
+        elif replayed_ok and differences(first_dir / output, rerun_dir / output, options, masks, where):
             skipped.append(f"{where}: the reference gave a different result when run again on the same inputs "
                            "(nondeterministic), so it cannot judge a candidate there")  # fmt: skip
             found = True

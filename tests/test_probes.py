@@ -13,6 +13,7 @@ from geak.evaluator.api import EvalOptions, Evaluator
 from geak.evaluator.compare import compare
 from geak.evaluator.job.capture import CallRecorder, draw_probe
 from geak.evaluator.job.probe_variants import dense_strides, shape_variants, value_signs
+from geak.evaluator.reference_probes import ReferenceProbes, rejudged_after_rerun
 from geak.evaluator.reproduction import unwritten_elements
 from geak.evaluator.shared.poison import second_poison
 
@@ -83,6 +84,21 @@ def test_values_on_which_the_reference_overflows_are_skipped():
     assert r.ok, r.message
     assert r.comparison.value_calls == 0, r.comparison.notes
     assert any(n.startswith("other values") and "not finite" in n for n in r.comparison.notes), r.comparison.notes
+
+
+def test_a_probe_the_reference_fails_on_when_run_again_leaves_and_one_the_rerun_never_reached_stays(tmp_path):
+    """A reference that reads out of bounds at other sizes may fault there only in some runs: a run that fails on a
+    probe the first run passed makes the probe unusable, as a differing output does."""
+    faulted, unreached = ({"index": i, "kind": "shape", "wrapper": "add", "signature": f"add(f32[{n}])", "spec": {},
+                           "launches": {}} for i, n in ((2, 1001), (3, 999)))  # fmt: skip
+    probes = ReferenceProbes((faulted, unreached), frozenset(), (), {})
+    rerun = {"fresh": [{"index": 2, "signature": "add(f32[1001])", "status": "error",
+                        "message": "torch.AcceleratorError: CUDA error: an illegal memory access was encountered"}]}
+    kept, changed = rejudged_after_rerun(probes, rerun, tmp_path, tmp_path, EvalOptions())
+    assert changed and kept.usable == (unreached,)
+    assert kept.skipped == ("other sizes #3 add(f32[1001]): the reference failed on these inputs when run again "
+                            "(torch.AcceleratorError: CUDA error: an illegal memory access was encountered), so it "
+                            "cannot judge a candidate there",)  # fmt: skip
 
 
 # ----------------------------------------------------------------------------------------- unwritten outputs
