@@ -171,8 +171,11 @@ class Evaluator:
         label: str,
         poison: bool,
         progress: Progress | None,
+        again: bool = False,
     ) -> CheckResult:
-        """One check job of `composed` (a candidate with the reference's test, or a file alone) and its verdict."""
+        """One check job of `composed` (a candidate with the reference's test, or a file alone) and its verdict.
+        Where the candidate differs and a rerun of the reference takes probes away (the reference fails there too),
+        the job runs once more (`again`): a fault on such a probe ended the candidate's probes before the others."""
         job_dir = self._new_dir()
         owner = reference or candidate
         path = job_dir / _file_name(owner)
@@ -196,11 +199,18 @@ class Evaluator:
             )
             result = await asyncio.to_thread(judge)
             if _differs(result) and ref_run is not None:  # the reference itself may not reproduce what differs
+                usable = _usable_probes(ref_run)
                 if await self._fold_reference_twin(ref_run, composed, outcome, job_dir):
                     result = await asyncio.to_thread(judge)
                 if _differs(result):
                     await self._rerun_reference(ref_run, progress)
                     result = await asyncio.to_thread(judge)
+                if _differs(result) and _usable_probes(ref_run) < usable and not again:
+                    _say(progress, f"running the tests of {Path(label).name} again without the probes the reference "
+                                   "fails on")  # fmt: skip
+                    return await self._candidate_job(
+                        composed, candidate, reference, ref_run, label, poison, progress, again=True
+                    )
             return result
         finally:
             shutil.rmtree(job_dir, ignore_errors=True)
@@ -595,6 +605,10 @@ def _relay(progress: Progress | None) -> Callable[[dict[str, Any]], None] | None
 
 def _with_duration(result, seconds: float):
     return replace(result, duration_s=seconds)
+
+
+def _usable_probes(ref_run: check_stage.ReferenceRun) -> int:
+    return len(ref_run.probes.usable) if ref_run.probes is not None else 0
 
 
 def _differs(result: CheckResult) -> bool:

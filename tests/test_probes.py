@@ -93,7 +93,8 @@ def test_a_probe_the_reference_fails_on_when_run_again_leaves_and_one_the_rerun_
                            "launches": {}} for i, n in ((2, 1001), (3, 999)))  # fmt: skip
     probes = ReferenceProbes((faulted, unreached), frozenset(), (), {})
     rerun = {"fresh": [{"index": 2, "signature": "add(f32[1001])", "status": "error",
-                        "message": "torch.AcceleratorError: CUDA error: an illegal memory access was encountered"}]}
+                        "message": "torch.AcceleratorError: CUDA error: an illegal memory access was encountered\n"
+                        "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n"}]}
     kept, changed = rejudged_after_rerun(probes, rerun, tmp_path, tmp_path, EvalOptions())
     assert changed and kept.usable == (unreached,)
     assert kept.skipped == ("other sizes #3 add(f32[1001]): the reference failed on these inputs when run again "
