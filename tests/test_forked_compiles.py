@@ -57,6 +57,21 @@ def test_the_deadline_kills_a_slow_compile_and_what_never_started(tmp_path):
     assert report.not_in_time == {0, 1} and not (tmp_path / "never.log").exists()
 
 
+def test_without_a_process_to_fork_each_compile_fails_as_its_own_and_none_is_left_waiting(tmp_path, monkeypatch):
+    from geak.evaluator.job import sandbox
+
+    def refused():
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(sandbox, "fork_process", refused)
+    executor = ForkedCompiles(2)
+    futures = [executor.submit(recorder(tmp_path / f"{i}.log", i)) for i in range(3)]
+    report = executor.run(time.monotonic() + 60)
+    assert all(f.done() for f in futures) and (report.compiled, report.failed) == (0, 3)
+    with pytest.raises(RuntimeError, match="no process to compile in"):
+        futures[0].result()
+
+
 def test_a_result_asked_for_before_the_run_compiles_here_at_once(tmp_path):
     executor = ForkedCompiles(2)
     future = executor.submit(recorder(tmp_path / "now.log", 7))

@@ -81,14 +81,17 @@ class ForkedCompiles(Executor):
         variant compiles at its first run and says why there), as not compiled in the time otherwise."""
         report = CompileReport(submitted=len(self.queued))
         todo = [i for i, p in enumerate(self.queued) if not p.done()]
-        outcome: dict[int, int] = {}  # index -> the child's exit code (0: compiled)
+        outcome: dict[int, int | str] = {}  # index -> the child's exit code (0: compiled), or why it did not start
         running: dict[int, int] = {}  # pid -> index
         gc.freeze()  # the children's collections leave the parent's objects (and their pages) alone
         try:
             while (todo or running) and time.monotonic() < deadline:
                 while todo and len(running) < self.workers:
                     index = todo.pop(0)
-                    running[self._fork(self.queued[index].fn)] = index
+                    try:
+                        running[self._fork(self.queued[index].fn)] = index
+                    except OSError as e:  # no process to be had (a process limit): the variant compiles at its run
+                        outcome[index] = f"no process to compile in ({e})"
                 for pid in list(running):
                     done, status = os.waitpid(pid, os.WNOHANG)
                     if done:
@@ -100,6 +103,10 @@ class ForkedCompiles(Executor):
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
             gc.unfreeze()
+            self._settle(outcome, report)  # every future ends here: Triton's mode waits for them all
+        return report
+
+    def _settle(self, outcome: dict[int, int | str], report: CompileReport) -> None:
         for index, pending in enumerate(self.queued):
             if pending.done():
                 continue
@@ -109,12 +116,13 @@ class ForkedCompiles(Executor):
             elif code is None:
                 pending.set_exception(NotCompiledInTime("not compiled in the time"))
                 report.not_in_time.add(index)
+            elif isinstance(code, str):
+                pending.set_exception(RuntimeError(code))
             else:
                 pending.set_exception(RuntimeError(f"its compile failed in a forked process (exit code {code})"))
-        report.compiled = sum(1 for p in self.queued if p.done() and p.exception() is None)
+        report.compiled = sum(1 for p in self.queued if p.exception() is None)
         report.failed = report.submitted - report.compiled - len(report.not_in_time)
         self.queued = []
-        return report
 
     @staticmethod
     def _fork(fn: Callable[[], Any]) -> int:
