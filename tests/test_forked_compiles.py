@@ -32,6 +32,17 @@ def test_each_compile_runs_in_a_child_then_here_in_the_order_submitted(tmp_path)
     assert executor.queued == []
 
 
+def test_a_pumped_compile_starts_in_a_child_before_the_run(tmp_path):
+    executor = ForkedCompiles(2)
+    future = executor.submit(recorder(tmp_path / "early.log", 1))
+    executor.pump()  # what the screening calls between two variants' submissions
+    waited = time.monotonic() + 30
+    while not (tmp_path / "early.log").exists() and time.monotonic() < waited:
+        time.sleep(0.01)
+    assert int((tmp_path / "early.log").read_text().split()[0]) != os.getpid()
+    assert executor.run(time.monotonic() + 60).compiled == 1 and future.result() == 1
+
+
 def test_a_compile_that_fails_in_its_child_fails_and_the_others_go_on(tmp_path):
     def broken():
         raise ValueError("bad tile")

@@ -3,9 +3,10 @@
 Triton's front end (the AST walk that writes the first IR) holds the GIL, so the thread pool Triton's
 ``AsyncCompileMode`` is meant for compiles little faster than one by one: on an H200, 36 variants of an attention
 kernel took 166 s on 16 threads. ``ForkedCompiles`` is an executor for that mode that runs nothing when a compile is
-submitted; ``run`` then compiles each submitted closure in a forked child of the job process, several at once, most
-promising (first submitted) first, until a deadline. A child writes what it compiled to the job's Triton cache on disk
-and exits; the job process then runs the closure itself, which finds the binary in that cache and only reads it.
+submitted: ``pump`` (called while the caller submits more) and ``run`` compile each submitted closure in a forked
+child of the job process, several at once, in the order submitted (the most promising first), until a deadline. A
+child writes what it compiled to the job's Triton cache on disk and exits; the job process then runs the closure
+itself, which finds the binary in that cache and only reads it.
 
 A child never touches the GPU: Triton's compile is given its target and needs no device (the job process opened its
 GPU context before the fork, and no GPU context survives one). A child that fails, crashes or is killed at the
@@ -64,53 +65,67 @@ class CompileReport:
 
 
 class ForkedCompiles(Executor):
-    """An executor for Triton's ``AsyncCompileMode``: compiles are queued by ``submit`` and run by ``run``."""
+    """An executor for Triton's ``AsyncCompileMode``: compiles are queued by ``submit``, started by ``pump`` (while
+    the caller submits more) and finished by ``run``."""
 
     def __init__(self, workers: int):
         self.workers = max(1, workers)
         self.queued: list[_Pending] = []
+        self._next = 0  # the first queued compile not started
+        self._running: dict[int, int] = {}  # pid -> index
+        self._outcome: dict[int, int | str] = {}  # index -> the child's exit code (0: compiled), or why none started
+        self._frozen = False
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
         pending = _Pending(lambda: fn(*args, **kwargs))
         self.queued.append(pending)
         return pending
 
+    def pump(self) -> None:
+        """Collect the children that ended and start queued compiles, in order, while fewer than `workers` run;
+        never waits."""
+        for pid in list(self._running):
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                self._outcome[self._running.pop(pid)] = os.waitstatus_to_exitcode(status)
+        while self._next < len(self.queued) and len(self._running) < self.workers:
+            index, self._next = self._next, self._next + 1
+            pending = self.queued[index]
+            if pending.done():  # asked for early, compiled here
+                continue
+            if not self._frozen:
+                gc.freeze()  # the children's collections leave the parent's objects (and their pages) alone
+                self._frozen = True
+            try:
+                self._running[self._fork(pending.fn)] = index
+            except OSError as e:  # no process to be had (a process limit): the variant compiles at its run
+                self._outcome[index] = f"no process to compile in ({e})"
+
     def run(self, deadline: float) -> CompileReport:
         """Compile every queued closure in forked children (at most `workers` at once) until `deadline`, then
         settle each one here: from the cache where its child compiled it, as failed where its child failed (the
         variant compiles at its first run and says why there), as not compiled in the time otherwise."""
         report = CompileReport(submitted=len(self.queued))
-        todo = [i for i, p in enumerate(self.queued) if not p.done()]
-        outcome: dict[int, int | str] = {}  # index -> the child's exit code (0: compiled), or why it did not start
-        running: dict[int, int] = {}  # pid -> index
-        gc.freeze()  # the children's collections leave the parent's objects (and their pages) alone
         try:
-            while (todo or running) and time.monotonic() < deadline:
-                while todo and len(running) < self.workers:
-                    index = todo.pop(0)
-                    try:
-                        running[self._fork(self.queued[index].fn)] = index
-                    except OSError as e:  # no process to be had (a process limit): the variant compiles at its run
-                        outcome[index] = f"no process to compile in ({e})"
-                for pid in list(running):
-                    done, status = os.waitpid(pid, os.WNOHANG)
-                    if done:
-                        outcome[running.pop(pid)] = os.waitstatus_to_exitcode(status)
-                if running:
-                    time.sleep(POLL_S)
+            while True:
+                self.pump()
+                if (self._next >= len(self.queued) and not self._running) or time.monotonic() >= deadline:
+                    break
+                time.sleep(POLL_S)
         finally:
-            for pid in running:
+            for pid in self._running:
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
-            gc.unfreeze()
-            self._settle(outcome, report)  # every future ends here: Triton's mode waits for them all
+            if self._frozen:
+                gc.unfreeze()
+            self._settle(report)  # every future ends here: Triton's mode waits for them all
         return report
 
-    def _settle(self, outcome: dict[int, int | str], report: CompileReport) -> None:
+    def _settle(self, report: CompileReport) -> None:
         for index, pending in enumerate(self.queued):
             if pending.done():
                 continue
-            code = outcome.get(index)
+            code = self._outcome.get(index)
             if code == 0:
                 pending.settle_here()
             elif code is None:
@@ -122,7 +137,7 @@ class ForkedCompiles(Executor):
                 pending.set_exception(RuntimeError(f"its compile failed in a forked process (exit code {code})"))
         report.compiled = sum(1 for p in self.queued if p.exception() is None)
         report.failed = report.submitted - report.compiled - len(report.not_in_time)
-        self.queued = []
+        self.queued, self._next, self._running, self._outcome, self._frozen = [], 0, {}, {}, False
 
     @staticmethod
     def _fork(fn: Callable[[], Any]) -> int:

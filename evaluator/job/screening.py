@@ -240,20 +240,25 @@ def _compile_all(
     deadline = started + max(0.0, runs_end - started) * COMPILE_SHARE
     executor = ForkedCompiles(workers)
     owners: list[_Variant] = []  # per submitted compile, its variant
+    late: set[int] = set()  # the variants not compiled in the time
+    send({"event": "progress", "screen": f"compiling {len(variants)} variants in {workers} processes"})
     with sandbox.tuning_deferred(), sandbox.compile_only(), AsyncCompileMode(executor, ignore_errors=True):
         try:
             for variant in variants:
+                if time.monotonic() >= deadline:  # its wrappers would not even be run in the time
+                    late.add(id(variant))
+                    continue
                 for i, call in enumerate(calls):
                     fn = variant.functions[i]
                     if fn is not None:
                         with contextlib.suppress(Exception):  # what fails here compiles at its first run
                             fn(*_copied(call.args), **_copied(call.kwargs))
                 owners += [variant] * (len(executor.queued) - len(owners))
+                executor.pump()  # its compiles start while the next variants' wrappers run
             sandbox.synchronize(gpu)
-            send({"event": "progress", "screen": f"compiling {len(variants)} variants in {workers} processes"})
         finally:
             report = executor.run(deadline)
-    late = {id(owners[i]) for i in report.not_in_time}
+    late |= {id(owners[i]) for i in report.not_in_time}
     for variant in variants:
         if id(variant) in late:
             variant.status, variant.message = "not run", "not compiled in the time"
