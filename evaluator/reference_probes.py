@@ -134,7 +134,7 @@ def rejudged_after_rerun(
         masks = probes.unwritten.get(output, {})
         replayed_ok = entry is not None and entry.get("status") == "ok"
         if entry is not None and entry.get("status") == "error":
-            why = _error_line(str(entry.get("message") or "it raised"))
+            why = _error_line(str(entry.get("message") or ""))
             skipped.append(f"{where}: the reference failed on these inputs when run again ({why}), so it cannot "
                            "judge a candidate there")  # fmt: skip
             found = True
@@ -149,7 +149,6 @@ def rejudged_after_rerun(
 
 
 def _error_line(message: str) -> str:
-    """The line of an error message that names the error (CUDA's hints about debugging come after it)."""
-    lines = [line.strip() for line in message.strip().splitlines() if line.strip()] or ["it raised"]
-    named = [line for line in lines if "rror" in line]
-    return (named[0] if named else lines[-1])[:300]
+    """The line of a job's error message that names the error: its first (``describe_error`` writes the exception's
+    type and message first; CUDA's hints about debugging come after)."""
+    return next((line.strip() for line in message.splitlines() if line.strip()), "it raised")[:300]
