@@ -12,10 +12,11 @@ from .compare import UnreadableOutput, compare, load_output
 from .diagnostics import definition_line, error_diagnostic
 from .options import EvalOptions
 from .pool import JobOutcome
-from .reference_probes import KIND_WORDS, ReferenceProbes, is_probe_where, probe_where, rejudged_after_rerun
+from .reference_probes import ReferenceProbes, is_probe_where, rejudged_after_rerun
 from .reproduction import Masks, differences, prefixed, two_runs, unwritten_summary
 from .results import FAILED_KINDS, NOT_RUN_KINDS, TEST_KINDS, CheckResult, Comparison, Diagnostic, Mismatch, TestOutcome
 from .shared.isolation_policy import PROCESS_ONLY
+from .shared.probe_rules import KIND_WORDS, probe_where
 from .shared.protocol import CheckJob, output_file_of_test, probe_output_file
 from .shared.test_ids import sanitized_test_id, test_function
 from .triton_file import Composed, TritonFile

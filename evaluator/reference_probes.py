@@ -16,10 +16,8 @@ from typing import Any
 from .compare import UnreadableOutput, compare, load_output
 from .options import EvalOptions
 from .reproduction import Masks, differences, unwritten_elements
-from .shared.probe_rules import OVER_BUDGET, nonfinite_elements, stays_finite
+from .shared.probe_rules import KIND_WORDS, OVER_BUDGET, nonfinite_elements, probe_where, stays_finite
 from .shared.protocol import probe_output_file
-
-KIND_WORDS = {"fresh": "fresh inputs", "shape": "other sizes", "value": "other values"}
 
 
 @dataclass(frozen=True)
@@ -39,13 +37,6 @@ class ReferenceProbes:
         for probe in self.usable:
             found[probe.get("kind", "fresh")] += 1
         return found
-
-
-def probe_where(probe: dict[str, Any]) -> str:
-    """How the verdict names a probe: `other sizes #3 softmax(f32[3,1025])`."""
-    index = probe.get("index")
-    number = f"#{index + 1} " if isinstance(index, int) else ""
-    return f"{KIND_WORDS.get(probe.get('kind', 'fresh'), 'probe')} {number}{probe.get('signature', '')}".strip()
 
 
 def is_probe_where(where: str) -> bool:

@@ -22,6 +22,18 @@ def check(name: str, against: str | None, **options):
     return check_fixture(name, against, timeout_s=120, **options)
 
 
+def test_each_probe_is_named_in_the_progress_as_it_runs():
+    said: list[str] = []
+    r = check("probes/sub.py", "probes/sub.py", progress=said.append)
+    assert r.ok, r.message
+    probes = [m for m in said if m.startswith("running ") and "#" in m]
+    first = [m for m in probes if m.startswith("running fresh inputs #1 ") and m.endswith("])")]
+    assert len(first) == 2 and first[0] == first[1], said  # the reference made it, the candidate replayed it
+    assert f"{first[0]} (again)" in probes and f"{first[0]} (without kernels)" in probes, said
+    assert any(m.startswith("running other sizes #") for m in probes), said
+    assert any(m.startswith("running other values #") for m in probes), said
+
+
 def mismatch_places(result) -> list[str]:
     return [m.where for m in result.comparison.mismatches]
 

@@ -414,6 +414,25 @@ def test_identical_autotuned_kernels_of_two_variants_are_tuned_once():
     assert log == [(1024,), (1024,), (4096,), (4096,)]  # the twin tuned nothing; the changed kernel tuned itself
 
 
+def test_an_autotuned_kernel_probed_at_other_sizes_runs_its_tested_choice_without_tuning():
+    """Probes at other sizes bring tuning keys the tests did not: the kernel runs the config it chose for a tested
+    key (re-tuning cost an H200 10 s for one probe); a key it tuned keeps its own choice."""
+    from geak.evaluator.job import sandbox
+
+    tuner = SimpleNamespace(arg_names=["x", "n", "BLOCK"], keys=["n"], configs=["B64", "B128", "B256"], cache={})
+    x = torch.zeros(2)
+    assert sandbox._tuning_key(tuner, (x, 1024), {}) == (1024, "torch.float32")
+    with sandbox.tuning_kept():
+        assert sandbox._untuned_config(tuner, (x, 1024), {}) is None  # nothing tuned yet: it tunes
+        tuner.cache = {(1024, "torch.float32"): "B128", (4096, "torch.float32"): "B256"}
+        assert sandbox._untuned_config(tuner, (x, 1024), {}) is None  # a tested key: its own choice
+        assert sandbox._untuned_config(tuner, (x, 1040), {}) == "B128"  # another size: the first tested choice
+        assert sandbox._untuned_config(tuner, (x,), {"n": 4112}) == "B128"
+    assert sandbox._untuned_config(tuner, (x, 1040), {}) is None  # outside the probes: Triton tunes
+    with sandbox.tuning_deferred():
+        assert sandbox._untuned_config(tuner, (x, 1040), {}) == "B64"
+
+
 def test_missing_linked_or_hostile_output_files_fail(tmp_path):
     save_outputs(tmp_path, "reference", 0, torch.ones(4))
     save_outputs(tmp_path, "reference", 0, torch.ones(4), "again")

@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from ..shared.probe_rules import OVER_BUDGET, VALUE_MAGNITUDES, nonfinite_elements, stays_finite
+from ..shared.probe_rules import OVER_BUDGET, VALUE_MAGNITUDES, nonfinite_elements, probe_where, stays_finite
 from ..shared.protocol import probe_input_file, probe_output_file
 from . import sandbox
 from .capture import (
@@ -56,9 +56,10 @@ MAKING = 2.0  # the reference's time to make them, in that share: two runs each,
 # ...but at least this much (replay, making), so that a check of milliseconds still gets its probes (on a GPU a probe
 # runs in milliseconds; the CPU interpreter is slow, and a forked process costs some 50 ms)
 FLOOR_S = {True: (0.1, 0.5), False: (0.3, 1.0)}  # by gpu
-OVERHEAD_S = 0.05  # what making a probe costs besides its runs (drawing and saving it, a forked process)
+OVERHEAD_S = 0.05  # what making a variant costs besides what making its fresh probe took (a forked process)
 
 Describe = Callable[[BaseException], str]
+Starting = Callable[[str], None]  # told each probe's name as it starts (the job's progress)
 
 
 @dataclass
@@ -78,18 +79,21 @@ class ProbeBudget:
         replay, making = FLOOR_S[gpu]
         return cls(max(share, replay), max(MAKING * share, making))
 
-    def affords(self, estimate_s: float) -> bool:
-        return estimate_s <= self.replay_s and 2 * estimate_s + OVERHEAD_S <= self.making_s
+    def affords(self, replay_s: float, making_s: float) -> bool:
+        """Is there time for a probe that a candidate replays in `replay_s` and the reference makes in `making_s`?"""
+        return replay_s <= self.replay_s and making_s + OVERHEAD_S <= self.making_s
 
 
 @dataclass
 class _Base:
-    """A call whose fresh probe ran, as its variants need it: what that probe took, and how many non-finite
-    elements its outputs held."""
+    """A call whose fresh probe ran, as its variants need it: what that probe took (its first run; all of its making:
+    drawing and saving its inputs and outputs, its three runs, which on a busy device wait their turn), and how many
+    non-finite elements its outputs held."""
 
     call: RecordedCall
     index: int  # its fresh probe's
     duration_s: float
+    made_s: float
     nonfinite: int
     kept: dict[str, int]  # variants kept, by kind
 
@@ -115,34 +119,36 @@ def make_probes(
     check_s: float,
     poison: bool,
     variants: bool,
+    starting: Starting,
 ) -> list[dict[str, Any]]:
     """The reference's probes: a fresh one for each of the first `limit` distinct calls, then shape and value
     probes within the budget that `check_s` (its import and its tests' first run) and the fresh probes set. Inputs
     are drawn with `probe_seed` + the probe's index; random number generators are seeded with `seed` + the index
     before each run. `poison`: new allocations are poisoned (the second run of a probe then gets the second
-    poison). `variants`: False, fresh values only."""
-    maker = _Maker(recorder, probe_seed, seed, out_dir, gpu, describe, poison)
+    poison). `variants`: False, fresh values only. `starting` is told each probe as it starts."""
+    maker = _Maker(recorder, probe_seed, seed, out_dir, gpu, describe, poison, starting)
     limits = {"shape": SHAPE_PER_CALL, "value": VALUE_PER_CALL}
     bases = []
     started = time.perf_counter()
     for call in recorder.unique_calls(limit):
+        making = time.perf_counter()
         entry, measured = maker.make(call, Variant("fresh", "fresh values", call.spec), _Runs(ghost=True))
         if maker.lost(entry):
             return maker.entries
         if entry["status"] == "ok":
-            bases.append(
-                _Base(call, entry["index"], measured["duration_s"], measured["nonfinite"], dict.fromkeys(limits, 0))
-            )
+            made_s = time.perf_counter() - making
+            kept = dict.fromkeys(limits, 0)
+            bases.append(_Base(call, entry["index"], measured["duration_s"], made_s, measured["nonfinite"], kept))
     budget = ProbeBudget.of_check(check_s + time.perf_counter() - started, gpu)
     tried, seen = 0, {footprint(b.call.spec) for b in bases}
     for base, variant in _variants_in_turn(bases if variants else [], recorder):
-        estimate = base.duration_s * element_count(variant.spec) / max(element_count(base.call.spec), 1)
+        scale = element_count(variant.spec) / max(element_count(base.call.spec), 1)
         if tried >= VARIANTS_PER_CHECK or base.kept[variant.kind] >= limits[variant.kind]:
             continue
         if variant.kind == "shape" and footprint(variant.spec) in seen:  # another call, or its variant, is this one
             continue
         seen.add(footprint(variant.spec))
-        if not budget.affords(estimate):
+        if not budget.affords(base.duration_s * scale, base.made_s * scale):
             continue
         tried += 1
         started = time.perf_counter()
@@ -195,10 +201,10 @@ class _Maker:
 
     def __init__(
         self, recorder: CallRecorder, probe_seed: int, seed: int, out_dir: Path, gpu: bool, describe: Describe,
-        poison: bool,
+        poison: bool, starting: Starting,
     ):  # fmt: skip
         self.recorder, self.probe_seed, self.seed, self.out_dir = recorder, probe_seed, seed, out_dir
-        self.gpu, self.describe, self.poison = gpu, describe, poison
+        self.gpu, self.describe, self.poison, self.starting = gpu, describe, poison, starting
         self.entries: list[dict[str, Any]] = []
 
     def lost(self, entry: dict[str, Any]) -> bool:
@@ -232,9 +238,13 @@ class _Maker:
             entry["message"] = f"inputs cannot be redrawn: {e}"
             return entry, {}
         entry["signature"] = signature(call.wrapper, args, kwargs)
+        where = probe_where(entry)
+        self.starting(where)
         inputs = self.out_dir / probe_input_file(index)
         torch.save(probe_tensors(args, kwargs), inputs)
         run = _runner(self.recorder.originals[call.wrapper], variant.spec, inputs, self.gpu, self.seed + index)
+
+        say = self.starting if runs.limit_s is None else lambda _: None  # a forked process never writes to the caller
 
         def all_runs() -> dict[str, Any]:
             started = time.perf_counter()
@@ -243,11 +253,13 @@ class _Maker:
             measured["nonfinite"] = nonfinite_elements(outputs)
             if runs.finite_below is not None and not stays_finite(runs.finite_below, measured["nonfinite"]):
                 return {**measured, "status": "not finite"}
+            say(f"{where} (again)")
             again = time.perf_counter()
             with sandbox.second_poison_filled() if self.poison else contextlib.nullcontext():
                 run(self.out_dir / probe_output_file(index, "again"))
             measured["again_s"] = time.perf_counter() - again
             if runs.ghost:
+                say(f"{where} (without kernels)")
                 with sandbox.ghost_kernels():
                     run(self.out_dir / probe_output_file(index, "ghost"))
             return {**measured, "status": "ok"}
@@ -341,8 +353,10 @@ def replay_probes(
     out_dir: Path,
     gpu: bool,
     describe: Describe,
+    starting: Starting,
 ) -> list[dict[str, Any]]:
-    """Run the candidate's wrappers on the reference's saved probe inputs (fresh probes also as a ghost)."""
+    """Run the candidate's wrappers on the reference's saved probe inputs (fresh probes also as a ghost); `starting`
+    is told each probe as it starts."""
     entries = []
     for probe in probes:
         index = probe["index"]
@@ -352,10 +366,12 @@ def replay_probes(
         if fn is None:
             entry["message"] = f"wrapper {probe['wrapper']}() is missing"
             continue
+        starting(probe_where(probe))
         run = _runner(fn, probe["spec"], out_dir / probe_input_file(index), gpu, seed + index)
         try:
             entry["launches"] = run(out_dir / probe_output_file(index))[0]
             if probe.get("kind", "fresh") == "fresh":
+                starting(f"{probe_where(probe)} (without kernels)")
                 with sandbox.ghost_kernels():
                     run(out_dir / probe_output_file(index, "ghost"))
         except BaseException as e:
@@ -378,7 +394,8 @@ def _runner(
         args, kwargs = rebuild_probe(spec, saved, "cuda" if gpu else "cpu")
         sandbox.LAUNCHES.clear()
         sandbox.seed_everything(seed)  # a wrapper that draws random numbers (dropout) draws the same each run
-        ret = fn(*args, **kwargs)
+        with sandbox.tuning_kept():  # an autotuned kernel runs its tested choice at other sizes: no tuning
+            ret = fn(*args, **kwargs)
         sandbox.synchronize(gpu)
         outputs = call_outputs(ret, args, kwargs)
         torch.save(outputs, output)

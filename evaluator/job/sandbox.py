@@ -227,6 +227,7 @@ _TRACK_STREAMS = threading.Event()
 _TIME_KERNELS = threading.Event()
 _DEFER_TUNING = threading.Event()
 _SHARE_TWINS = threading.Event()
+_KEEP_TUNING = threading.Event()
 _TWIN_CHOICES: dict[tuple[Any, ...], dict[Any, int]] = {}  # a kernel's fingerprint -> tuning key -> config index
 _COMPILE_ONLY = threading.Event()
 _KEEP_COMPILED = threading.Event()
@@ -280,6 +281,19 @@ def tuning_deferred():
         yield
     finally:
         _DEFER_TUNING.clear()
+
+
+@contextlib.contextmanager
+def tuning_kept():
+    """Within it, a `@triton.autotune` kernel that meets a tuning key it has not tuned (a probe's other sizes) runs the
+    config it chose for a key it tuned, instead of compiling and timing every config again: on an H200 a
+    TritonBench-revised file's one probe at other sizes spent 10 s re-tuning. The choice is not kept. A kernel that
+    has tuned nothing yet, or whose choice cannot run there, tunes as it would."""
+    _KEEP_TUNING.set()
+    try:
+        yield
+    finally:
+        _KEEP_TUNING.clear()
 
 
 @contextlib.contextmanager
@@ -378,19 +392,22 @@ def _install_tuning_deferral() -> None:
     original = Autotuner.run
 
     def run(self, *args, **kwargs):
-        configs = self.configs
-        if len(configs) > 1 and _SHARE_TWINS.is_set():
-            return _tuned_like_twins(self, original, args, kwargs)
-        if not _DEFER_TUNING.is_set() or len(configs) <= 1:
+        every = self.configs
+        if len(every) <= 1:
             return original(self, *args, **kwargs)
-        self.configs = configs[:1]
+        if _SHARE_TWINS.is_set():
+            return _tuned_like_twins(self, original, args, kwargs)
+        only = _untuned_config(self, args, kwargs)
+        if only is None:
+            return original(self, *args, **kwargs)
+        self.configs = [only]
         try:
             return original(self, *args, **kwargs)
         except Exception:
-            self.configs = configs
+            self.configs = every
             return original(self, *args, **kwargs)
         finally:
-            self.configs = configs
+            self.configs = every
 
     Autotuner.run = run
 
@@ -407,6 +424,26 @@ def _tuned_like_twins(tuner: Any, original: Callable[..., Any], args: tuple, kwa
         for key, config in tuner.cache.items():
             if key not in known and config in tuner.configs:
                 known[key] = tuner.configs.index(config)
+
+
+def _untuned_config(tuner: Any, args: tuple, kwargs: dict) -> Any:
+    """The one config an autotuned kernel runs without tuning for this call (``tuning_kept``, ``tuning_deferred``);
+    None: it runs as Triton runs it."""
+    if _KEEP_TUNING.is_set() and tuner.cache and _tuning_key(tuner, args, kwargs) not in tuner.cache:
+        return next(iter(tuner.cache.values()))  # what it chose for a key it tuned
+    return tuner.configs[0] if _DEFER_TUNING.is_set() else None
+
+
+def _tuning_key(tuner: Any, args: tuple, kwargs: dict) -> tuple[Any, ...] | None:
+    """The key under which `tuner` keeps its choice for this call (as ``Autotuner.run`` makes it: the values of its
+    `key` arguments, then every tensor argument's dtype); None if it cannot be made."""
+    try:
+        named = {**dict(zip(tuner.arg_names, args, strict=False)), **kwargs}
+        named = {k: v for k, v in named.items() if k in tuner.arg_names}
+        key = [named[k] for k in tuner.keys if k in named]
+        return tuple(key + [str(v.dtype) for v in named.values() if hasattr(v, "dtype")])
+    except Exception:
+        return None
 
 
 def _fingerprint(tuner: Any) -> tuple[Any, ...]:

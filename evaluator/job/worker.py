@@ -497,15 +497,15 @@ def run_check(job: CheckJob, info: Any, send) -> dict[str, Any]:
 
     probes = job.probes
     if probes and not fatal:
-        send({"event": "progress", "test": "probes"})
+        starting("probes")
         describe = lambda e: sandbox.describe_error(e, path, module)["message"]
         if "make" in probes:
             make = probes["make"]
             made = make_probes(recorder, make["seed"], seed, job.max_calls, out_dir, gpu, describe, check_s,
-                               job.poison, make["variants"])  # fmt: skip
+                               job.poison, make["variants"], starting)  # fmt: skip
             result["fresh"] = made
         else:
-            result["fresh"] = replay_probes(recorder, probes["replay"], seed, out_dir, gpu, describe)
+            result["fresh"] = replay_probes(recorder, probes["replay"], seed, out_dir, gpu, describe, starting)
     return result
 
 

@@ -11,6 +11,15 @@ from typing import Any
 
 VALUE_MAGNITUDES = (100.0, 10.0)  # times the scale of the tested inputs, largest first
 OVER_BUDGET = "over budget"  # a probe the reference's job stopped because the probes' time was spent: no finding
+KIND_WORDS = {"fresh": "fresh inputs", "shape": "other sizes", "value": "other values"}
+
+
+def probe_where(probe: dict[str, Any]) -> str:
+    """How a probe is named (in a verdict, and in a job's progress while it runs): `other sizes #3
+    softmax(f32[3,1025])`."""
+    index = probe.get("index")
+    number = f"#{index + 1} " if isinstance(index, int) else ""
+    return f"{KIND_WORDS.get(probe.get('kind', 'fresh'), 'probe')} {number}{probe.get('signature', '')}".strip()
 
 
 def nonfinite_elements(output: Any) -> int:
