@@ -11,7 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .dataloaders import GoldenFileSuite, ProblemState, reference_file, score_code
+from geak.evaluator.results import CheckResult
+
+from .dataloaders import GoldenFileSuite, ProblemState, Score, reference_file
+from .dataloaders.scoring import check_code, time_code
 from .eval_slots import EvalSlot
 from .records_file import append_record, read_records, rewrite_records
 from .tasks import all_or_none
@@ -36,11 +39,17 @@ async def score_predictions(
     on_record: Callable[[dict[str, Any], int], None] | None = None,
     per_slot: int = 2,
     earlier: dict[int, dict[str, Any]] | None = None,
+    on_event: Callable[[str], None] | None = None,
 ) -> EvalOutcome:
-    """Score each line of `predictions`, `per_slot` at a time on each slot; records are appended to `results`
-    (JSONL) as they finish and passed to `on_record(record, total)`. `timing` False: correctness only (call and
+    """Score each line of `predictions`: every prediction is checked first, `per_slot` at a time on each slot; then
+    each slot times those of its predictions that passed, one after another. A timing has the device alone while it
+    measures, so one waiting among running checks waited for all of them to finish, and held back new ones: timed
+    one by one after the checks, none waits. Records are appended to `results` (JSONL) as they finish (a prediction
+    that passed, once timed) and passed to `on_record(record, total)`. `timing` False: correctness only (call and
     execution accuracy). `earlier`: records of an interrupted run of the same predictions, by line: those lines are
-    not scored again (``read_earlier``)."""
+    not scored again (``read_earlier``). `on_event` is told what else happens (a prediction that passed waits for
+    its timing; the timings start)."""
+    say = on_event or (lambda message: None)
     started = time.perf_counter()
     states = suite.load_ps(predictions)
     earlier = earlier or {}
@@ -54,28 +63,60 @@ async def score_predictions(
         results.parent.mkdir(parents=True, exist_ok=True)
         rewrite_records(results, [earlier[line] for line in sorted(earlier)])
     records: list[dict[str, Any]] = list(earlier.values())
+    to_time: dict[str, list[_Checked]] = {slot.name: [] for slot in slots}
 
-    async def one(index: int, ps: ProblemState) -> None:
+    def finished(checked: _Checked) -> None:
+        records.append(checked.record)
+        if results is not None:
+            append_record(results, checked.record)
+        if on_record is not None:
+            on_record(checked.record, len(states))
+
+    async def check(index: int, ps: ProblemState) -> None:
         async with limit:
             slot = min(slots, key=lambda s: s.active)
             slot.active += 1
             try:
-                record = await _score(ps, slot, scratch, rounds, timing)
+                checked = await _check(index, ps, slot, scratch, timing)
             finally:
                 slot.active -= 1
-        record["line"] = index
-        records.append(record)
-        if results is not None:
-            append_record(results, record)
-        if on_record is not None:
-            on_record(record, len(states))
+        if checked.timed:
+            to_time[slot.name].append(checked)
+            say(f"{ps.filename} passed its check on {slot.name}; timed after the checks")
+        else:
+            finished(checked)
 
-    await all_or_none(one(i, ps) for i, ps in enumerate(states) if i not in earlier)
+    async def time_all(slot: EvalSlot) -> None:
+        for checked in sorted(to_time[slot.name], key=lambda c: c.record["line"]):
+            await time_code(slot.evaluator, checked.code, checked.reference, checked.check, checked.score, rounds)
+            checked.record.update(checked.score.to_dict())
+            finished(checked)
+
+    await all_or_none(check(i, ps) for i, ps in enumerate(states) if i not in earlier)
+    waiting = sum(map(len, to_time.values()))
+    if waiting:
+        say(f"timing the {waiting} prediction(s) that passed, one at a time on each of {len(slots)} slot(s)")
+    await all_or_none(time_all(slot) for slot in slots)
     records.sort(key=lambda r: r["line"])
     return EvalOutcome(records, list(suite.unmatched), time.perf_counter() - started)
 
 
-async def _score(ps: ProblemState, slot: EvalSlot, scratch: Path, rounds: int | None, timing: bool) -> dict[str, Any]:
+@dataclass
+class _Checked:
+    """A prediction checked: its record, and what its timing needs where it is to be timed (`timed`)."""
+
+    record: dict[str, Any]
+    score: Score | None = None
+    check: CheckResult | None = None
+    code: str = ""
+    reference: Path = Path()
+
+    @property
+    def timed(self) -> bool:
+        return self.check is not None
+
+
+async def _check(index: int, ps: ProblemState, slot: EvalSlot, scratch: Path, timing: bool) -> _Checked:
     record: dict[str, Any] = {
         "filename": ps.filename,
         "difficulty": ps.difficulty,
@@ -84,13 +125,17 @@ async def _score(ps: ProblemState, slot: EvalSlot, scratch: Path, rounds: int | 
         "pass_exe": False,
         "speedup": None,
     }
+    checked = _Checked(record)
     if not ps.solution or not ps.solution.strip():
-        record.update(stage="reply", message="the prediction has no code")
-        return record
+        record.update(stage="reply", message="the prediction has no code", line=index)
+        return checked
+    reference = reference_file(ps, scratch)
+    score, check = await check_code(slot.evaluator, ps.solution, reference)
+    record.update(score.to_dict(), line=index)
     timing = timing and (slot.runtime or {}).get("backend") not in (None, "interpreter")
-    score = await score_code(slot.evaluator, ps.solution, reference_file(ps, scratch), timing=timing, rounds=rounds)
-    record.update(score.to_dict())
-    return record
+    if check is not None and score.pass_exe and timing:
+        checked.score, checked.check, checked.code, checked.reference = score, check, ps.solution, reference
+    return checked
 
 
 def read_earlier(results: Path) -> dict[int, dict[str, Any]]:

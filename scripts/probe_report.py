@@ -50,20 +50,24 @@ PROBE_WORDS = {f"running {words} #": kind for kind, words in KIND_WORDS.items()}
 
 
 def phases(timeline: list[tuple[float, str]], end: float) -> dict[str, Any]:
-    """Where one file's time went, from its progress messages (each lasts until the next; the last until the file's
-    verdict, so the caller's comparison counts with the candidate's last step): seconds by phase (`reference
-    tests`, `reference shape probes`, `candidate fresh probes`...) and each probe's own time."""
+    """Where one file's time went, from its progress messages: seconds by phase (`reference tests`, `reference
+    shape probes`, `candidate fresh probes`...) and each probe's own time. A message lasts until the next, so the
+    last step of a job also counts the job's end and the caller's judging of it (the reference's until the
+    candidate's job is started, the candidate's until the file's verdict): such a probe is marked `last`."""
     spent: dict[str, float] = {}
     probes = []
     side = "reference"
-    for (t, message), later in zip(timeline, [t for t, _ in timeline[1:]] + [end], strict=True):
+    nexts = [m for _, m in timeline[1:]] + [""]
+    for (t, message), later, following in zip(timeline, [t for t, _ in timeline[1:]] + [end], nexts, strict=True):
         if message.startswith("running the tests of"):
             side = "candidate"
         kind = next((k for prefix, k in PROBE_WORDS.items() if message.startswith(prefix)), None)
         phase = f"{side} {kind} probes" if kind else f"{side} {'probes' if message == 'running probes' else 'tests'}"
         spent[phase] = spent.get(phase, 0.0) + later - t
         if kind:
-            probes.append({"side": side, "probe": message.removeprefix("running "), "s": round(later - t, 3)})
+            last = not following or following.startswith("running the tests of")
+            probe = message.removeprefix("running ")
+            probes.append({"side": side, "probe": probe, "s": round(later - t, 3), "last": last})
     return {"phases": {k: round(v, 3) for k, v in spent.items()}, "probes": probes}
 
 
@@ -96,7 +100,8 @@ def where_time_goes(rows: list[dict[str, Any]], slowest: int = 8) -> str:
     lines = ["  time by phase, summed over the files: " + ", ".join(f"{k} {v:.1f} s" for k, v in sorted(total.items()))]
     probes = [(p["s"], r["file"], p) for r in rows for p in r["time"]["probes"] if not p["probe"].startswith("fresh")]
     for s, file, p in sorted(probes, key=lambda x: -x[0])[:slowest]:
-        lines.append(f"  {s:6.2f} s  {file}  {p['side']}: {p['probe'][:120]}")
+        end = " (with the job's end and the caller's judging)" if p["last"] else ""
+        lines.append(f"  {s:6.2f} s  {file}  {p['side']}: {p['probe'][:120]}{end}")
     return "\n".join(lines)
 
 

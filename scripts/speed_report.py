@@ -110,7 +110,7 @@ def golden_predictions(path: Path) -> int:
     return len(items)
 
 
-def part_eval(out: Path, gpu_ids: str, jobs_per_gpu: int, parts: list[str]) -> dict:
+def part_eval(out: Path, gpu_ids: str, jobs_per_gpu: int, parts: list[str], timeout_s: float) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     preds = out / "golden_predictions.jsonl"
     n = golden_predictions(preds)
@@ -122,18 +122,25 @@ def part_eval(out: Path, gpu_ids: str, jobs_per_gpu: int, parts: list[str]) -> d
         else:
             flags = ["--no-timing"] if kind == "no-timing" else []
             folder = out / f"eval-{kind}"
-            done, wall = geak("eval", str(preds), "--suite", "tritonbench", "--data", str(TB_DATA), "--gpu-ids",
-                              gpu_ids, "--jobs-per-gpu", str(jobs_per_gpu), "--output", str(folder), "--json",
-                              *flags, timeout_s=590)  # fmt: skip
-            summary = json.loads(done.stdout)["summary"] if done.returncode == 0 else {"error": done.stderr[-500:]}
-            found[kind] = {"wall_s": round(wall, 1), **summary}
+            started = time.perf_counter()
+            try:
+                done, wall = geak("eval", str(preds), "--suite", "tritonbench", "--data", str(TB_DATA), "--gpu-ids",
+                                  gpu_ids, "--jobs-per-gpu", str(jobs_per_gpu), "--output", str(folder), "--json",
+                                  *flags, timeout_s=timeout_s)  # fmt: skip
+            except subprocess.TimeoutExpired:  # what it scored in the time (its records are written as they come)
+                records = folder / "records.jsonl"
+                scored = len(records.read_text().splitlines()) if records.exists() else 0
+                found[kind] = {"stopped_after_s": round(time.perf_counter() - started, 1), "scored": scored}
+            else:
+                summary = json.loads(done.stdout)["summary"] if done.returncode == 0 else {"error": done.stderr[-500:]}
+                found[kind] = {"wall_s": round(wall, 1), **summary}
         print(f"eval {kind}: {json.dumps(found[kind])[:400]}", flush=True)
     return found
 
 
 def geak_plain_judge(preds: Path) -> tuple[subprocess.CompletedProcess, float]:
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "plain_judge.py"), str(preds), "--data", str(TB),
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "plain_judge.py"), str(preds), "--data", str(TB_DATA),
                            "--jobs", "14", "--json"], capture_output=True, text=True, timeout=590)  # fmt: skip
     return done, time.perf_counter() - started
 
@@ -186,6 +193,8 @@ def main() -> int:
     parser.add_argument("--gpu-ids", default="0")
     parser.add_argument("--jobs-per-gpu", type=int, default=8)
     parser.add_argument("--eval-parts", default="timed,no-timing,judge")
+    parser.add_argument("--eval-timeout", type=float, default=590,
+                        help="seconds per `geak eval` (past them: how many it scored in the time)")  # fmt: skip
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     for part in args.parts:
@@ -198,7 +207,8 @@ def main() -> int:
         elif part == "aa":
             found = part_aa(args.out, args.repeats)
         else:
-            found = part_eval(args.out / "eval", args.gpu_ids, args.jobs_per_gpu, args.eval_parts.split(","))
+            found = part_eval(args.out / "eval", args.gpu_ids, args.jobs_per_gpu, args.eval_parts.split(","),
+                              args.eval_timeout)  # fmt: skip
         found.update(device=device_name(), wall_s=round(time.perf_counter() - started, 1))
         gpus = len(re.findall(r"\d+", args.gpu_ids))
         name = part if part != "eval" else f"eval{gpus}"

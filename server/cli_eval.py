@@ -174,6 +174,7 @@ async def _evaluate(args: argparse.Namespace, suite, agent: AgentConfig, earlier
                 on_record=on_record,
                 per_slot=args.jobs_per_gpu if slots and slots[0].gpu is not None else 2,
                 earlier=earlier,
+                on_event=None if args.json else lambda message: err_console().print(message, style="dim", markup=False),
             )
     finally:
         await asyncio.gather(*(slot.evaluator.aclose() for slot in slots), return_exceptions=True)

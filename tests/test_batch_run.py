@@ -343,3 +343,58 @@ def test_eval_without_timing_scores_correctness_only_even_on_a_gpu(tmp_path):
 
     outcome = asyncio.run(go())
     assert [(r["pass_call"], r["pass_exe"], r["speedup"]) for r in outcome.records] == [(True, True, None)]
+
+
+def test_a_timed_eval_checks_every_prediction_before_it_times_those_that_passed_one_at_a_time(tmp_path):
+    """A timing has the device alone while it measures: one started among running checks waits for all of them. So
+    `geak eval` checks everything first, then times what passed, one prediction after another on each slot."""
+    import asyncio
+
+    from geak.agent.batch_eval import score_predictions
+    from geak.agent.dataloaders import BUILT_IN
+    from geak.agent.eval_slots import EvalSlot
+    from geak.evaluator.api import EvalOptions, Evaluator
+
+    log: list[str] = []
+    running = {"checks": 0, "benches": 0}
+
+    class Logged(Evaluator):
+        async def check(self, *args, **kwargs):
+            running["checks"] += 1
+            try:
+                return await super().check(*args, **kwargs)
+            finally:
+                running["checks"] -= 1
+                log.append("check")
+
+        async def bench(self, *args, **kwargs):
+            assert running["checks"] == 0 and running["benches"] == 0, "a timing started beside other work"
+            running["benches"] += 1
+            try:
+                return await super().bench(*args, **kwargs)  # on the interpreter: "timing needs a GPU"
+            finally:
+                running["benches"] -= 1
+                log.append("bench")
+
+    async def go():
+        evaluator = Logged(EvalOptions(backend="interpreter", timeout_s=120, spares=0))
+        slot = EvalSlot("gpu 0", evaluator, gpu="0", runtime={"backend": "cuda", "device": "a GPU"})
+        preds = tmp_path / "preds.jsonl"
+        lines = [{"filename": name, "predict": (GOLDEN / name).read_text()} for name in ("relu_kernel.py",) * 2]
+        lines.insert(1, {"filename": "relu_kernel.py", "predict": ""})  # no code: scored at once, never timed
+        preds.write_text("".join(json.dumps(line) + "\n" for line in lines))
+        said: list[str] = []
+        try:
+            outcome = await score_predictions(
+                BUILT_IN["tritonbench"](TB), preds, [slot], tmp_path, per_slot=3, on_event=said.append
+            )
+        finally:
+            await evaluator.aclose()
+        return outcome, said
+
+    outcome, said = asyncio.run(go())
+    assert log == ["check", "check", "bench", "bench"], log
+    assert [(r["line"], r["pass_exe"]) for r in outcome.records] == [(0, True), (1, False), (2, True)]
+    assert all(r["speedup"] is None for r in outcome.records)  # the interpreter times nothing
+    assert "timing needs a GPU" in outcome.records[0]["message"], outcome.records[0]["message"]
+    assert said[-1].startswith("timing the 2 prediction(s) that passed"), said

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from geak.evaluator.api import BadInput, Evaluator
+from geak.evaluator.results import CheckResult
 
 from ..evaluation import from_bench, from_check
 from .problem import ProblemState, reference_text
@@ -50,19 +51,33 @@ async def score_code(
 ) -> Score:
     """Check `code` against `reference` (its kernel code with the reference's test); time it if it passes and
     `timing` (a GPU is visible). A failed timing leaves the verdicts as they are, without a speedup."""
+    score, check = await check_code(evaluator, code, reference)
+    if check is not None and score.pass_exe and timing:
+        await time_code(evaluator, code, reference, check, score, rounds)
+    return score
+
+
+async def check_code(evaluator: Evaluator, code: str, reference: Path) -> tuple[Score, CheckResult | None]:
+    """The call and execution verdicts of `code` against `reference`, and the check they came from (None: the
+    reference itself does not pass its test here, and the score says so)."""
     try:
         check = await evaluator.check(source=code, against=reference)
     except BadInput as e:
-        return Score(False, False, stage="reference", message=str(e), reference_error=str(e))
+        return Score(False, False, stage="reference", message=str(e), reference_error=str(e)), None
     ev = from_check(check)
-    score = Score(ev.called, ev.ok, stage=ev.stage, message=ev.message, caveats=check.caveats)
-    if ev.ok and timing:
-        bench = await evaluator.bench(source=code, against=reference, check_first=False, rounds=rounds)
-        timed = from_bench(check, bench, None)
-        if timed.ok and timed.speedup is not None:
-            score.speedup, score.speedup_low, score.speedup_high = timed.speedup, timed.speedup_low, timed.speedup_high
-            score.speedup_verdict = timed.speedup_verdict
-            score.stage = "perf"
-        else:
-            score.message = timed.message
-    return score
+    return Score(ev.called, ev.ok, stage=ev.stage, message=ev.message, caveats=check.caveats), check
+
+
+async def time_code(
+    evaluator: Evaluator, code: str, reference: Path, check: CheckResult, score: Score, rounds: int | None = None
+) -> None:
+    """Time `code` that passed `check` against `reference` and put the speedup into `score` (a failed timing: its
+    message, the verdicts unchanged)."""
+    bench = await evaluator.bench(source=code, against=reference, check_first=False, rounds=rounds)
+    timed = from_bench(check, bench, None)
+    if timed.ok and timed.speedup is not None:
+        score.speedup, score.speedup_low, score.speedup_high = timed.speedup, timed.speedup_low, timed.speedup_high
+        score.speedup_verdict = timed.speedup_verdict
+        score.stage = "perf"
+    else:
+        score.message = timed.message
