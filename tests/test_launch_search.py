@@ -231,3 +231,26 @@ def test_kernel_focus_tunes_only_that_kernels_launches():
         p.key for source in backend.screens[0] for p in find_tunable_params(source) if before[p.key] != p.current
     }
     assert changed and all(key.startswith("sub_kernel:") for key in changed)
+
+
+def test_a_finalist_left_undecided_while_ahead_is_benched_once_more_and_kept_only_if_then_faster():
+    benches: list[str] = []
+
+    def busy_then(second: str):
+        def verdict(ratio):
+            benches.append("bench")
+            if len(benches) <= FINALISTS:
+                return Verdict(True, "", 2.5, 0.8, 6.0, "undecided (the interval straddles the ±1% noise band)")
+            return Verdict(True, "", 2.5, 2.4, 2.6, second)
+
+        return verdict
+
+    said: list[str] = []
+    result = run(Scripted(confirm_as=busy_then("faster")), on_event=said.append)
+    assert result.improved and len(benches) == FINALISTS + 1
+    assert any("undecided" in m and "measuring it once more" in m for m in said), said
+    benches.clear()
+    result = run(Scripted(confirm_as=busy_then("undecided (the interval straddles the ±1% noise band)")))
+    assert not result.improved and len(benches) == FINALISTS + 1  # once more only, and never kept undecided
+    behind = Scripted(confirm_as=lambda r: Verdict(True, "", 0.9, 0.5, 1.6, "undecided (straddles the band)"))
+    assert not run(behind).improved and len(behind.confirmed) == FINALISTS  # behind: not benched again
