@@ -63,7 +63,7 @@ async def score_predictions(
         results.parent.mkdir(parents=True, exist_ok=True)
         rewrite_records(results, [earlier[line] for line in sorted(earlier)])
     records: list[dict[str, Any]] = list(earlier.values())
-    to_time: dict[str, list[_Checked]] = {slot.name: [] for slot in slots}
+    to_time: list[list[_Checked]] = [[] for _ in slots]  # by slot
 
     def finished(checked: _Checked) -> None:
         records.append(checked.record)
@@ -81,22 +81,22 @@ async def score_predictions(
             finally:
                 slot.active -= 1
         if checked.timed:
-            to_time[slot.name].append(checked)
+            to_time[slots.index(slot)].append(checked)
             say(f"{ps.filename} passed its check on {slot.name}; timed after the checks")
         else:
             finished(checked)
 
-    async def time_all(slot: EvalSlot) -> None:
-        for checked in sorted(to_time[slot.name], key=lambda c: c.record["line"]):
+    async def time_all(slot: EvalSlot, checked_there: list[_Checked]) -> None:
+        for checked in sorted(checked_there, key=lambda c: c.record["line"]):
             await time_code(slot.evaluator, checked.code, checked.reference, checked.check, checked.score, rounds)
             checked.record.update(checked.score.to_dict())
             finished(checked)
 
     await all_or_none(check(i, ps) for i, ps in enumerate(states) if i not in earlier)
-    waiting = sum(map(len, to_time.values()))
+    waiting = sum(map(len, to_time))
     if waiting:
         say(f"timing the {waiting} prediction(s) that passed, one at a time on each of {len(slots)} slot(s)")
-    await all_or_none(time_all(slot) for slot in slots)
+    await all_or_none(time_all(slot, checked) for slot, checked in zip(slots, to_time, strict=True))
     records.sort(key=lambda r: r["line"])
     return EvalOutcome(records, list(suite.unmatched), time.perf_counter() - started)
 
