@@ -2,7 +2,7 @@
 # One lease on the GPU machine, in parts (each part fits one 10-minute device call):
 #   bash scripts/gpu_session.sh PART...   with PART in: env native isolation trust evaluator suites tb rocm some lsp
 #                                         eval batch scaling run1 run2 check sanitize profile split
-#                                         search speed eval1 eval2 probecost
+#                                         search speed eval1 eval2 probecost snapshots
 # `split` runs groups of parts at once, each on its GPUs: SPLIT="0:tb 1:native,rocm 2:trust 3:eval 4,5:scaling" (logs
 # in $OUT/gpuN.log). A machine with several GPUs then does in one call what one GPU does in several.
 # Python packages missing there travel as wheels in .whl/ (see the device notes); GEAK itself is put on the path
@@ -120,6 +120,12 @@ part_eval2() { speed_report eval --gpu-ids 0,1 --eval-parts timed; }  # in `spli
 part_probecost() {  # the probes' cost: suite files checked against themselves with and without them
   timeout "${PROBE_S:-400}" python3 scripts/probe_report.py "$TB" "$ROCM" --jobs 12 --baseline \
     --limit "${PROBE_LIMIT:-40}" --out "$OUT/probecost" 2>&1 | tail -30
+}
+part_snapshots() {  # $OUT packed into $SNAPSHOT (e.g. $REAL_OUT/out.tgz) every SNAPSHOT_S seconds in the background
+  # and once more when this script exits, so that a call cut short by its time limit brings back what was written
+  ( while sleep "${SNAPSHOT_S:-60}"; do tar czf "${SNAPSHOT:?}.part" -C "$OUT" . && mv "$SNAPSHOT.part" "$SNAPSHOT"
+    done ) > /dev/null 2>&1 &
+  trap "kill $! 2>/dev/null; tar czf '${SNAPSHOT:?}' -C '$OUT' ." EXIT
 }
 part_split() {
   local pids=() group gpu parts
