@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 from geak.evaluator.diagnosis import summary as diagnosis_summary
 from geak.evaluator.results import ScreenResult
+from geak.evaluator.shared.sequential import is_undecided
 
 from .launch_space import Focus, Space, Variant, focus_of
 
@@ -371,5 +372,4 @@ def _said(finalist: Finalist) -> str:
 
 def _undecided_but_ahead(c: Confirmation | None) -> bool:
     """Did the bench leave a correct finalist undecided while its speedup was above 1 (worth one more bench)?"""
-    verdict = (c.speedup_verdict or "") if c is not None else ""
-    return c is not None and c.ok and verdict.startswith("undecided") and (c.speedup or 0.0) > 1.0
+    return c is not None and c.ok and is_undecided(c.speedup_verdict) and (c.speedup or 0.0) > 1.0

@@ -9,7 +9,7 @@ equivalence margin (measured by an A/A run: ``peaks.noise_margin``), not against
 from __future__ import annotations
 
 from .results import Speedup
-from .shared.sequential import RoundPlan, interval, judge, paired_ratios
+from .shared.sequential import RoundPlan, interval, is_undecided, judge, paired_ratios
 
 
 def speedup_interval(
@@ -24,7 +24,7 @@ def speedup_interval(
     plan = plan or RoundPlan.fixed(len(reference_rounds))
     ratio, low, high = interval(paired_ratios(reference_rounds, candidate_rounds), plan.confidence)
     verdict = judge(low, high, plan.margin)
-    undecided = verdict.startswith("undecided")
+    undecided = is_undecided(verdict)
     if undecided:
         verdict = f"{verdict} after {len(reference_rounds)} rounds"
         if why_wide:

@@ -26,6 +26,7 @@ GRAPH_MARGIN = 0.02
 LOOKS = (6, 8, 12, 16, 24, 32, 48, 64)  # round counts at which a sequential timing may stop
 MIN_ROUNDS = 6
 MAX_ROUNDS = 40
+UNDECIDED = "undecided"  # how an undecided verdict begins
 CONFIDENCE = 0.95  # of the interval of a timing with one look; sequential ones share it out over their looks
 
 
@@ -110,13 +111,18 @@ def judge(low: float, high: float, margin: float) -> str:
     band = f"±{100 * margin:.2g}%"
     if low >= 1.0 - margin and high <= 1.0 + margin:
         return f"within noise ({band})"
-    return f"undecided (the interval straddles the {band} noise band)"
+    return f"{UNDECIDED} (the interval straddles the {band} noise band)"
+
+
+def is_undecided(verdict: str | None) -> bool:
+    """Is this verdict of ``judge`` (as the caller may have extended it) an undecided one?"""
+    return (verdict or "").startswith(UNDECIDED)
 
 
 def decided(reference_rounds: list[list[float]], candidate_rounds: list[list[float]], plan: RoundPlan) -> bool:
     """Is the speedup over these rounds decided (faster, slower or within noise) at the plan's confidence?"""
     _, low, high = interval(paired_ratios(reference_rounds, candidate_rounds), plan.confidence)
-    return not judge(low, high, plan.margin).startswith("undecided")
+    return not is_undecided(judge(low, high, plan.margin))
 
 
 def rounds_needed(reference_rounds: list[list[float]], candidate_rounds: list[list[float]], plan: RoundPlan) -> int:
