@@ -58,6 +58,7 @@ async def score_predictions(
             raise ValueError(f"the earlier records do not match the predictions (line {line + 1})")
     for slot in slots:
         await slot.describe()
+    say(f"checking {len(states) - len(earlier)} prediction(s), {per_slot} at once on each of {len(slots)} slot(s)")
     limit = asyncio.Semaphore(per_slot * len(slots))
     if results is not None:  # the earlier records again, without a line torn by a kill: new ones are appended
         results.parent.mkdir(parents=True, exist_ok=True)

@@ -60,6 +60,17 @@ def eval_options(agent: AgentConfig, backend: str, gpu_id: int | None) -> EvalOp
     )
 
 
+EVAL_JOBS_CAP = 16  # checks at once on one GPU when not told (each holds a device context and some memory)
+
+
+def eval_jobs_per_gpu(gpus: int) -> int:
+    """Checks `geak eval` runs at once on each of `gpus` GPUs when not told: as many as the cores allow (a check is
+    mostly the CPU's work: imports, compiles, comparisons; its kernels barely load the device), two cores left to
+    the caller, at least 2 and at most ``EVAL_JOBS_CAP``."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 2
+    return max(2, min(EVAL_JOBS_CAP, (cores - 2) // max(1, gpus)))
+
+
 def visible_gpu_ids() -> list[int]:
     """Ids of the GPUs this process sees, counted as torch counts them (0..n-1): under CUDA_VISIBLE_DEVICES=2,3 they
     are 0 and 1, which the pool pins to the machine's GPUs 2 and 3 (``pool.pin_device``)."""

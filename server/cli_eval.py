@@ -38,8 +38,9 @@ def register(commands) -> None:
     parser.add_argument("--backend", choices=("auto", "gpu", "interpreter"), default="auto")
     parser.add_argument("--gpu-ids", type=lambda t: [int(x) for x in t.split(",") if x.strip()], default=None)
     parser.add_argument("--workers", type=int, default=1, help="interpreter evaluators without a GPU (default 1)")
-    parser.add_argument("--jobs-per-gpu", type=whole_number(1, "a whole number of at least 1"), default=2, metavar="N",
-                        help="predictions scored at once on each GPU (checks share it, timings run alone; default 2)")
+    parser.add_argument("--jobs-per-gpu", type=whole_number(1, "a whole number of at least 1"), default=None,
+                        metavar="N", help="predictions checked at once on each GPU (timings run alone; default: as "
+                        "many as the cores allow, two left over, 2 to 16)")
     parser.add_argument("--timeout", type=float, default=300.0, metavar="S", help="time limit of one check")
     parser.add_argument("--rounds", type=whole_number(3, "a whole number of at least 3"), default=None,
                         help="interleaved timing rounds (default: until each speedup is decided, 6 to 40)")
@@ -135,16 +136,20 @@ def _earlier_records(args: argparse.Namespace) -> dict[int, dict]:
 
 async def _evaluate(args: argparse.Namespace, suite, agent: AgentConfig, earlier: dict[int, dict]):
     from geak.agent.batch_eval import score_predictions
-    from geak.agent.eval_slots import EvalSlot, eval_options, local_slots
+    from geak.agent.eval_slots import EvalSlot, eval_jobs_per_gpu, eval_options, local_slots, visible_gpu_ids
     from geak.agent.run_config import RunConfig
 
+    jobs: int | None = args.jobs_per_gpu
     if args.ray_address:
         from geak.agent.ray_evaluation import ray_slots, shutdown_ray
 
         slots: list[EvalSlot] = ray_slots(args.ray_address, eval_options(agent, "auto", None), args.workers)
     else:
+        if jobs is None:
+            gpus = [] if args.backend == "interpreter" else args.gpu_ids or visible_gpu_ids()
+            jobs = eval_jobs_per_gpu(len(gpus)) if gpus else 2
         run_cfg = RunConfig.model_construct(
-            backend=args.backend, gpu_ids=args.gpu_ids, workers=args.workers, jobs_per_gpu=args.jobs_per_gpu
+            backend=args.backend, gpu_ids=args.gpu_ids, workers=args.workers, jobs_per_gpu=jobs
         )
         slots = local_slots(run_cfg, agent)
     done = len(earlier)
@@ -172,7 +177,7 @@ async def _evaluate(args: argparse.Namespace, suite, agent: AgentConfig, earlier
                 timing=not args.no_timing,
                 results=args.output / "records.jsonl" if args.output else None,
                 on_record=on_record,
-                per_slot=args.jobs_per_gpu if slots and slots[0].gpu is not None else 2,
+                per_slot=jobs or 2 if slots and slots[0].gpu is not None else 2,
                 earlier=earlier,
                 on_event=None if args.json else lambda message: err_console().print(message, style="dim", markup=False),
             )

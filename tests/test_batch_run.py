@@ -397,4 +397,5 @@ def test_a_timed_eval_checks_every_prediction_before_it_times_those_that_passed_
     assert [(r["line"], r["pass_exe"]) for r in outcome.records] == [(0, True), (1, False), (2, True)]
     assert all(r["speedup"] is None for r in outcome.records)  # the interpreter times nothing
     assert "timing needs a GPU" in outcome.records[0]["message"], outcome.records[0]["message"]
+    assert said[0] == "checking 3 prediction(s), 3 at once on each of 1 slot(s)", said
     assert said[-1].startswith("timing the 2 prediction(s) that passed"), said

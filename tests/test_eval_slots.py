@@ -76,3 +76,13 @@ def test_batch_evaluators_skip_the_per_kernel_profile_no_record_reads():
     options = eval_options(AgentConfig(), "gpu", 1)
     assert options.gpu_id == 1 and options.backend == "gpu" and not options.profile_kernels
     assert options.rep_ms < EvalOptions.rep_ms and options.max_bench_calls < EvalOptions.max_bench_calls
+
+
+def test_geak_eval_checks_as_many_at_once_as_the_cores_allow(monkeypatch):
+    import os
+
+    from geak.agent.eval_slots import EVAL_JOBS_CAP, eval_jobs_per_gpu
+
+    for cores, gpus, jobs in ((16, 1, 14), (32, 2, 15), (64, 1, EVAL_JOBS_CAP), (64, 8, 7), (2, 1, 2), (4, 4, 2)):
+        monkeypatch.setattr(os, "sched_getaffinity", lambda pid, n=cores: set(range(n)), raising=False)
+        assert eval_jobs_per_gpu(gpus) == jobs, (cores, gpus)
