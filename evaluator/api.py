@@ -61,6 +61,7 @@ class Evaluator:
             max_concurrent=self.options.max_concurrent,
             gpu_id=self.options.gpu_id,
             isolation=self.options.isolation,
+            compile_cache=self.options.compile_cache,
         )
         self._scratch = Path(tempfile.mkdtemp())
         self._references: dict[str, check_stage.ReferenceRun] = {}

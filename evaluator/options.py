@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .compare import Tolerance
+from .compile_store import default_root
 from .shared.sequential import MAX_ROUNDS
 
 
@@ -27,3 +28,4 @@ class EvalOptions:
     max_concurrent: int = 1
     gpu_id: int | None = None
     isolation: str = "auto"  # auto | namespaces (required) | process (off): see isolation.py
+    compile_cache: str | None = field(default_factory=default_root)  # kept between runs (None: the pool's own)

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import compile_store, job_package
 from . import isolation as sandboxing
-from . import job_package
 from .device_share import TIMED_KINDS, DeviceShare, Hold, out_of_device_memory
 from .redaction import known_secrets, redact, redact_data
 from .shared.isolation_policy import MODES, PROCESS_ONLY, Policy
@@ -185,7 +185,8 @@ class WorkerPool:
     "process" (off). Jobs always get the reduced environment (``isolation.ENV_ALLOW``). `hide`: directories jobs
     must not see, besides the home directories, the temporary directory and the caller's working directory.
     `bwrap`: start the zygotes under bubblewrap when it is installed and works; None: only when not running as root
-    (root's jobs get the same view from their own namespaces, with one fork less per job).
+    (root's jobs get the same view from their own namespaces, with one fork less per job). `compile_cache`: where
+    isolated jobs' trusted compilations are kept between runs (``compile_store``); None: a folder of the pool's own.
     """
 
     def __init__(
@@ -200,6 +201,7 @@ class WorkerPool:
         isolation: str = "auto",
         hide: tuple[str, ...] = (),
         bwrap: bool | None = None,
+        compile_cache: str | None = None,
     ):
         if backend not in ("auto", "gpu", "interpreter"):
             raise ValueError(f"backend must be auto, gpu or interpreter, not {backend!r}")
@@ -214,10 +216,15 @@ class WorkerPool:
         self.startup_timeout_s = startup_timeout_s
         self.python = python
         self.isolation = isolation
-        self.hide = tuple(hide)
+        # the zygotes' trusted compile cache: kept between runs in `compile_cache` (``compile_store``), else the pool's
+        # own; hidden from jobs like the temporary directory (it holds the references' compiled code)
+        self._kept_cache = compile_cache is not None
+        self._triton_cache = compile_cache or tempfile.mkdtemp()
+        if self._kept_cache:
+            compile_store.prepare(self._triton_cache)
+        self.hide = (*hide, self._triton_cache) if self._kept_cache else tuple(hide)
         self.bwrap = os.geteuid() != 0 if bwrap is None else bwrap
         self._bwrap_checked: tuple[bool, str] | None = None
-        self._triton_cache = tempfile.mkdtemp()  # the zygotes' trusted compile cache
         self._semaphore = asyncio.Semaphore(self.max_concurrent)
         self._device = DeviceShare()
         self._idle: list[_Zygote] = []
@@ -247,7 +254,8 @@ class WorkerPool:
         self._idle.clear()
         for zygote in zygotes:
             await zygote.dispose()
-        shutil.rmtree(self._triton_cache, ignore_errors=True)
+        if not self._kept_cache:
+            shutil.rmtree(self._triton_cache, ignore_errors=True)
 
     async def __aenter__(self) -> WorkerPool:
         return self
@@ -500,7 +508,7 @@ class WorkerPool:
                 if not self._bwrap_checked[0]:
                     log.info("job isolation without bubblewrap: %s", self._bwrap_checked[1])
             if self._bwrap_checked[0]:
-                writable = {str(workdir), os.path.realpath(tempfile.gettempdir())}
+                writable = {str(workdir), os.path.realpath(tempfile.gettempdir()), os.path.realpath(self._triton_cache)}
                 hidden = tuple(h for h in policy.hidden if h not in writable)
                 # the link lies in the zygote's (writable) directory; what it leads to is shown at its own path
                 shown = (*(p for p in policy.exposed if p != launch.python_home), *sandboxing.exposed_python(hidden))

@@ -39,6 +39,22 @@ def reuse_autotuning(enabled: bool) -> None:
         os.environ.pop(AUTOTUNE_CACHE_ENV, None)
 
 
+def runtime_root(trusted_root: str, info: Any) -> str | None:
+    """The trusted cache's folder for this zygote's device and torch/Triton versions (a cache kept between runs,
+    ``compile_store``, may serve several; Triton's own keys name the architecture, not the device, and autotuning
+    choices depend on it); None where it cannot be made."""
+    import hashlib
+
+    runtime = "|".join(str(getattr(info, name, "")) for name in ("backend", "device", "arch", "torch_version",
+                                                                 "triton_version"))  # fmt: skip
+    folder = Path(trusted_root, hashlib.sha256(runtime.encode()).hexdigest()[:16])
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+    except OSError:
+        return None
+    return str(folder)
+
+
 def seed_job(trusted_root: str, job: dict[str, Any]) -> None:
     """Copy the trusted caches the job names into its private cache (before the job starts)."""
     seed = (job.get("cache") or {}).get("seed")
@@ -50,6 +66,7 @@ def seed_job(trusted_root: str, job: dict[str, Any]) -> None:
         if source.is_dir():
             with contextlib.suppress(OSError):
                 shutil.copytree(source, Path(scratch, JOB_CACHE), dirs_exist_ok=True)
+                os.utime(source)  # used now: the last to go when a cache kept between runs is trimmed
 
 
 def keep_job(trusted_root: str, job: dict[str, Any]) -> None:

@@ -195,7 +195,11 @@ def _confinement(config: dict[str, Any], info: Any, open_runtime: Callable[[], N
         raise RuntimeError(f"job isolation was required but is not available: {status.reason}")
     if not status.isolated:
         return _Confinement(status, None, cpu_only)
-    return _Confinement(status, policy, cpu_only, namespaces.JobForker(status.user_ns), config.get("trusted_cache"))
+    from . import triton_cache
+
+    trusted = config.get("trusted_cache")
+    trusted = triton_cache.runtime_root(trusted, info) if trusted else None
+    return _Confinement(status, policy, cpu_only, namespaces.JobForker(status.user_ns), trusted)
 
 
 def _pidfds_work() -> bool:

@@ -1,0 +1,69 @@
+"""Where the trusted compile cache of isolated jobs lives between runs (``job/triton_cache.py`` fills and reads it).
+
+A check's cost is mostly its reference's first run: every kernel compiled cold and every autotuned kernel tuned
+(on an H200, 28 s of a 30 s check of `bmm_optimized.py`, against 1.2 s for its candidate, which starts from the
+reference's compilations). Kept in a folder of the user's cache instead of one thrown away with the worker pool, those
+compilations serve every later run: a second `geak eval` of other predictions of the same suite, a suite checked
+again, the editor after a restart. What is kept is what it always was: only trusted jobs' compilations (a reference
+run, a check of the user's own file; never a candidate's), under the key of their source text, in a subfolder per
+device and torch/Triton versions (``triton_cache.runtime_root``). Job processes never see it (the pool hides it from
+them as it hides the temporary directory); the least recently used entries go when it grows past its limit.
+
+`GEAK_COMPILE_CACHE`: a folder to use instead of ``~/.cache/geak/compile`` (or `$XDG_CACHE_HOME/geak/compile`), or
+"off" for a cache that lasts only as long as its worker pool.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from pathlib import Path
+
+CACHE_ENV = "GEAK_COMPILE_CACHE"
+MAX_BYTES = 4 << 30  # the cache's limit on disk: past it, the least recently used entries are removed
+
+
+def default_root(environ: dict[str, str] | None = None) -> str | None:
+    """The cache folder `GEAK_COMPILE_CACHE` names, else the user's cache's; None where it is "off"."""
+    environ = dict(os.environ) if environ is None else environ
+    value = environ.get(CACHE_ENV, "").strip()
+    if value.lower() in ("off", "0", "none", "false"):
+        return None
+    if value:
+        return os.path.abspath(os.path.expanduser(value))
+    base = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "geak", "compile")
+
+
+def prepare(root: str, max_bytes: int = MAX_BYTES) -> None:
+    """Make the cache folder (readable by its owner only) and bring it under `max_bytes`, dropping the entries
+    (one source text's compilations on one runtime) used least recently first."""
+    os.makedirs(root, mode=0o700, exist_ok=True)
+    entries = []
+    for runtime in _folders(Path(root)):
+        for entry in _folders(runtime):
+            with contextlib.suppress(OSError):
+                entries.append((entry.stat().st_mtime, _size(entry), entry))
+    total = sum(size for _, size, _ in entries)
+    for _, size, entry in sorted(entries, key=lambda e: e[0]):
+        if total <= max_bytes:
+            break
+        shutil.rmtree(entry, ignore_errors=True)
+        total -= size
+
+
+def _folders(path: Path) -> list[Path]:
+    try:
+        return [p for p in path.iterdir() if p.is_dir() and not p.is_symlink()]
+    except OSError:
+        return []
+
+
+def _size(folder: Path) -> int:
+    total = 0
+    for base, _dirs, files in os.walk(folder, followlinks=False):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(base, name)).st_size
+    return total
