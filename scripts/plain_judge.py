@@ -37,6 +37,7 @@ torch.save(getattr(module, "result_gold", None), sys.argv[2])
 
 async def run_file(path: Path, out: Path, limit: asyncio.Semaphore, timeout_s: float) -> bool:
     """Run one file as GEAK-eval does; True when it ran to its end and saved its `result_gold`."""
+    path, out = path.resolve(), out.resolve()  # the file runs in its own folder: a relative path would not be found
     async with limit:
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-c", RUN, str(path), str(out), cwd=path.parent,
@@ -96,12 +97,14 @@ async def judge(predictions: Path, data: Path, jobs: int, timeout_s: float) -> d
         started = time.perf_counter()
         golden_done = {path: asyncio.ensure_future(golden(path)) for path in goldens}
         verdicts = await asyncio.gather(*(prediction(i, ps) for i, ps in enumerate(states) if ps.path))
+        golden_ran = sum(await asyncio.gather(*golden_done.values()))
         wall = time.perf_counter() - started
     return {
         "predictions": len(verdicts),
         "call_pass": sum(c for c, _ in verdicts),
         "exec_pass": sum(e for _, e in verdicts),
         "golden_files": len(goldens),
+        "golden_ran": golden_ran,  # ran to their end (a golden file that fails here scores no prediction)
         "wall_s": round(wall, 1),
         "jobs": jobs,
     }
