@@ -110,7 +110,7 @@ def golden_predictions(path: Path) -> int:
     return len(items)
 
 
-def part_eval(out: Path, gpu_ids: str, jobs_per_gpu: int, parts: list[str], timeout_s: float) -> dict:
+def part_eval(out: Path, gpu_ids: str, jobs_per_gpu: int | None, parts: list[str], timeout_s: float) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     preds = out / "golden_predictions.jsonl"
     n = golden_predictions(preds)
@@ -125,8 +125,8 @@ def part_eval(out: Path, gpu_ids: str, jobs_per_gpu: int, parts: list[str], time
             started = time.perf_counter()
             try:
                 done, wall = geak("eval", str(preds), "--suite", "tritonbench", "--data", str(TB_DATA), "--gpu-ids",
-                                  gpu_ids, "--jobs-per-gpu", str(jobs_per_gpu), "--output", str(folder), "--json",
-                                  *flags, timeout_s=timeout_s)  # fmt: skip
+                                  gpu_ids, *(["--jobs-per-gpu", str(jobs_per_gpu)] if jobs_per_gpu else []),
+                                  "--output", str(folder), "--json", *flags, timeout_s=timeout_s)  # fmt: skip
             except subprocess.TimeoutExpired:  # what it scored in the time (its records are written as they come)
                 records = folder / "records.jsonl"
                 scored = len(records.read_text().splitlines()) if records.exists() else 0
@@ -191,7 +191,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("speed_report"))
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--gpu-ids", default="0")
-    parser.add_argument("--jobs-per-gpu", type=int, default=8)
+    parser.add_argument("--jobs-per-gpu", type=int, default=None, help="default: geak eval's own (the cores allow)")
     parser.add_argument("--eval-parts", default="timed,no-timing,judge")
     parser.add_argument("--eval-timeout", type=float, default=590,
                         help="seconds per `geak eval` (past them: how many it scored in the time)")  # fmt: skip
