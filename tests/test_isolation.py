@@ -296,6 +296,28 @@ def test_both_mechanisms_isolate(host: Host, bwrap: bool):
         session.close()
 
 
+@pytest.mark.parametrize("bwrap", [False, True], ids=["unshare", "bwrap"])
+def test_compilations_kept_between_runs_are_hidden_from_jobs(bwrap: bool):
+    """The kept compile cache (``compile_store``) holds the references' compiled code: the fork server reads and
+    fills it (under bubblewrap, bound into the home it hides), a job never sees it."""
+    if bwrap and shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap is not installed (scripts/setup.sh installs it where it can)")
+    kept = Path.home() / ".cache" / f"geak-test-kept-{uuid.uuid4().hex}"  # in the home, as by default
+    try:
+        options = EvalOptions(backend="interpreter", timeout_s=60, fresh_inputs=False)
+        session = Session(options, {"bwrap": bwrap, "compile_cache": str(kept)})
+        try:
+            result = session.check(hostile("report_sandbox", paths=[str(kept), str(kept.parent)]))
+            assert result.ok, result.message
+            assert reported_sandbox(result)["seen"] == {str(kept): False, str(kept.parent): False}
+            assert [p for p in kept.iterdir() if p.is_dir()], "the fork server made no runtime folder in it"
+        finally:
+            session.close()
+        assert kept.is_dir()  # it outlives the pool
+    finally:
+        shutil.rmtree(kept, ignore_errors=True)
+
+
 def test_process_only_is_said_and_the_environment_still_reduced(host: Host):
     session = Session(EvalOptions(backend="interpreter", timeout_s=60, fresh_inputs=False, isolation="process"), {})
     try:
