@@ -36,10 +36,19 @@ def default_root(environ: dict[str, str] | None = None) -> str | None:
     return os.path.join(base, "geak", "compile")
 
 
+class UnsafeCache(RuntimeError):
+    """A cache folder that someone else could write to (compiled code planted there would run as a reference's)."""
+
+
 def prepare(root: str, max_bytes: int = MAX_BYTES) -> None:
-    """Make the cache folder (readable by its owner only) and bring it under `max_bytes`, dropping the entries
-    (one source text's compilations on one runtime) used least recently first."""
+    """Make the cache folder (its owner's only) and bring it under `max_bytes`, dropping the entries (one source
+    text's compilations on one runtime) used least recently first. Raises UnsafeCache for a folder that is not the
+    user's own or that others may write to, and OSError for one that cannot be made."""
     os.makedirs(root, mode=0o700, exist_ok=True)
+    info = os.stat(root)
+    if info.st_uid != os.getuid() or info.st_mode & 0o022:
+        raise UnsafeCache(f"{root} is not only its owner's to write (owner uid {info.st_uid}, mode "
+                          f"{oct(info.st_mode & 0o777)}): compilations are not kept there")  # fmt: skip
     entries = []
     for runtime in _folders(Path(root)):
         for entry in _folders(runtime):

@@ -219,9 +219,13 @@ class WorkerPool:
         # the zygotes' trusted compile cache: kept between runs in `compile_cache` (``compile_store``), else the pool's
         # own; hidden from jobs like the temporary directory (it holds the references' compiled code)
         self._kept_cache = compile_cache is not None
-        self._triton_cache = compile_cache or tempfile.mkdtemp()
-        if self._kept_cache:
-            compile_store.prepare(self._triton_cache)
+        if compile_cache is not None:
+            try:
+                compile_store.prepare(compile_cache)
+            except (OSError, compile_store.UnsafeCache) as e:
+                log.warning("compilations are not kept between runs: %s", e)
+                self._kept_cache = False
+        self._triton_cache = compile_cache if self._kept_cache else tempfile.mkdtemp()
         self.hide = (*hide, self._triton_cache) if self._kept_cache else tuple(hide)
         self.bwrap = os.geteuid() != 0 if bwrap is None else bwrap
         self._bwrap_checked: tuple[bool, str] | None = None

@@ -73,3 +73,16 @@ def test_a_kept_cache_is_hidden_from_jobs_and_outlives_its_pool(tmp_path):
     folder = own._triton_cache
     asyncio.run(own.aclose())
     assert not os.path.exists(folder)
+
+
+def test_a_cache_folder_others_may_write_to_is_not_used(tmp_path, caplog):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)
+    pool = WorkerPool(backend="interpreter", compile_cache=str(shared))
+    try:
+        assert pool._triton_cache != str(shared) and str(shared) not in pool.hide
+        assert "not only its owner's to write" in caplog.text
+    finally:
+        asyncio.run(pool.aclose())
+    assert shared.is_dir() and not os.path.exists(pool._triton_cache)  # the pool's own went with it
