@@ -132,10 +132,11 @@ class EvaluatorService:
     def _evaluator_for(self, options: EvalOptions) -> Evaluator:
         key = json.dumps(asdict(options), sort_keys=True, default=str)
         if key not in self._evaluators:
-            device = (options.backend, options.gpu_id, options.isolation)
+            device = (options.backend, options.gpu_id, options.isolation, options.compile_cache)
             if device not in self._pools:
                 self._pools[device] = WorkerPool(
-                    backend=options.backend, spares=1, gpu_id=options.gpu_id, isolation=options.isolation
+                    backend=options.backend, spares=1, gpu_id=options.gpu_id, isolation=options.isolation,
+                    compile_cache=options.compile_cache,
                 )
             self._evaluators[key] = Evaluator(options, pool=self._pools[device])
         return self._evaluators[key]
@@ -149,7 +150,7 @@ class EvaluatorService:
             "requests": self.requests,
             "active": self._active,
             "workers": [
-                {**dict(zip(("backend", "gpu", "isolation"), key, strict=True)), **pool.info}
+                {**dict(zip(("backend", "gpu", "isolation", "compile_cache"), key, strict=True)), **pool.info}
                 for key, pool in self._pools.items()
             ],
             "idle_s": self.idle_s,

@@ -47,12 +47,14 @@ def service_dir() -> Path:
 
 def identity(environ: dict[str, str] | None = None) -> str:
     """The build and environment a service serves: GEAK's source files (names, sizes, modification times), the Python
-    that runs it, and the variables a job would see."""
+    that runs it, the variables a job would see, and where compilations are kept between runs."""
+    from geak.evaluator.compile_store import default_root
     from geak.evaluator.isolation import job_environment
 
+    environ = dict(os.environ if environ is None else environ)
     digest = hashlib.sha256()
-    digest.update(f"{sys.executable}\0{sys.version}\0".encode())
-    for name, value in sorted(job_environment(dict(os.environ if environ is None else environ)).items()):
+    digest.update(f"{sys.executable}\0{sys.version}\0compile cache {default_root(environ)}\0".encode())
+    for name, value in sorted(job_environment(environ).items()):
         digest.update(f"{name}={value}\0".encode())
     for folder in _source_folders():
         for path in sorted(folder.rglob("*.py")):

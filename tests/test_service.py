@@ -134,3 +134,13 @@ def test_ctrl_c_in_the_command_cancels_its_job_in_the_service(service_env, tmp_p
     while time.monotonic() < deadline and any(s["active"] for s in status(service_env).values()):
         time.sleep(0.2)
     assert not any(s["active"] for s in status(service_env).values())
+
+
+def test_where_compilations_are_kept_is_part_of_a_services_identity(tmp_path):
+    from geak.server.service_protocol import identity
+
+    base = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path)}
+    kept = identity({**base, "GEAK_COMPILE_CACHE": str(tmp_path / "a")})
+    assert kept == identity({**base, "GEAK_COMPILE_CACHE": str(tmp_path / "a")})
+    assert kept != identity({**base, "GEAK_COMPILE_CACHE": str(tmp_path / "b")})
+    assert kept != identity({**base, "GEAK_COMPILE_CACHE": "off"})
