@@ -18,10 +18,14 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import time
 from pathlib import Path
 
 CACHE_ENV = "GEAK_COMPILE_CACHE"
 MAX_BYTES = 4 << 30  # the cache's limit on disk: past it, the least recently used entries are removed
+TRIM_EVERY_S = 24 * 3600  # a trim walks every file of the cache: at most once a day (a stamp file says when)
+TRIMMED = ".trimmed"
+TRASH = ".trash-"  # an entry being removed
 
 
 def default_root(environ: dict[str, str] | None = None) -> str | None:
@@ -41,24 +45,39 @@ class UnsafeCache(RuntimeError):
 
 
 def prepare(root: str, max_bytes: int = MAX_BYTES) -> None:
-    """Make the cache folder (its owner's only) and bring it under `max_bytes`, dropping the entries (one source
-    text's compilations on one runtime) used least recently first. Raises UnsafeCache for a folder that is not the
-    user's own or that others may write to, and OSError for one that cannot be made."""
+    """Make the cache folder (its owner's only) and, at most once a day, bring it under `max_bytes` (``trim``).
+    Raises UnsafeCache for a folder that is not the user's own or that others may write to, and OSError for one that
+    cannot be made."""
     os.makedirs(root, mode=0o700, exist_ok=True)
     info = os.stat(root)
     if info.st_uid != os.getuid() or info.st_mode & 0o022:
         raise UnsafeCache(f"{root} is not only its owner's to write (owner uid {info.st_uid}, mode "
                           f"{oct(info.st_mode & 0o777)}): compilations are not kept there")  # fmt: skip
+    stamp = Path(root, TRIMMED)
+    with contextlib.suppress(OSError):
+        if time.time() - stamp.stat().st_mtime < TRIM_EVERY_S:
+            return
+    stamp.touch()
+    trim(root, max_bytes)
+
+
+def trim(root: str, max_bytes: int) -> None:
+    """Drop the entries (one source text's compilations on one runtime) used least recently first until the cache
+    holds at most `max_bytes`. An entry is first renamed out of its key, so a job seeded meanwhile gets all of it
+    or none; what a killed trim left half removed goes first the next time."""
     entries = []
     for runtime in _folders(Path(root)):
         for entry in _folders(runtime):
             with contextlib.suppress(OSError):
-                entries.append((entry.stat().st_mtime, _size(entry), entry))
+                entries.append((0.0 if entry.name.startswith(TRASH) else entry.stat().st_mtime, _size(entry), entry))
     total = sum(size for _, size, _ in entries)
     for _, size, entry in sorted(entries, key=lambda e: e[0]):
         if total <= max_bytes:
             break
-        shutil.rmtree(entry, ignore_errors=True)
+        trash = entry if entry.name.startswith(TRASH) else entry.with_name(f"{TRASH}{entry.name}")
+        with contextlib.suppress(OSError):
+            os.rename(entry, trash)
+        shutil.rmtree(trash, ignore_errors=True)
         total -= size
 
 

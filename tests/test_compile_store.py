@@ -7,7 +7,7 @@ import asyncio
 import os
 from types import SimpleNamespace
 
-from geak.evaluator.compile_store import CACHE_ENV, default_root, prepare
+from geak.evaluator.compile_store import CACHE_ENV, TRIMMED, default_root, prepare, trim
 from geak.evaluator.job.triton_cache import JOB_CACHE, keep_job, runtime_root, seed_job
 from geak.evaluator.options import EvalOptions
 from geak.evaluator.pool import WorkerPool
@@ -49,18 +49,23 @@ def test_a_kept_compilation_serves_a_later_run_and_marks_its_use(tmp_path):
     assert os.stat(kept).st_mtime > 1  # used now: trimmed last
 
 
-def test_the_cache_is_trimmed_least_recently_used_first(tmp_path):
+def test_the_cache_is_trimmed_least_recently_used_first_and_at_most_once_a_day(tmp_path):
     root = tmp_path / "kept"
-    for runtime, key, size, used in (("r1", "old", 400, 100), ("r1", "new", 400, 300), ("r2", "mid", 400, 200)):
+    for runtime, key, size, used in (("r1", "old", 400, 100), ("r1", "new", 400, 300), ("r2", "mid", 400, 200),
+                                     ("r2", ".trash-gone", 10, 400)):  # fmt: skip
         entry = root / runtime / key
         entry.mkdir(parents=True)
         (entry / "blob").write_bytes(b"x" * size)
         os.utime(entry, (used, used))
-    prepare(str(root), max_bytes=900)
-    assert sorted(p.name for p in root.glob("*/*")) == ["mid", "new"]
+    trim(str(root), max_bytes=900)  # a half-removed entry goes first, then the least recently used
+    assert sorted(p.name for p in root.glob("*/*")) == ["mid", "new"] and not list(root.glob("*/.trash-*"))
     prepare(str(root), max_bytes=500)
-    assert [p.name for p in root.glob("*/*")] == ["new"]
-    assert oct(os.stat(root).st_mode & 0o777) != "0o777"
+    assert [p.name for p in root.glob("*/*")] == ["new"] and (root / TRIMMED).is_file()
+    (root / "r1" / "later").mkdir()
+    (root / "r1" / "later" / "blob").write_bytes(b"x" * 400)
+    prepare(str(root), max_bytes=500)  # trimmed less than a day ago: not walked again
+    assert sorted(p.name for p in root.glob("*/*")) == ["later", "new"]
+    assert not os.stat(root).st_mode & 0o022
 
 
 def test_a_kept_cache_is_hidden_from_jobs_and_outlives_its_pool(tmp_path):
