@@ -82,10 +82,15 @@ def visible_gpu_ids() -> list[int]:
     return list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
 
 
+def slot_gpus(run: RunConfig) -> list[int]:
+    """The GPUs a run's local slots use: run.gpu_ids, default every visible one; none on the interpreter."""
+    return [] if run.backend == "interpreter" else (run.gpu_ids if run.gpu_ids is not None else visible_gpu_ids())
+
+
 def local_slots(run: RunConfig, agent: AgentConfig) -> list[EvalSlot]:
-    """One evaluator per GPU (run.gpu_ids, default every visible one) running `run.jobs_per_gpu` jobs at once, else
-    `run.workers` interpreter evaluators."""
-    gpus = [] if run.backend == "interpreter" else (run.gpu_ids if run.gpu_ids is not None else visible_gpu_ids())
+    """One evaluator per GPU (``slot_gpus``) running `run.jobs_per_gpu` jobs at once, else `run.workers` interpreter
+    evaluators."""
+    gpus = slot_gpus(run)
     if not gpus:
         if run.backend == "gpu":
             raise SlotError("backend: gpu, but no GPU is visible (set gpu_ids, or use backend: auto)")

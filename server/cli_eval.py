@@ -136,7 +136,7 @@ def _earlier_records(args: argparse.Namespace) -> dict[int, dict]:
 
 async def _evaluate(args: argparse.Namespace, suite, agent: AgentConfig, earlier: dict[int, dict]):
     from geak.agent.batch_eval import score_predictions
-    from geak.agent.eval_slots import EvalSlot, eval_jobs_per_gpu, eval_options, local_slots, visible_gpu_ids
+    from geak.agent.eval_slots import EvalSlot, eval_jobs_per_gpu, eval_options, local_slots, slot_gpus
     from geak.agent.run_config import RunConfig
 
     jobs: int | None = args.jobs_per_gpu
@@ -145,12 +145,12 @@ async def _evaluate(args: argparse.Namespace, suite, agent: AgentConfig, earlier
 
         slots: list[EvalSlot] = ray_slots(args.ray_address, eval_options(agent, "auto", None), args.workers)
     else:
-        if jobs is None:
-            gpus = [] if args.backend == "interpreter" else args.gpu_ids or visible_gpu_ids()
-            jobs = eval_jobs_per_gpu(len(gpus)) if gpus else 2
         run_cfg = RunConfig.model_construct(
-            backend=args.backend, gpu_ids=args.gpu_ids, workers=args.workers, jobs_per_gpu=jobs
+            backend=args.backend, gpu_ids=args.gpu_ids, workers=args.workers, jobs_per_gpu=jobs or 2
         )
+        if jobs is None:
+            gpus = slot_gpus(run_cfg)
+            jobs = run_cfg.jobs_per_gpu = eval_jobs_per_gpu(len(gpus)) if gpus else 2
         slots = local_slots(run_cfg, agent)
     done = len(earlier)
 
