@@ -29,7 +29,7 @@ from . import peaks as peaks_cache
 from . import screen as screen_stage
 from .options import EvalOptions
 from .pool import JobOutcome, WorkerPool
-from .reference_probes import judge_reference_probes
+from .reference_probes import hung_probe, is_usable, judge_reference_probes, without_hung
 from .results import BenchResult, CheckResult, Diagnostic, Peaks, ScreenedVariant, ScreenResult
 from .shared.protocol import PeaksJob, cache_request, probe_input_file
 from .shared.screening import ScreenPlan
@@ -176,7 +176,8 @@ class Evaluator:
     ) -> CheckResult:
         """One check job of `composed` (a candidate with the reference's test, or a file alone) and its verdict.
         Where the candidate differs and a rerun of the reference takes probes away (the reference fails there too),
-        the job runs once more (`again`): a fault on such a probe ended the candidate's probes before the others."""
+        the job runs once more (`again`): a fault on such a probe ended the candidate's probes before the others.
+        So does a job that hung in a probe on which the reference hangs too (``_reference_hangs_on``)."""
         job_dir = self._new_dir()
         owner = reference or candidate
         path = job_dir / _file_name(owner)
@@ -198,6 +199,13 @@ class Evaluator:
             judge = lambda: check_stage.verdict(
                 outcome, composed, candidate, reference, ref_run, job_dir, self.options, self.pool.info, label
             )
+            hung = hung_probe(outcome.last_progress) if outcome.status == "timeout" and not again else None
+            if hung and ref_run is not None and await self._reference_hangs_on(ref_run, composed, hung, progress):
+                _say(progress, f"running the tests of {Path(label).name} again without {hung}, on which the "
+                               "reference hangs too")  # fmt: skip
+                return await self._candidate_job(
+                    composed, candidate, reference, ref_run, label, poison, progress, again=True
+                )
             result = await asyncio.to_thread(judge)
             if _differs(result) and ref_run is not None:  # the reference itself may not reproduce what differs
                 usable = _usable_probes(ref_run)
@@ -238,6 +246,10 @@ class Evaluator:
                     _say(progress, f"running the reference {Path(ref_run.tfile.path).name} again ({attempt} of "
                                    f"{REFERENCE_RERUNS}: is it deterministic?)")  # fmt: skip
                     outcome = await self.pool.run(job, timeout_s=self.options.timeout_s, on_event=_relay(progress))
+                    hung = hung_probe(outcome.last_progress) if outcome.status == "timeout" else None
+                    if hung and ref_run.probes is not None:
+                        why = f"the reference hung on these inputs when run again ({outcome.message})"
+                        ref_run.probes = without_hung(ref_run.probes, hung, why)
                     found = outcome.status == "ok" and outcome.result is not None and await asyncio.to_thread(
                         check_stage.rerun_variation, ref_run, outcome.result, job_dir / "outputs", self.options
                     )
@@ -246,6 +258,25 @@ class Evaluator:
             finally:
                 shutil.rmtree(job_dir, ignore_errors=True)
             ref_run.reran = True
+
+    async def _reference_hangs_on(
+        self, ref_run: check_stage.ReferenceRun, composed: Composed, where: str, progress: Progress | None
+    ) -> bool:
+        """A candidate's job hung in the probe `where`, which the reference finished when it made it: does the
+        reference hang there too? A twin (the reference's program, byte for byte) answers it at once; otherwise the
+        reference runs again (``_rerun_reference``, which drops a probe it hangs on). Some kernels finish only
+        sometimes (TritonBench-revised `spinning_lock_reduction.py` spins on locks other programs set, and hung in
+        its own twin's probe of other sizes on an H200 busy with 13 other checks). Returns whether the probe left."""
+        if not is_usable(ref_run.probes, where):
+            return True  # another candidate's rerun of the reference already took it away
+        if composed.text == ref_run.tfile.compose().text:
+            async with self._variation_lock(ref_run):
+                if ref_run.probes is not None:
+                    why = "the reference's own code hung on these inputs in another run (its twin's)"
+                    ref_run.probes = without_hung(ref_run.probes, where, why)
+        else:
+            await self._rerun_reference(ref_run, progress)
+        return not is_usable(ref_run.probes, where)
 
     async def _fold_reference_twin(
         self, ref_run: check_stage.ReferenceRun, composed: Composed, outcome: JobOutcome, job_dir: Path

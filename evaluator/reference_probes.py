@@ -16,7 +16,7 @@ from typing import Any
 from .compare import UnreadableOutput, compare, load_output
 from .options import EvalOptions
 from .reproduction import Masks, differences, unwritten_elements
-from .shared.probe_rules import KIND_WORDS, OVER_BUDGET, nonfinite_elements, probe_where, stays_finite
+from .shared.probe_rules import GHOST_RUN, KIND_WORDS, OVER_BUDGET, nonfinite_elements, probe_where, stays_finite
 from .shared.protocol import probe_output_file
 
 
@@ -137,6 +137,30 @@ def rejudged_after_rerun(
             usable.append(probe)
     kept = {p["index"] for p in usable}
     return ReferenceProbes(tuple(usable), probes.informative & kept, tuple(skipped), probes.unwritten), found
+
+
+def hung_probe(last_progress: dict[str, Any] | None) -> str | None:
+    """The probe a job that timed out was running (its progress names it), or None where it was not in a probe."""
+    running = (last_progress or {}).get("test")
+    if not isinstance(running, str) or not is_probe_where(running):
+        return None
+    return running.removesuffix(GHOST_RUN)
+
+
+def without_hung(probes: ReferenceProbes, where: str, why: str) -> ReferenceProbes:
+    """The probes less the one named `where`, on which the reference's own code hung in a later run (a spin on
+    locks that other programs set, say): a probe the reference does not finish every time cannot judge a
+    candidate that does not finish it either."""
+    usable = tuple(p for p in probes.usable if probe_where(p) != where)
+    if len(usable) == len(probes.usable):
+        return probes
+    kept = {p["index"] for p in usable}
+    skipped = (*probes.skipped, f"{where}: {why}, so it cannot judge a candidate there")
+    return ReferenceProbes(usable, probes.informative & kept, skipped, probes.unwritten)
+
+
+def is_usable(probes: ReferenceProbes | None, where: str) -> bool:
+    return probes is not None and any(probe_where(p) == where for p in probes.usable)
 
 
 def _error_line(message: str) -> str:

@@ -18,8 +18,8 @@ from geak.evaluator.reproduction import unwritten_elements
 from geak.evaluator.shared.poison import second_poison
 
 
-def check(name: str, against: str | None, **options):
-    return check_fixture(name, against, timeout_s=120, **options)
+def check(name: str, against: str | None, timeout_s: float = 120, **options):
+    return check_fixture(name, against, timeout_s=timeout_s, **options)
 
 
 def test_each_probe_is_named_in_the_progress_as_it_runs():
@@ -112,6 +112,50 @@ def test_a_probe_the_reference_fails_on_when_run_again_leaves_and_one_the_rerun_
     assert kept.skipped == ("other sizes #3 add(f32[1001]): the reference failed on these inputs when run again "
                             "(torch.AcceleratorError: CUDA error: an illegal memory access was encountered), so it "
                             "cannot judge a candidate there",)  # fmt: skip
+
+
+HANGS = "probes/sub_hangs_sometimes.py"  # hangs at 2999 elements where a candidate replays a probe, not where made
+HANG_LIMIT_S = 12
+
+
+def _checked(candidate: str, reference: str, progress: list[str]):
+    async def go():
+        opts = EvalOptions(backend="interpreter", timeout_s=HANG_LIMIT_S, spares=0)
+        async with Evaluator(opts) as ev:
+            return await ev.check(source=candidate, against=FIXTURES / reference, progress=progress.append)
+
+    return asyncio.run(go())
+
+
+def test_a_probe_the_reference_hangs_on_in_its_twins_run_leaves_and_the_twin_passes_without_it():
+    said: list[str] = []
+    r = check(HANGS, HANGS, progress=said.append, timeout_s=HANG_LIMIT_S)
+    assert r.ok, r.message
+    assert any(m.startswith("running the tests of") and "again without other sizes #4 sub(f32[2999]" in m
+               for m in said), said  # fmt: skip
+    hung = [n for n in r.comparison.notes if n.startswith("other sizes #4") and "hung" in n and "twin" in n]
+    assert hung, r.comparison.notes
+    assert r.comparison.shape_calls >= 2  # the other sizes still judge it
+
+
+def test_a_candidate_that_hangs_where_the_reference_hangs_when_run_again_passes_without_that_probe():
+    said: list[str] = []
+    text = (FIXTURES / HANGS).read_text()
+    candidate = text.replace("    out = torch.empty_like(x)", "    out = torch.empty_like(x)  # not a twin")
+    r = _checked(candidate, HANGS, said)
+    assert r.ok, r.message
+    assert any("is it deterministic?" in m for m in said), said  # not a twin: the reference ran again
+    again = "hung on these inputs when run again"
+    hung = [n for n in r.comparison.notes if n.startswith("other sizes #4") and again in n]
+    assert hung, r.comparison.notes
+
+
+def test_a_candidate_that_hangs_where_the_reference_does_not_fails():
+    said: list[str] = []
+    r = _checked((FIXTURES / HANGS).read_text(), "probes/sub.py", said)
+    assert not r.ok and r.stage == "call" and r.tests[0].kind == "timeout", r.message
+    assert "other sizes #4 sub(f32[2999]" in r.message, r.message
+    assert any("is it deterministic?" in m for m in said), said  # the reference ran the probe again and finished
 
 
 # ----------------------------------------------------------------------------------------- unwritten outputs

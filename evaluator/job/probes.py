@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from ..shared.probe_rules import OVER_BUDGET, VALUE_MAGNITUDES, nonfinite_elements, probe_where, stays_finite
+from ..shared.probe_rules import GHOST_RUN, OVER_BUDGET, VALUE_MAGNITUDES, nonfinite_elements, probe_where, stays_finite
 from ..shared.protocol import probe_input_file, probe_output_file
 from . import sandbox
 from .capture import (
@@ -259,7 +259,7 @@ class _Maker:
                 run(self.out_dir / probe_output_file(index, "again"))
             measured["again_s"] = time.perf_counter() - again
             if runs.ghost:
-                say(f"{where} (without kernels)")
+                say(f"{where}{GHOST_RUN}")
                 with sandbox.ghost_kernels():
                     run(self.out_dir / probe_output_file(index, "ghost"))
             return {**measured, "status": "ok"}
@@ -371,7 +371,7 @@ def replay_probes(
         try:
             entry["launches"] = run(out_dir / probe_output_file(index))[0]
             if probe.get("kind", "fresh") == "fresh":
-                starting(f"{probe_where(probe)} (without kernels)")
+                starting(f"{probe_where(probe)}{GHOST_RUN}")
                 with sandbox.ghost_kernels():
                     run(out_dir / probe_output_file(index, "ghost"))
         except BaseException as e:

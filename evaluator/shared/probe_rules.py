@@ -12,6 +12,7 @@ from typing import Any
 VALUE_MAGNITUDES = (100.0, 10.0)  # times the scale of the tested inputs, largest first
 OVER_BUDGET = "over budget"  # a probe the reference's job stopped because the probes' time was spent: no finding
 KIND_WORDS = {"fresh": "fresh inputs", "shape": "other sizes", "value": "other values"}
+GHOST_RUN = " (without kernels)"  # a fresh probe's run without kernels, as a job's progress names it
 
 
 def probe_where(probe: dict[str, Any]) -> str:
