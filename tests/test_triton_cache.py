@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
 
 from geak.evaluator.job.triton_cache import JOB_CACHE, keep_job, seed_job
 from geak.evaluator.shared.protocol import cache_request
@@ -37,6 +44,69 @@ def test_a_trusted_job_is_kept_and_seeds_later_jobs_but_a_candidate_is_never_kep
     keep_job(str(trusted), job(again, keep="k1"))
     assert not (trusted / "k1" / "other").exists()
     assert sorted(p.name for p in trusted.iterdir()) == ["k1"]  # no staging folder left
+
+
+COMPILE_FOR_HOPPER = """
+import triton
+import triton.language as tl
+from triton.backends.compiler import GPUTarget
+
+
+@triton.jit
+def inc(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)
+
+
+source = triton.compiler.ASTSource(inc, {"x_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}, {"BLOCK": 16})
+triton.compile(source, target=GPUTarget("cuda", 90, 32))
+"""
+
+
+def compile_in(scratch: Path) -> None:
+    """Compile a kernel for an H100/H200 (no GPU needed) into `scratch`'s job cache, as a job would."""
+    env = {**os.environ, "TRITON_CACHE_DIR": str(scratch / JOB_CACHE)}
+    env.pop("TRITON_INTERPRET", None)
+    script = scratch.parent / "compile_for_hopper.py"  # @triton.jit reads its function's source from a file
+    script.write_text(COMPILE_FOR_HOPPER)
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"this Triton cannot compile for sm_90 here: {done.stderr.strip().splitlines()[-1:]}")
+
+
+def test_a_kernel_a_trusted_job_compiled_is_found_by_tritons_own_lookup_in_a_later_job(tmp_path):
+    """Triton finds a compiled kernel through its group file, which names the kernel's files by absolute path: a
+    seeded copy must point into the new job's cache, or every job compiles every kernel again."""
+    trusted = tmp_path / "trusted"
+    trusted.mkdir()
+    first, later = tmp_path / "job1", tmp_path / "job2"
+    compile_in(first)
+    keep_job(str(trusted), job(first, keep="k"))
+    shutil.rmtree(first)  # a job's folder is gone once its verdict is made
+    later.mkdir()
+    seed_job(str(trusted), job(later, seed="k"))
+    (group,) = (later / JOB_CACHE).glob("*/__grp__inc.json")
+    paths = json.loads(group.read_text())["child_paths"].values()
+    assert paths and all(Path(p).is_file() and Path(p).is_relative_to(later / JOB_CACHE) for p in paths), paths
+    (cubin,) = (later / JOB_CACHE).glob("*/inc.cubin")
+    before = cubin.stat()
+    compile_in(later)
+    after = cubin.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)  # found, not compiled again
+
+
+def test_a_group_file_naming_a_path_outside_the_cache_is_left_as_it_is(tmp_path):
+    trusted = tmp_path / "trusted"
+    (trusted / "k" / "entry").mkdir(parents=True)
+    (trusted / "k" / "entry" / "a.cubin").write_bytes(b"1")
+    (tmp_path / "secret").write_bytes(b"s")
+    children = {"a.cubin": "/old/job/.triton-cache/entry/a.cubin", "s": "/x/../secret", "m": "/old/entry/missing"}
+    (trusted / "k" / "entry" / "__grp__a.json").write_text(json.dumps({"child_paths": children}))
+    later = tmp_path / "job"
+    later.mkdir()
+    seed_job(str(trusted), job(later, seed="k"))
+    moved = json.loads((later / JOB_CACHE / "entry" / "__grp__a.json").read_text())["child_paths"]
+    assert moved == {**children, "a.cubin": str(later.resolve() / JOB_CACHE / "entry" / "a.cubin")}
 
 
 def test_keys_cannot_escape_the_trusted_folder(tmp_path):

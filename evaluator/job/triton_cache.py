@@ -18,6 +18,7 @@ rerun). Timing jobs tune afresh, every variant alone on the device.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import stat
@@ -28,6 +29,8 @@ from typing import Any
 AUTOTUNE_CACHE_ENV = "TRITON_CACHE_AUTOTUNING"  # Triton >= 3.4: the autotuner keeps its choice in the compile cache
 MAX_KEPT_BYTES = 512 << 20  # a trusted job that compiled more than this is not kept
 JOB_CACHE = ".triton-cache"  # inside the job's scratch folder (``namespaces.confine`` points Triton there)
+GROUP_PREFIX = "__grp__"  # Triton's group files: a compiled kernel's files, by absolute path
+MAX_GROUP_BYTES = 1 << 20  # a larger group file is left as it is
 
 
 def reuse_autotuning(enabled: bool) -> None:
@@ -56,17 +59,49 @@ def runtime_root(trusted_root: str, info: Any) -> str | None:
 
 
 def seed_job(trusted_root: str, job: dict[str, Any]) -> None:
-    """Copy the trusted caches the job names into its private cache (before the job starts)."""
+    """Copy the trusted caches the job names into its private cache (before the job starts), its group files
+    pointing into that cache (``_relink_groups``)."""
     seed = (job.get("cache") or {}).get("seed")
     scratch = job.get("scratch")
     if not seed or not scratch:
         return
+    cache = Path(os.path.realpath(scratch), JOB_CACHE)  # as the job names it (``namespaces.confine``)
+    seeded = False
     for key in [seed] if isinstance(seed, str) else seed:
         source = Path(trusted_root, _safe(str(key)))
         if source.is_dir():
             with contextlib.suppress(OSError):
-                shutil.copytree(source, Path(scratch, JOB_CACHE), dirs_exist_ok=True)
+                shutil.copytree(source, cache, dirs_exist_ok=True)
                 os.utime(source)  # used now: the last to go when a cache kept between runs is trimmed
+                seeded = True
+    if seeded:
+        _relink_groups(cache)
+
+
+def _relink_groups(cache: Path) -> None:
+    """Point the copied group files at this cache. Triton finds a compiled kernel through its group file
+    (``__grp__NAME.json``), which lists the kernel's files by absolute path: in a copy those paths name the job
+    that compiled them, long gone, so every lookup missed and every job compiled every kernel again (on an H200,
+    TritonBench-revised `chunk_retention.py` took 31-45 s in each check, bench and screening job, 5 s warm
+    natively). A path is rewritten to the same entry and file name in this cache, where that file exists."""
+    for group in cache.glob(f"*/{GROUP_PREFIX}*.json"):
+        try:
+            if group.is_symlink() or group.stat().st_size > MAX_GROUP_BYTES:
+                continue
+            data = json.loads(group.read_text())
+            children = data.get("child_paths") if isinstance(data, dict) else None
+            if not isinstance(children, dict):
+                continue
+            moved = {}
+            for name, path in children.items():
+                entry, file = Path(str(path)).parent.name, Path(str(path)).name
+                here = cache / entry / file
+                plain = entry not in ("", ".", "..") and file not in ("", ".", "..")
+                moved[name] = str(here) if plain and here.is_file() and not here.is_symlink() else path
+            if moved != children:
+                group.write_text(json.dumps({**data, "child_paths": moved}))
+        except (OSError, ValueError):
+            continue
 
 
 def keep_job(trusted_root: str, job: dict[str, Any]) -> None:
