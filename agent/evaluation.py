@@ -41,17 +41,17 @@ class CandidateEvaluator:
         self.baseline_kernels: tuple[CompiledKernelFacts, ...] = ()  # what the compiler made of its kernels
         self.baseline_s: float | None = None  # how long the original's own check and bench took
 
-    async def start(self) -> Evaluation:
+    async def start(self, progress: Progress | None = None) -> Evaluation:
         """Learn the backend and evaluate the original itself (its test must pass; its time is the baseline)."""
         started = time.perf_counter()
         self.runtime = await self.evaluator.runtime()
         self.timing = self.runtime.get("backend") != "interpreter"
-        check = await self.evaluator.check(self.original_path)
+        check = await self.evaluator.check(self.original_path, progress=progress)
         if not check.ok:
             return from_check(check)
         if not self.timing:
             return from_check(check)
-        bench = await self.evaluator.bench(self.original_path, check_first=False)
+        bench = await self.evaluator.bench(self.original_path, check_first=False, progress=progress)
         if bench.ok and bench.total_ms:
             self.baseline_ms = bench.total_ms
             self.baseline_costs = tuple(timing_cost(c, bench.peaks) for c in bench.calls)

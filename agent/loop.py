@@ -115,7 +115,7 @@ class GeakAgent:
     async def _optimize(self, store: checkpoint.Checkpoint, resume: bool) -> OptimizeResult:
         cfg = self.config
         original = self.candidates.original
-        baseline = await self.candidates.start()
+        baseline = await self.candidates.start(lambda message: self._emit("waiting", message))
         if not baseline.ok:
             raise BadInput(
                 f"{original.path} does not pass its own test, so there is nothing to optimize from: {baseline.message}"
@@ -433,7 +433,9 @@ class GeakAgent:
         if best is not None and not self._stop and best.origin != "search":  # a search finalist was just confirmed
             rounds = self.config.bench_rounds
             self._emit("final", f"re-measuring {best.id}" + (f" with {rounds} rounds" if rounds else ""))
-            final = await self.candidates.evaluate(best.code, rounds=self.config.bench_rounds)
+            final = await self.candidates.evaluate(
+                best.code, rounds=self.config.bench_rounds, progress=lambda message: self._emit("waiting", message)
+            )
             if final.ok and final.faster:
                 best.evaluation = final
             else:
@@ -505,7 +507,8 @@ class _SearchBackend:
             return done.evaluation
         number = sum(1 for c in memory.candidates if c.origin == "search") + 1
         candidate = Candidate(f"s{number}", -1, 0, "search", source, parent=self.parent, note=note)
-        candidate.evaluation = await self.agent.candidates.evaluate(source)
+        progress = lambda message: self.agent._emit("waiting", message)
+        candidate.evaluation = await self.agent.candidates.evaluate(source, progress=progress)
         memory.candidates.append(candidate)
         self.agent._report(self.run, candidate)
         self.agent._save(self.run)

@@ -188,8 +188,8 @@ async def search_one(evaluator, path: str, args, out: Path) -> dict[str, Any]:
     cfg = AgentConfig(search_time_s=args.budget, output_path=Path(args.runs_dir) if args.runs_dir else out / "runs")
     started = time.perf_counter()
     def progress(event) -> None:
-        if event.kind != "waiting":  # the screening job's own steps: too many lines for a report
-            print(f"    {event.message}", flush=True)
+        if event.kind != "waiting" or args.steps:  # the screening job's own steps: too many lines for a report
+            print(f"    {time.perf_counter() - started:6.1f}s {event.message}", flush=True)
 
     session = OptimizeSession(path, cfg, evaluator=evaluator, progress=progress)
     try:
@@ -337,6 +337,7 @@ def main() -> None:
     parser.add_argument("--scan-rocm", type=int, default=12, help="with --shard: ROCm files measured")
     parser.add_argument("--runs-dir", help="where the optimize runs write their files (default DIR/runs)")
     parser.add_argument("--report", action="store_true", help="only print the table of what DIR holds")
+    parser.add_argument("--steps", action="store_true", help="also print the evaluator's own steps (a timeline)")
     asyncio.run(main_async(parser.parse_args()))
 
 
