@@ -12,7 +12,8 @@ save-to-diagnostics time).
 
 `@triton.autotune` choices travel the same way in check jobs (``reuse_autotuning``): on an H100 a TritonBench file
 with 6 configs and 4 tuning keys spent 3 s re-tuning in every process (its reference run, its candidate's, each
-rerun). Timing jobs tune afresh, every variant alone on the device.
+rerun), and in the screening job, whose timings only rank. Bench jobs tune afresh, every variant alone on the
+device.
 """
 
 from __future__ import annotations
@@ -34,8 +35,9 @@ MAX_GROUP_BYTES = 1 << 20  # a larger group file is left as it is
 
 
 def reuse_autotuning(enabled: bool) -> None:
-    """In a job process, before the file is imported (the autotuner reads it when the decorator runs): a check job
-    starts from the tuning a trusted job kept and keeps its own like its compilations; a timing job tunes afresh."""
+    """In a job process, before the file is imported (the autotuner reads it when the decorator runs): a check or
+    screening job starts from the tuning a trusted job kept and keeps its own like its compilations; a bench job
+    tunes afresh."""
     if enabled:
         os.environ[AUTOTUNE_CACHE_ENV] = "1"
     else:
