@@ -14,7 +14,8 @@
    bench's own verdict can keep it.
 
 The budget is time. Screening gets what the finalists' confirmation leaves (its estimate: the baseline's own check and
-bench). On Triton's CPU interpreter the configurations are screened for correctness only and the original is kept.
+bench), and the first round at least ``FIRST_ROUND_FLOOR`` of the budget (a confirmation then runs past it). On
+Triton's CPU interpreter the configurations are screened for correctness only and the original is kept.
 The state after every screening and confirmation is handed to `on_state` (plain JSON), so that a stopped search
 resumes where it was (``state``).
 """
@@ -42,6 +43,7 @@ REFINE_ROUND = 24
 CPU_ROUND = 6  # configurations checked on Triton's CPU interpreter (slow)
 LEADERS = 3  # the best of a round whose neighbours the next round screens
 MIN_ROUND_S = 10.0  # a screening round gets at least this long, or is not started
+FIRST_ROUND_FLOOR = 0.4  # of the budget: the first round's time however long confirming is expected to take
 SHOWN = 8  # screened configurations listed in a report
 CONFIRM_ESTIMATE_S = 20.0  # a finalist's check and bench, where the baseline's own duration is unknown
 FIRST_ROUND_SHARE = 0.6  # of the screening time, when a second round is to follow
@@ -176,7 +178,10 @@ class _Search:
         if not self.state["rounds"] and not self.stopped:
             limit = FIRST_ROUND if self.backend.timing else CPU_ROUND
             share = FIRST_ROUND_SHARE if self.backend.timing else 1.0
-            floor = MIN_ROUND_S if self.backend.timing else 1.0
+            # A slow original (its cold compiles and tuning are the confirmation's estimate) left the first round
+            # 10 s on an H200: TritonBench-revised `int4_matmul.py` ran 1 of its 48 configurations. A search that
+            # screens nothing finds nothing, so the first round gets its share and a confirmation may run past.
+            floor = max(MIN_ROUND_S, FIRST_ROUND_FLOOR * self.budget_s) if self.backend.timing else 1.0
             deadline = max(floor, (self.left_s - reserve) * share)
             first = space.first_round(limit, focus, seed)
             if not first:

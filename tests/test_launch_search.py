@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass, field, replace
 
 from geak.agent.launch_params import find_tunable_params
-from geak.agent.launch_search import CPU_ROUND, FINALISTS, SCREEN_GAIN, search_launch_configs
+from geak.agent.launch_search import CPU_ROUND, FINALISTS, FIRST_ROUND_FLOOR, SCREEN_GAIN, search_launch_configs
 from geak.evaluator.results import ScreenedVariant, ScreenResult
 
 SOURCE = """\
@@ -189,6 +189,19 @@ def test_a_short_budget_screens_once():
     backend = Scripted(confirm_estimate_s=100.0)  # confirming the finalists would take the whole budget
     run(backend, budget_s=30)
     assert len(backend.screens) == 1
+
+
+def test_a_slow_original_still_leaves_the_first_round_its_share_of_the_budget():
+    deadlines = []
+
+    class Recording(Scripted):
+        async def screen(self, baseline, variants, deadline_s, finalists):
+            deadlines.append(deadline_s)
+            return await super().screen(baseline, variants, deadline_s, finalists)
+
+    result = run(Recording(confirm_estimate_s=65.0), budget_s=60)  # a confirmation alone would take the budget
+    assert deadlines[0] >= FIRST_ROUND_FLOOR * 60 > 10
+    assert result.improved  # and its leader is still confirmed, past the budget
 
 
 def test_stop_and_resume_continue_where_the_search_was():
