@@ -269,7 +269,7 @@ class Evaluator:
         its own twin's probe of other sizes on an H200 busy with 13 other checks). Returns whether the probe left."""
         if not is_usable(ref_run.probes, where):
             return True  # another candidate's rerun of the reference already took it away
-        if composed.text == ref_run.tfile.compose().text:
+        if _is_twin(composed, ref_run):
             async with self._variation_lock(ref_run):
                 if ref_run.probes is not None:
                     why = "the reference's own code hung on these inputs in another run (its twin's)"
@@ -284,8 +284,7 @@ class Evaluator:
         """A candidate whose composed program is the reference's, byte for byte, is one more fresh-process run of
         the reference: fold its outputs into the reference's variation (``check.rerun_variation``). Safe with hostile
         code, since that code is exactly the reference's. Returns whether it applied."""
-        twin = composed.text == ref_run.tfile.compose().text
-        if not twin or outcome.status != "ok" or not isinstance(outcome.result, dict):
+        if not _is_twin(composed, ref_run) or outcome.status != "ok" or not isinstance(outcome.result, dict):
             return False
         async with self._variation_lock(ref_run):
             await asyncio.to_thread(
@@ -641,6 +640,11 @@ def _with_duration(result, seconds: float):
 
 def _usable_probes(ref_run: check_stage.ReferenceRun) -> int:
     return len(ref_run.probes.usable) if ref_run.probes is not None else 0
+
+
+def _is_twin(composed: Composed, ref_run: check_stage.ReferenceRun) -> bool:
+    """Is the candidate's composed program the reference's, byte for byte (its code exactly the reference's)?"""
+    return composed.text == ref_run.tfile.compose().text
 
 
 def _differs(result: CheckResult) -> bool:

@@ -135,8 +135,7 @@ def rejudged_after_rerun(
             found = True
         else:
             usable.append(probe)
-    kept = {p["index"] for p in usable}
-    return ReferenceProbes(tuple(usable), probes.informative & kept, tuple(skipped), probes.unwritten), found
+    return _keeping(probes, usable, skipped), found
 
 
 def hung_probe(last_progress: dict[str, Any] | None) -> str | None:
@@ -151,12 +150,16 @@ def without_hung(probes: ReferenceProbes, where: str, why: str) -> ReferenceProb
     """The probes less the one named `where`, on which the reference's own code hung in a later run (a spin on
     locks that other programs set, say): a probe the reference does not finish every time cannot judge a
     candidate that does not finish it either."""
-    usable = tuple(p for p in probes.usable if probe_where(p) != where)
+    usable = [p for p in probes.usable if probe_where(p) != where]
     if len(usable) == len(probes.usable):
         return probes
+    return _keeping(probes, usable, [*probes.skipped, f"{where}: {why}, so it cannot judge a candidate there"])
+
+
+def _keeping(probes: ReferenceProbes, usable: list[dict[str, Any]], skipped: list[str]) -> ReferenceProbes:
+    """`probes` with only `usable` left usable (and informative) and `skipped` as the reasons for the others."""
     kept = {p["index"] for p in usable}
-    skipped = (*probes.skipped, f"{where}: {why}, so it cannot judge a candidate there")
-    return ReferenceProbes(usable, probes.informative & kept, skipped, probes.unwritten)
+    return ReferenceProbes(tuple(usable), probes.informative & kept, tuple(skipped), probes.unwritten)
 
 
 def is_usable(probes: ReferenceProbes | None, where: str) -> bool:
