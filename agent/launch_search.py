@@ -4,8 +4,10 @@
    by what the diagnosis says limits the kernel.
 2. A screening job (``Evaluator.screen``) compiles them in parallel, runs each on the test's own inputs (outputs
    compared with the original's) and, on a GPU, ranks the correct ones by successive halving over short timings.
-3. While the time budget allows, a second round screens the neighbours of the leaders and the leaders of different
-   launch configurations combined.
+3. While the time budget allows, later rounds screen the neighbours of the leaders and the leaders of different
+   launch configurations combined, then what earlier rounds did not reach in their time, then configurations not
+   tried yet (on an H200, 9 of a sample of 24 files had stopped after one round that reached few of its 48, with
+   half the budget unspent).
 4. The few configurations that beat the original in screening by more than ``SCREEN_GAIN`` are finalists: each gets
    the full check against the original and the paired bench. Only a finalist the bench finds significantly faster is
    kept, the fastest of those; otherwise the original stays. Screen timings only rank; they never claim. Where none
@@ -13,8 +15,9 @@
    2.5× leaders stayed undecided after 40 rounds), it is measured once more if the time allows; only that second
    bench's own verdict can keep it.
 
-The budget is time. Screening gets what the finalists' confirmation leaves (its estimate: the baseline's own check and
-bench), and the first round at least ``FIRST_ROUND_FLOOR`` of the budget (a confirmation then runs past it). On
+The budget is time. Screening gets what one finalist's confirmation leaves (its estimate: the baseline's own check and
+bench; a second finalist is confirmed only while time is left), and the first round at least ``FIRST_ROUND_FLOOR`` of
+the budget (a confirmation then runs past it). On
 Triton's CPU interpreter the configurations are screened for correctness only and the original is kept.
 The state after every screening and confirmation is handed to `on_state` (plain JSON), so that a stopped search
 resumes where it was (``state``).
@@ -39,14 +42,16 @@ log = logging.getLogger(__name__)
 SCREEN_GAIN = 0.03  # a configuration must beat the original by this much in screening to be a finalist
 FINALISTS = 2  # at most; one where confirming two would take more than half the budget
 FIRST_ROUND = 48  # configurations of the first round on a GPU (the screen's deadline stops it sooner)
-REFINE_ROUND = 24
+LATER_ROUND = 24  # configurations of each later round
 CPU_ROUND = 6  # configurations checked on Triton's CPU interpreter (slow)
 LEADERS = 3  # the best of a round whose neighbours the next round screens
 MIN_ROUND_S = 10.0  # a screening round gets at least this long, or is not started
 FIRST_ROUND_FLOOR = 0.4  # of the budget: the first round's time however long confirming is expected to take
 SHOWN = 8  # screened configurations listed in a report
 CONFIRM_ESTIMATE_S = 20.0  # a finalist's check and bench, where the baseline's own duration is unknown
-FIRST_ROUND_SHARE = 0.6  # of the screening time, when a second round is to follow
+FIRST_ROUND_SHARE = 0.6  # of the screening time, when later rounds are to follow
+UNREACHED = frozenset({"not run", "not timed"})  # a screened configuration its round had no time for
+ROUND_NAMES = ("first", "second", "third")
 
 
 class Confirmation(Protocol):
@@ -174,7 +179,7 @@ class _Search:
                   + ", ".join(g.name for g in space.groups))  # fmt: skip
         confirm_s = self.backend.confirm_estimate_s or CONFIRM_ESTIMATE_S
         self.finalists = FINALISTS if FINALISTS * confirm_s <= self.budget_s / 2 else 1
-        reserve = self.finalists * confirm_s if self.backend.timing else 0.0
+        reserve = confirm_s if self.backend.timing else 0.0  # the first finalist's; the next only while time is left
         if not self.state["rounds"] and not self.stopped:
             limit = FIRST_ROUND if self.backend.timing else CPU_ROUND
             share = FIRST_ROUND_SHARE if self.backend.timing else 1.0
@@ -197,12 +202,14 @@ class _Search:
             return self._result(f"the screening failed: {rounds[0]['message']}")
         if not self.backend.timing:
             return self._result(self._untimed_summary())
-        if len(rounds) == 1 and not self.stopped and self.left_s - reserve >= MIN_ROUND_S:
-            leaders = [v for v, _ in self._ranked()[:LEADERS]]
-            tried = {Variant.from_json(v) for r in rounds for v in r["variants"]}
-            refined = space.refine(leaders, tried, REFINE_ROUND, rounds[0].get("focus", focus)) if leaders else []
-            if refined:
-                await self._round(refined, self.left_s - reserve, "second round")
+        while not self.stopped and self.left_s - reserve >= MIN_ROUND_S:
+            later = self._later_round(rounds[0].get("focus", focus), seed)
+            if not later:
+                break
+            before = len(rounds)
+            await self._round(later, self.left_s - reserve, _round_name(len(rounds)))
+            if len(rounds) == before or not rounds[-1]["ok"]:
+                break
         if self.stopped:
             return self._result(f"stopped after screening {self._counts()[0]} configuration(s)")
         finalists = self._finalists()
@@ -265,6 +272,31 @@ class _Search:
         if self.diagnosis and len(self.state["rounds"]) == 1:
             self._say(f"diagnosis: {self.diagnosis} (focus: {focus})")
 
+    def _later_round(self, focus: Focus, seed: int) -> list[Variant]:
+        """The next round: the leaders' neighbours (and the leaders of different groups combined) not screened yet,
+        then what earlier rounds did not reach in their time (once more), then first-round candidates not tried yet;
+        at most ``LATER_ROUND``, none the same as one screened before."""
+        reached, unreached = self._reach()
+        tried = reached | set(unreached)
+        leaders = [v for v, _ in self._ranked()[:LEADERS]]
+        refined = self.space.refine(leaders, tried, LATER_ROUND, focus) if leaders else []
+        again = [v for v, missed in unreached.items() if missed < 2]
+        fresh = [v for v in self.space.first_round(len(tried) + LATER_ROUND, focus, seed) if v not in tried]
+        return list(dict.fromkeys([*refined, *again, *fresh]))[:LATER_ROUND]
+
+    def _reach(self) -> tuple[set[Variant], dict[Variant, int]]:
+        """(the configurations a round reached, those none did -> how many rounds missed each)."""
+        reached: set[Variant] = set()
+        missed: dict[Variant, int] = {}
+        for r in self.state["rounds"]:
+            for data, verdict in zip(r["variants"], r["verdicts"], strict=False):
+                variant = Variant.from_json(data)
+                if verdict["status"] in UNREACHED:
+                    missed[variant] = missed.get(variant, 0) + 1
+                else:
+                    reached.add(variant)
+        return reached, {v: n for v, n in missed.items() if v not in reached}
+
     def _ranked(self) -> list[tuple[Variant, float]]:
         """Every correct, timed configuration screened so far, fastest relative to the original first."""
         found: dict[Variant, float] = {}
@@ -291,8 +323,9 @@ class _Search:
         return [v["status"] for r in self.state["rounds"] for v in r["verdicts"]]
 
     def _counts(self) -> tuple[int, int]:
-        """(configurations screened: run, whatever came of it; those correct)."""
-        ran = [status for status in self._statuses() if status != "not run"]
+        """(configurations screened: run, whatever came of it; those correct). One a round did not reach is counted
+        where a later round reached it."""
+        ran = [status for status in self._statuses() if status not in UNREACHED]
         return len(ran), sum(status in ("ok", "same") for status in ran)
 
     def _untimed_summary(self) -> str:
@@ -309,7 +342,7 @@ class _Search:
 
     def _no_finalist_summary(self) -> str:
         screened, correct = self._counts()
-        late = self._statuses().count("not run")
+        late = len(self._reach()[1])
         if not screened:
             return (
                 f"no configuration could be screened in the time: the {late} tried were not compiled or run before "
@@ -362,6 +395,11 @@ class _Search:
                              "message": verdict.get("message", "")})  # fmt: skip
         rows.sort(key=lambda row: (row["ratio"] is None, row["ratio"] or 0.0, row["status"] != "ok"))
         return rows[:SHOWN]
+
+
+def _round_name(index: int) -> str:
+    """The name of the round after `index` rounds: "second round", "third round", "round 4"."""
+    return f"{ROUND_NAMES[index]} round" if index < len(ROUND_NAMES) else f"round {index + 1}"
 
 
 def _said(finalist: Finalist) -> str:

@@ -102,7 +102,9 @@ def test_screens_wide_confirms_the_leaders_and_keeps_the_fastest_confirmed():
         "BLOCK_SIZE": 4096,
         "num_warps": 8,
     }
-    assert len(backend.screens) == 2  # a first round, then one around its leaders
+    assert len(backend.screens) >= 2  # a first round, then later ones (its leaders' neighbours first)
+    screened = [source for screen in backend.screens for source in screen]
+    assert len(screened) == len(set(screened))  # none screened twice: every round reached all it was given
     assert 1 <= len(backend.confirmed) <= FINALISTS
     assert result.best.confirmation.speedup > 1.5
     assert "BLOCK_SIZE 1024→4096" in result.summary and "faster" in result.summary
@@ -153,6 +155,38 @@ def test_a_partly_screened_search_without_a_winner_says_what_was_not_run():
     result = run(Late(time_of=lambda values: 1.0, compiled=3))
     assert not result.improved and result.screened >= 3
     assert "more were not run in the time" in result.summary and "already suits" not in result.summary
+
+
+def test_what_a_round_did_not_reach_is_screened_in_a_later_round_and_can_win():
+    @dataclass
+    class FirstRoundLate(Late):
+        """The first round reaches only its first 3 configurations; later rounds reach all."""
+
+        async def screen(self, baseline, variants, deadline_s, finalists):
+            self.compiled = 3 if not self.screens else len(variants)
+            return await super().screen(baseline, variants, deadline_s, finalists)
+
+    backend = FirstRoundLate()
+    said: list[str] = []
+    result = run(backend, on_event=said.append)
+    missed = backend.screens[0][3:]
+    assert missed and backend.screens[1:]
+    later = {source for screen in backend.screens[1:] for source in screen}
+    assert set(missed) <= later  # each reached once more
+    assert result.improved and result.best is not None
+    assert any("second round" in m for m in said) and any("third round" in m for m in said)
+    assert "not run" not in result.summary and result.screened == len(set(backend.screens[0]) | later)
+
+
+def test_a_configuration_no_round_reaches_is_tried_twice_at_most():
+    backend = Late(time_of=lambda values: 1.0, compiled=0)
+    result = run(backend)
+    counts: dict[str, int] = {}
+    for screen in backend.screens:
+        for source in screen:
+            counts[source] = counts.get(source, 0) + 1
+    assert counts and max(counts.values()) == 2 and len(backend.screens) > 2
+    assert f"the {len(counts)} tried were not compiled or run" in result.summary
 
 
 def test_wrong_outputs_are_never_finalists():
@@ -222,8 +256,9 @@ def test_stop_and_resume_continue_where_the_search_was():
     again = Scripted()
     resumed = run(again, state=state)
     assert resumed.improved
-    assert len(again.screens) == 1  # the first round is not screened again, only the second
-    assert len(state["rounds"]) == 2 and len(state["finalists"]) >= 1
+    assert again.screens and SOURCE not in again.screens[0]  # the first round is not screened again
+    assert not set(backend.screens[0]) & {source for screen in again.screens for source in screen}
+    assert len(state["rounds"]) == 1 + len(again.screens) and len(state["finalists"]) >= 1
 
 
 def test_a_loop_free_kernel_has_no_stages_to_tune():
