@@ -4,7 +4,9 @@
 #                                         eval batch scaling run1 run2 check sanitize profile split
 #                                         search speed eval1 eval2 probecost snapshots
 # `split` runs groups of parts at once, each on its GPUs: SPLIT="0:tb 1:native,rocm 2:trust 3:eval 4,5:scaling" (logs
-# in $OUT/gpuN.log). A machine with several GPUs then does in one call what one GPU does in several.
+# in $OUT/gpuN.log). A machine with several GPUs then does in one call what one GPU does in several. Groups share the
+# host: on a 4×H200 host, heavy groups side by side (both suites, two `geak eval`s, A/A) ran 10-20× slower than alone,
+# so figures to report come from a call doing only them; SPLIT_CORES=1 gives each group its share of the cores.
 # Python packages missing there travel as wheels in .whl/ (see the device notes); GEAK itself is put on the path
 # as a namespace package (a copy, no install). Every part writes its logs and JSON under $OUT.
 set -uo pipefail
@@ -101,7 +103,7 @@ part_scaling() { batch_report "${SCALING_PARTS:-run1,run2}" scaling; }  # one GP
 part_run1() { batch_report run1 run1; }  # one GPU alone, in its own folder: it can run beside part_run2
 part_run2() { batch_report run2 run2; }  # the same on two GPUs
 part_search() {  # the launch search's sample report; in `split`, one shard per GPU (SEARCH_SHARDS of them), e.g.
-  # SEARCH_SHARDS=4 SEARCH_ARGS="--files-json scripts/search_measured_h200.json" SPLIT="0:search 1:search 2:search 3:search"
+  # SEARCH_SHARDS=4 SEARCH_ARGS="--files-json scripts/search_measured_h200.json" SPLIT_CORES=1 SPLIT="0:search 1:search 2:search 3:search"
   timeout "$(( ${SEARCH_S:-540} + 30 ))" python3 scripts/search_report.py --out "$OUT/search" --deadline-s \
     "${SEARCH_S:-540}" --runs-dir /tmp/geak-search-runs --shard "${CUDA_VISIBLE_DEVICES:-0}/${SEARCH_SHARDS:-1}" \
     ${SEARCH_ARGS:-} 2>&1 | grep -v '^    '
@@ -127,14 +129,21 @@ part_snapshots() {  # $OUT packed into $SNAPSHOT (e.g. $REAL_OUT/out.tgz) every 
     done ) > /dev/null 2>&1 &
   trap "kill $! 2>/dev/null; tar czf '${SNAPSHOT:?}' -C '$OUT' ." EXIT
 }
-part_split() {
-  local pids=() group gpu parts
-  for group in ${SPLIT:?}; do
+part_split() {  # SPLIT_CORES=1: each group pinned to its share of the cores (taskset), so that one group's compiles
+  # do not stall another's host-bound timings (on a 4×H200 host, four searches with 16 compile processes each)
+  local pids=() group gpu parts groups per i=0
+  groups=(${SPLIT:?})
+  per=$(( $(nproc) / ${#groups[@]} ))
+  for group in "${groups[@]}"; do
     gpu=${group%%:*}
     parts=${group#*:}
-    (export SITE_READY=1 CUDA_VISIBLE_DEVICES=$gpu; for p in ${parts//,/ }; do echo "=== $p ($(date +%T))"; \
-      "part_$p"; done) > "$OUT/gpu${gpu//,/-}.log" 2>&1 &
+    (export SITE_READY=1 CUDA_VISIBLE_DEVICES=$gpu
+      if [ -n "${SPLIT_CORES:-}" ] && [ "$per" -ge 2 ]; then  # inherited by every process the group starts
+        taskset -cp "$(( i * per ))-$(( i * per + per - 1 ))" $BASHPID > /dev/null
+      fi
+      for p in ${parts//,/ }; do echo "=== $p ($(date +%T))"; "part_$p"; done) > "$OUT/gpu${gpu//,/-}.log" 2>&1 &
     pids+=($!)
+    i=$(( i + 1 ))
   done
   wait "${pids[@]}"
 }
