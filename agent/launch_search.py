@@ -17,8 +17,8 @@
 
 The budget is time. Screening gets what one finalist's confirmation leaves (its estimate: the baseline's own check and
 bench; a second finalist is confirmed only while time is left), and the first round at least ``FIRST_ROUND_FLOOR`` of
-the budget (a confirmation then runs past it). On
-Triton's CPU interpreter the configurations are screened for correctness only and the original is kept.
+the budget (a confirmation then runs past it). On Triton's CPU interpreter the configurations are screened for
+correctness only and the original is kept.
 The state after every screening and confirmation is handed to `on_state` (plain JSON), so that a stopped search
 resumes where it was (``state``).
 """
