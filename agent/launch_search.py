@@ -264,7 +264,9 @@ class _Search:
         )
         self._save()
         took = f" in {result.duration_s:.0f} s" + (f" ({result.compile_note})" if result.compile_note else "")
-        self._say(f"{label}: {result.message}{took}")
+        # What the ratios are over: the bench's baseline may differ (its autotuned kernels tune afresh).
+        original = f"; the original's calls {result.reference_ms:.4f} ms in screening" if result.reference_ms else ""
+        self._say(f"{label}: {result.message}{took}{original}")
         leaders = sorted((v["ratio"], i) for i, v in enumerate(verdicts) if v["ratio"])[:LEADERS]
         if leaders:
             shown = ", ".join(f"{self.space.describe(kept[i])} {1 / ratio:.2f}x" for ratio, i in leaders)

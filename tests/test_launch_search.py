@@ -175,6 +175,7 @@ def test_what_a_round_did_not_reach_is_screened_in_a_later_round_and_can_win():
     assert set(missed) <= later  # each reached once more
     assert result.improved and result.best is not None
     assert any("second round" in m for m in said) and any("third round" in m for m in said)
+    assert any("first round: " in m and "the original's calls 2.4000 ms in screening" in m for m in said), said
     assert "not run" not in result.summary and result.screened == len(set(backend.screens[0]) | later)
 
 
