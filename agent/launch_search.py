@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -290,23 +290,25 @@ class _Search:
         """(the configurations a round reached, those none did -> how many rounds missed each)."""
         reached: set[Variant] = set()
         missed: dict[Variant, int] = {}
+        for variant, verdict in self._screened():
+            if verdict["status"] in UNREACHED:
+                missed[variant] = missed.get(variant, 0) + 1
+            else:
+                reached.add(variant)
+        return reached, {v: n for v, n in missed.items() if v not in reached}
+
+    def _screened(self) -> Iterator[tuple[Variant, dict[str, Any]]]:
+        """Every configuration each round screened, with its verdict there, round after round."""
         for r in self.state["rounds"]:
             for data, verdict in zip(r["variants"], r["verdicts"], strict=False):
-                variant = Variant.from_json(data)
-                if verdict["status"] in UNREACHED:
-                    missed[variant] = missed.get(variant, 0) + 1
-                else:
-                    reached.add(variant)
-        return reached, {v: n for v, n in missed.items() if v not in reached}
+                yield Variant.from_json(data), verdict
 
     def _ranked(self) -> list[tuple[Variant, float]]:
         """Every correct, timed configuration screened so far, fastest relative to the original first."""
         found: dict[Variant, float] = {}
-        for r in self.state["rounds"]:
-            for data, verdict in zip(r["variants"], r["verdicts"], strict=False):
-                if verdict["status"] == "ok" and verdict.get("ratio"):
-                    variant = Variant.from_json(data)
-                    found[variant] = min(found.get(variant, verdict["ratio"]), verdict["ratio"])
+        for variant, verdict in self._screened():
+            if verdict["status"] == "ok" and verdict.get("ratio"):
+                found[variant] = min(found.get(variant, verdict["ratio"]), verdict["ratio"])
         return sorted(found.items(), key=lambda item: item[1])
 
     def _finalists(self) -> list[Finalist]:
@@ -335,7 +337,8 @@ class _Search:
         statuses = self._statuses()
         wrong = statuses.count("wrong")
         failed = sum(s in ("failed", "skipped") for s in statuses)
-        late = f"; {statuses.count('not run')} more not run in the time" if "not run" in statuses else ""
+        unreached = len(self._reach()[1])
+        late = f"; {unreached} more not run in the time" if unreached else ""
         return (
             f"timing needs a GPU: {screened} launch configuration(s) of {self.space.knob_count} knob(s) were screened "
             f"for correctness only ({correct} correct, {wrong} wrong, {failed} failed or not accepted by the "
@@ -389,12 +392,8 @@ class _Search:
 
     def _shown(self) -> list[dict[str, Any]]:
         """The screened configurations for a report: the fastest in screening first, then those that failed."""
-        rows = []
-        for r in self.state["rounds"]:
-            for data, verdict in zip(r["variants"], r["verdicts"], strict=False):
-                change = self.space.describe(Variant.from_json(data))
-                rows.append({"change": change, "status": verdict["status"], "ratio": verdict.get("ratio"),
-                             "message": verdict.get("message", "")})  # fmt: skip
+        rows = [{"change": self.space.describe(variant), "status": verdict["status"], "ratio": verdict.get("ratio"),
+                 "message": verdict.get("message", "")} for variant, verdict in self._screened()]  # fmt: skip
         rows.sort(key=lambda row: (row["ratio"] is None, row["ratio"] or 0.0, row["status"] != "ok"))
         return rows[:SHOWN]
 
