@@ -8,7 +8,9 @@
    launch configurations combined, then what earlier rounds did not reach in their time, then configurations not
    tried yet (on an H200, 9 of a sample of 24 files had stopped after one round that reached few of its 48, with
    half the budget unspent).
-4. The few configurations that beat the original in screening by more than ``SCREEN_GAIN`` are finalists: each gets
+4. The few configurations that beat the original in screening by more than ``SCREEN_GAIN`` are finalists (an
+   autotuned kernel's: that beat the best of its own configs pinned, which the first round screens too; they are the
+   bar, never finalists themselves): each gets
    the full check against the original and the paired bench. Only a finalist the bench finds significantly faster is
    kept, the fastest of those; otherwise the original stays. Screen timings only rank; they never claim. Where none
    is confirmed and the bench left one undecided although ahead (a busy device: on an H200 `triton_matmul.py`'s
@@ -42,6 +44,7 @@ log = logging.getLogger(__name__)
 SCREEN_GAIN = 0.03  # a configuration must beat the original by this much in screening to be a finalist
 FINALISTS = 2  # at most; one where confirming two would take more than half the budget
 FIRST_ROUND = 48  # configurations of the first round on a GPU (the screen's deadline stops it sooner)
+OWN_CONFIGS = 16  # an autotuned kernel's own configs screened pinned, before the first round's new ones
 LATER_ROUND = 24  # configurations of each later round
 CPU_ROUND = 6  # configurations checked on Triton's CPU interpreter (slow)
 LEADERS = 3  # the best of a round whose neighbours the next round screens
@@ -188,11 +191,12 @@ class _Search:
             # screens nothing finds nothing, so the first round gets its share and a confirmation may run past.
             floor = max(MIN_ROUND_S, FIRST_ROUND_FLOOR * self.budget_s) if self.backend.timing else 1.0
             deadline = max(floor, (self.left_s - reserve) * share)
+            own = space.own_configs(OWN_CONFIGS) if self.backend.timing else []
             first = space.first_round(limit, focus, seed)
             if not first:
                 return self._result(f"no other configuration to try: its {space.knob_count} knob(s) take no other "
                                     "value the kernel accepts")  # fmt: skip
-            await self._round(first, deadline, "first round")
+            await self._round(own + first, deadline, "first round")
         rounds = self.state["rounds"]
         if not rounds:
             if self.stopped:
@@ -271,6 +275,8 @@ class _Search:
         if leaders:
             shown = ", ".join(f"{self.space.describe(kept[i])} {1 / ratio:.2f}x" for ratio, i in leaders)
             self._say(f"leaders in screening (the original's time over theirs): {shown}")
+        if self._bar() < 1.0:
+            self._say(f"a finalist must beat {self._bar_said()}")
         if self.diagnosis and len(self.state["rounds"]) == 1:
             self._say(f"diagnosis: {self.diagnosis} (focus: {focus})")
 
@@ -311,9 +317,17 @@ class _Search:
                 found[variant] = min(found.get(variant, verdict["ratio"]), verdict["ratio"])
         return sorted(found.items(), key=lambda item: item[1])
 
+    def _bar(self) -> float:
+        """What a finalist must beat in screening, relative to the original: the original itself, or the best of an
+        autotuned kernel's own configs pinned where that is faster (its autotuner's kept choice was not the best)."""
+        own = [ratio for v, ratio in self._ranked() if self.space.own_index(v) is not None]
+        return min([1.0, *own])
+
     def _finalists(self) -> list[Finalist]:
         if "finalists" not in self.state:
-            chosen = [(v, ratio) for v, ratio in self._ranked() if ratio < 1 - SCREEN_GAIN][: self.finalists]
+            bar = self._bar() * (1 - SCREEN_GAIN)
+            new = [(v, ratio) for v, ratio in self._ranked() if self.space.own_index(v) is None]
+            chosen = [(v, ratio) for v, ratio in new if ratio < bar][: self.finalists]
             self.state["finalists"] = [{"variant": v.to_json(), "ratio": ratio} for v, ratio in chosen]
             self._save()
         finalists = []
@@ -356,9 +370,15 @@ class _Search:
             )
         said = f"{late} more were not run in the time" if late else "its launch configuration already suits this device"
         return (
-            f"no configuration beat the original by more than {SCREEN_GAIN:.0%} in screening ({screened} screened, "
-            f"{correct} correct, over {self.space.knob_count} knob(s)): {said}"
+            f"no configuration beat {self._bar_said()} by more than {SCREEN_GAIN:.0%} in screening ({screened} "
+            f"screened, {correct} correct, over {self.space.knob_count} knob(s)): {said}"
         )
+
+    def _bar_said(self) -> str:
+        bar = self._bar()
+        if bar >= 1.0:
+            return "the original"
+        return f"the best of the original's own configs pinned ({1 / bar:.2f}x its autotuner's kept choice)"
 
     def _final_summary(self, best: Finalist | None, finalists: list[Finalist]) -> str:
         screened, correct = self._counts()

@@ -16,6 +16,12 @@ each ordered by what the diagnosis says limits the kernel (``Focus``): memory- o
 widths and warps, compute-bound ones deeper pipelines and other tiles, spilling kernels smaller tiles and fewer
 stages. Only values the kernel accepts are tried: power-of-two tiles of at least 16, warps up to 16 (32 where the file
 uses it), stages only where the kernel has a loop to pipeline.
+
+An autotuned kernel's own configs are screened too, each pinned (``own_configs``): the best of them is what the
+original's list reaches at best, the bar a new configuration must clear. Its autotuner's kept choice need not be that
+best: on an H200, TritonBench-revised `bmm_chunk_bwd.py` tuned its µs-scale kernel by timing one launch (host time),
+so its leaders screened 1.53-1.59× faster than the kept choice, and the one confirmed was 0.906× in the bench, whose
+original tuned afresh.
 """
 
 from __future__ import annotations
@@ -117,7 +123,14 @@ class Space:
         return next(g for g in self.groups if g.name == name)
 
     def describe(self, variant: Variant) -> str:
-        """What the variant changes, for a person: ``matmul_kernel: BLOCK_SIZE_M 128→64, num_stages 1→4``."""
+        """What the variant changes, for a person: ``matmul_kernel: BLOCK_SIZE_M 128→64, num_stages 1→4``, or
+        ``bmm_kernel: its own config 2 of 9 pinned (BLOCK_M=64, num_warps=4, num_stages=2)``."""
+        own = self.own_index(variant)
+        if own is not None:
+            group = self.group(variant.changes[0][0])
+            assert group.autotune is not None
+            known = group.autotune.known
+            return f"{group.kernel}: its own config {own + 1} of {len(known)} pinned ({known[own].describe()})"
         parts = []
         for name, values in variant.changes:
             group = self.group(name)
@@ -151,6 +164,33 @@ class Space:
         per_group = [self._candidates(g, focus, seed) for g in self.groups]
         return _interleave(per_group, limit)
 
+    def own_configs(self, limit: int) -> list[Variant]:
+        """Each autotuned kernel's own literal configs, pinned one at a time (up to `limit`, shared out over the
+        kernels), where it has two or more: the best its list can reach, against which a new configuration is
+        judged (the kept choice of its autotuner may be slower)."""
+        per_group = []
+        for group in self.groups:
+            if group.autotune is None or len(group.autotune.known) < 2:
+                continue
+            found = []
+            for config in group.autotune.known:
+                values = _values_of(group, config)
+                if values is not None:
+                    found.append(Variant(((group.name, tuple(values.items())),), "own config"))
+            per_group.append(found)
+        return _interleave(per_group, limit)
+
+    def own_index(self, variant: Variant) -> int | None:
+        """Which of its kernel's own configs `variant` pins (0-based), or None where it is a new configuration."""
+        if len(variant.changes) != 1:
+            return None
+        name, values = variant.changes[0]
+        group = self.group(name)
+        if group.autotune is None:
+            return None
+        config = _config(group, dict(values))
+        return next((i for i, known in enumerate(group.autotune.known) if _same(known, config)), None)
+
     def refine(
         self, leaders: list[Variant], tried: set[Variant], limit: int, focus: Focus = "unknown"
     ) -> list[Variant]:
@@ -175,6 +215,14 @@ class Space:
     def _is_current(self, variant: Variant) -> bool:
         return all(self.group(g).knob(k).current == v for g, values in variant.changes for k, v in values)
 
+    @staticmethod
+    def _own(group: Group, values: dict[str, int]) -> bool:
+        """Whether `values` of an autotuned group render as one of its own configs (screened as ``own_configs``)."""
+        if group.autotune is None:
+            return False
+        config = _config(group, values)
+        return any(_same(known, config) for known in group.autotune.known)
+
     def _candidates(self, group: Group, focus: Focus, seed: int) -> list[Variant]:
         current = {k.key: k.current for k in group.knobs}
         found: list[dict[str, int]] = []
@@ -183,11 +231,10 @@ class Space:
         found += _ordered(_steps(group, current), group, focus)
         found += _ordered(_grid(group), group, focus)
         found += _draws(group, seed)
-        known = group.autotune.known if group.autotune is not None else ()
         variants = []
         for values in found:
             full = {**current, **values}
-            if full != current and _accepted(group, full, self.backend) and _config_or_none(group, full) not in known:
+            if full != current and _accepted(group, full, self.backend) and not self._own(group, full):
                 variants.append(Variant(((group.name, tuple(full.items())),), "first round"))
         return list(dict.fromkeys(variants))
 
@@ -290,8 +337,18 @@ def _config(group: Group, values: dict[str, int]) -> LaunchConfig:
     return LaunchConfig(meta, values.get("num_warps", first.num_warps), values.get("num_stages", first.num_stages))
 
 
-def _config_or_none(group: Group, values: dict[str, int]) -> LaunchConfig | None:
-    return _config(group, values) if group.autotune is not None else None
+def _values_of(group: Group, config: LaunchConfig) -> dict[str, int] | None:
+    """The knob values that render as `config`, or None where its knobs cannot say it (a meta-parameter or an option
+    they do not cover)."""
+    meta = dict(config.meta)
+    options = {"num_warps": config.num_warps, "num_stages": config.num_stages}
+    values = {k.key: options[k.key] if k.key in options else meta.get(k.key, k.current) for k in group.knobs}
+    return values if _same(_config(group, values), config) else None
+
+
+def _same(a: LaunchConfig, b: LaunchConfig) -> bool:
+    """The same config, whatever the order its meta-parameters are written in."""
+    return (dict(a.meta), a.num_warps, a.num_stages) == (dict(b.meta), b.num_warps, b.num_stages)
 
 
 def _site_of(source: str, group: Group, backend: str | None) -> AutotuneSite:

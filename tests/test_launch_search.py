@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 
 from geak.agent.launch_params import find_tunable_params
 from geak.agent.launch_search import CPU_ROUND, FINALISTS, FIRST_ROUND_FLOOR, SCREEN_GAIN, search_launch_configs
+from geak.agent.launch_space import Space
 from geak.evaluator.results import ScreenedVariant, ScreenResult
 
 SOURCE = """\
@@ -303,3 +304,91 @@ def test_a_finalist_left_undecided_while_ahead_is_benched_once_more_and_kept_onl
     assert not result.improved and len(benches) == FINALISTS + 1  # once more only, and never kept undecided
     behind = Scripted(confirm_as=lambda r: Verdict(True, "", 0.9, 0.5, 1.6, "undecided (straddles the band)"))
     assert not run(behind).improved and len(behind.confirmed) == FINALISTS  # behind: not benched again
+
+
+AUTOTUNED = """\
+import triton
+import triton.language as tl
+
+
+@triton.autotune(
+    configs=[
+        triton.Config({"BLOCK": 64}, num_warps=4, num_stages=2),
+        triton.Config({"BLOCK": 128}, num_warps=4, num_stages=2),
+        triton.Config({"BLOCK": 256}, num_warps=8, num_stages=2),
+    ],
+    key=["n"],
+)
+@triton.jit
+def scale_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    for start in range(0, n, BLOCK * tl.num_programs(0)):
+        offs = start + tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+def scale(x, out):
+    scale_kernel[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, out, x.numel())
+"""
+
+
+@dataclass
+class AutotunedScripted(Scripted):
+    """An autotuned kernel whose autotuner kept a slow config (`kept_ms`): a pinned config runs in `config_ms`."""
+
+    config_ms: object = None
+    kept_ms: float = 2.0
+
+    def time_of_source(self, source):
+        from geak.agent.autotune_configs import find_autotune_sites
+
+        known = find_autotune_sites(source)[0].known
+        return self.kept_ms if len(known) > 1 else self.config_ms(known[0])
+
+    async def screen(self, baseline, variants, deadline_s, finalists):
+        self.screens.append(variants)
+        screened = [ScreenedVariant(f"v{i}", "ok", "", self.time_of_source(s), 1) for i, s in enumerate(variants, 1)]
+        return ScreenResult(True, f"{len(variants)} screened", "cuda", "fake", True, self.kept_ms, tuple(screened))
+
+    async def confirm(self, source, note):
+        self.confirmed.append(source)
+        ratio = 1.0 / self.time_of_source(source)  # the bench's original tunes afresh and finds its best, 1.0 ms
+        return Verdict(True, "", ratio, ratio * 0.98, ratio * 1.02, "faster" if ratio > 1.03 else "within noise")
+
+
+def test_an_autotuned_kernels_own_configs_are_the_bar_and_never_finalists():
+    """Its autotuner kept a config twice as slow as its best own one: new configurations that beat only the kept
+    choice are not finalists (on an H200 such screening winners were 0.906x in the bench), one that beats the best
+    own config is, and is confirmed."""
+    own = {64: 2.0, 128: 1.2, 256: 1.0}  # ms, by BLOCK (the kept choice is the 64 one)
+
+    def config_ms(config):
+        block = dict(config.meta)["BLOCK"]
+        return own.get(block, {512: 0.99, 1024: 0.8}.get(block, 1.5))
+
+    said = []
+    backend = AutotunedScripted(config_ms=config_ms)
+    result = run(backend, AUTOTUNED, on_event=said.append)
+    assert sorted(dict(find_site(s).known[0].meta)["BLOCK"] for s in backend.screens[0][:3]) == [64, 128, 256]
+    assert any("a finalist must beat the best of the original's own configs pinned (2.00x" in m for m in said)
+    assert all(dict(find_site(s).known[0].meta)["BLOCK"] not in own for s in backend.confirmed)
+    assert all(dict(find_site(s).known[0].meta)["BLOCK"] != 512 for s in backend.confirmed)  # 1% over the bar
+    assert result.improved and dict(find_site(result.best.source).known[0].meta)["BLOCK"] == 1024
+    space = Space(AUTOTUNED, "cuda")
+    assert [space.describe(v) for v in space.own_configs(16)][2] == (
+        "scale_kernel: its own config 3 of 3 pinned (BLOCK=256, num_warps=8, num_stages=2)"
+    )
+
+
+def test_an_autotuned_kernel_whose_best_own_config_is_not_beaten_confirms_nothing():
+    own = {64: 2.0, 128: 1.2, 256: 1.0}
+    backend = AutotunedScripted(config_ms=lambda config: own.get(dict(config.meta)["BLOCK"], 1.5))
+    result = run(backend, AUTOTUNED)
+    assert not result.improved and backend.confirmed == []
+    bar = "no configuration beat the best of the original's own configs pinned (2.00x its autotuner's kept choice)"
+    assert bar in result.summary
+
+
+def find_site(source):
+    from geak.agent.autotune_configs import find_autotune_sites
+
+    return find_autotune_sites(source)[0]
