@@ -31,6 +31,7 @@ from .options import EvalOptions
 from .pool import JobOutcome, WorkerPool
 from .reference_probes import hung_probe, is_usable, judge_reference_probes, without_hung
 from .results import BenchResult, CheckResult, Diagnostic, Peaks, ScreenedVariant, ScreenResult
+from .shared.probe_rules import probe_place
 from .shared.protocol import PeaksJob, cache_request, probe_input_file
 from .shared.screening import ScreenPlan
 from .timing_rules import REMEASURE_ABOVE, BatchClock
@@ -38,6 +39,7 @@ from .triton_file import Composed, TritonFile, TritonFileError, parse_triton_fil
 
 Progress = Callable[[str], None]
 CANDIDATE_LABEL = "<candidate>"  # a source checked without a file name
+HUNG_PROBE_RETRIES = 2  # runs of a reference again, each without a probe it hung in (``_reference_job``)
 REFERENCE_RERUNS = 3  # fresh processes that rerun a reference a candidate disagrees with (see _rerun_reference)
 
 
@@ -310,18 +312,7 @@ class Evaluator:
         cache = cache_request(seed=key, keep=key)
         first_problem, first_verdict = "", None
         for poison in (True, False):  # without poisoning only if it fails with it: see UNPOISONED_CAVEAT
-            job_dir = self._new_dir()
-            path = job_dir / _file_name(reference)
-            path.write_text(composed.text)
-            job = check_stage.check_job(
-                path, path.stem, reference, job_dir, self.options, make, cache, poison, True
-            )
-            _say(progress, f"running the reference {Path(reference.path).name}")
-            try:
-                outcome = await self.pool.run(job, timeout_s=self.options.timeout_s, on_event=_relay(progress))
-            except BaseException:  # cancelled: nothing is cached, so nothing is kept
-                shutil.rmtree(job_dir, ignore_errors=True)
-                raise
+            outcome, job_dir = await self._reference_job(reference, composed, make, cache, poison, progress)
             own = check_stage.verdict(
                 outcome, composed, reference, None, None, job_dir, self.options, self.pool.info, reference.path
             )
@@ -348,6 +339,40 @@ class Evaluator:
         )  # fmt: skip
         self._references[key] = run
         return run
+
+    async def _reference_job(
+        self,
+        reference: TritonFile,
+        composed: Composed,
+        make: dict[str, Any] | None,
+        cache: dict[str, Any],
+        poison: bool,
+        progress: Progress | None,
+    ) -> tuple[JobOutcome, Path]:
+        """One run of the reference's check job (and its job folder). Where it hung in a probe it made, it runs
+        again without that probe, at most ``HUNG_PROBE_RETRIES`` times: a kernel that spins on locks other programs
+        set may hang at other sizes (TritonBench-revised `spinning_lock_reduction.py`, at 304 programs on an H200),
+        which its own test never asked of it."""
+        hung: list[str] = []
+        while True:
+            job_dir = self._new_dir()
+            path = job_dir / _file_name(reference)
+            path.write_text(composed.text)
+            asked = {**make, "make": {**make["make"], "hung": hung}} if make is not None and hung else make
+            job = check_stage.check_job(path, path.stem, reference, job_dir, self.options, asked, cache, poison, True)
+            _say(progress, f"running the reference {Path(reference.path).name}")
+            try:
+                outcome = await self.pool.run(job, timeout_s=self.options.timeout_s, on_event=_relay(progress))
+            except BaseException:  # cancelled: nothing is cached, so nothing is kept
+                shutil.rmtree(job_dir, ignore_errors=True)
+                raise
+            where = hung_probe(outcome.last_progress) if outcome.status == "timeout" and make is not None else None
+            if where is None or len(hung) >= HUNG_PROBE_RETRIES:
+                return outcome, job_dir
+            shutil.rmtree(job_dir, ignore_errors=True)
+            hung.append(probe_place(where))
+            _say(progress, f"the reference {Path(reference.path).name} hung in {where} ({outcome.message}): running "
+                           "it again without that probe")  # fmt: skip
 
     # ------------------------------------------------------------------------------------------ bench
 

@@ -66,6 +66,7 @@ def check_job(
             poison=poison,
             cache=cache,
             cwd=str(Path(owner.path).resolve().parent) if Path(owner.path).exists() else None,
+            probe_stall_s=options.probe_stall_s,
         )
     )
 

@@ -15,6 +15,7 @@ class EvalOptions:
     fresh_inputs: bool = True  # re-run captured calls with fresh random inputs against the reference
     probe_variants: bool = True  # ...and at other sizes and on other values (shape and value probes)
     max_fresh_calls: int = 8
+    probe_stall_s: float = 60.0  # a probe whose run says nothing this long (5x the tests' own, where longer) hung
     seed: int = 42  # Python, NumPy and torch are seeded with it before the import, each test and each replay
     tolerances: dict[str, Tolerance] = field(default_factory=dict)
     bench_rounds: int | None = None  # a fixed number of timing rounds; None: until the speedup is decided

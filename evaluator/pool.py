@@ -316,6 +316,8 @@ class WorkerPool:
         log_path = zygote.workdir / f"job{zygote.jobs}.log"
         zygote.jobs += 1
         last_progress: dict[str, Any] | None = None
+        stall_s: float | None = None  # how long the step now running may stay silent (a probe: ``probe_stall_s``)
+        stall_at: float | None = None
 
         def outcome(status: str, message: str = "", result: dict[str, Any] | None = None) -> JobOutcome:
             secrets = known_secrets()  # nothing a job says leaves here with a secret in it
@@ -331,7 +333,7 @@ class WorkerPool:
         try:
             await zygote.send({"job": job, "log": str(log_path)})
             while True:
-                message = await zygote.receive(deadline)
+                message = await zygote.receive(min(deadline, stall_at) if stall_at is not None else deadline)
                 if message is None:
                     return outcome("crashed", f"{zygote.failure} while running the job; it will be replaced")
                 event = message.get("event")
@@ -343,6 +345,9 @@ class WorkerPool:
                 elif event in ("started", "progress"):
                     if event == "progress":
                         last_progress = message
+                        if "programs" not in message:  # a step starts (a heartbeat only says that it lives)
+                            stall_s = _stall_of(message)
+                        stall_at = loop.time() + stall_s if stall_s is not None else None
                     if on_event is not None:
                         on_event(redact_data(message))
                 elif event == "result":
@@ -353,8 +358,12 @@ class WorkerPool:
                     code = message.get("code")
                     return outcome("no_result" if code == 0 else "crashed", _exit_description(code))
         except TimeoutError:
+            stalled = stall_at is not None and stall_at < deadline
             zygote.kill_child()
             await self._await_exit(zygote)
+            if stalled:
+                where = (last_progress or {}).get("test")
+                return outcome("timeout", f"hung: {where} said nothing for {stall_s:g} s (the worker was killed)")
             return outcome("timeout", f"timed out after {timeout_s:g} s (the worker was killed)")
         except (BrokenPipeError, ConnectionResetError):
             zygote.fail("the worker's fork server stopped reading jobs")
@@ -549,6 +558,15 @@ def _status_words(code: int | None) -> str:
         except ValueError:
             return f"killed by signal {-code}"
     return f"exit status {code}"
+
+
+def _stall_of(message: dict[str, Any]) -> float | None:
+    """How long the step a progress message starts may stay silent before its job is ended as hung (None: until
+    the job's own time limit). A job can only shorten its own life this way."""
+    value = message.get("stall_s")
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < float("inf"):
+        return float(value)
+    return None
 
 
 def _exit_description(code: int | None) -> str:

@@ -16,7 +16,15 @@ from typing import Any
 from .compare import UnreadableOutput, compare, load_output
 from .options import EvalOptions
 from .reproduction import Masks, differences, unwritten_elements
-from .shared.probe_rules import GHOST_RUN, KIND_WORDS, OVER_BUDGET, nonfinite_elements, probe_where, stays_finite
+from .shared.probe_rules import (
+    GHOST_RUN,
+    KIND_WORDS,
+    OVER_BUDGET,
+    SECOND_RUN,
+    nonfinite_elements,
+    probe_where,
+    stays_finite,
+)
 from .shared.protocol import probe_output_file
 
 
@@ -143,7 +151,7 @@ def hung_probe(last_progress: dict[str, Any] | None) -> str | None:
     running = (last_progress or {}).get("test")
     if not isinstance(running, str) or not is_probe_where(running):
         return None
-    return running.removesuffix(GHOST_RUN)
+    return running.removesuffix(GHOST_RUN).removesuffix(SECOND_RUN)
 
 
 def without_hung(probes: ReferenceProbes, where: str, why: str) -> ReferenceProbes:

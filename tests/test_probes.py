@@ -13,9 +13,10 @@ from geak.evaluator.api import EvalOptions, Evaluator
 from geak.evaluator.compare import compare
 from geak.evaluator.job.capture import CallRecorder, draw_probe
 from geak.evaluator.job.probe_variants import dense_strides, shape_variants, value_signs
-from geak.evaluator.reference_probes import ReferenceProbes, rejudged_after_rerun
+from geak.evaluator.reference_probes import ReferenceProbes, hung_probe, rejudged_after_rerun
 from geak.evaluator.reproduction import unwritten_elements
 from geak.evaluator.shared.poison import second_poison
+from geak.evaluator.shared.probe_rules import probe_place
 
 
 def check(name: str, against: str | None, timeout_s: float = 120, **options):
@@ -156,6 +157,27 @@ def test_a_candidate_that_hangs_where_the_reference_does_not_fails():
     assert not r.ok and r.stage == "call" and r.tests[0].kind == "timeout", r.message
     assert "other sizes #4 sub(f32[2999]" in r.message, r.message
     assert any("is it deterministic?" in m for m in said), said  # the reference ran the probe again and finished
+
+
+def test_a_probe_is_named_by_what_it_draws_in_any_of_its_runs():
+    assert hung_probe({"test": "other sizes #7 f(f32[16,1040]) (again)"}) == "other sizes #7 f(f32[16,1040])"
+    assert hung_probe({"test": "fresh inputs #2 f(f32[8]) (without kernels)"}) == "fresh inputs #2 f(f32[8])"
+    assert hung_probe({"test": "test_f"}) is None
+    assert probe_place("other sizes #7 f(f32[16,1040]) (again)") == probe_place("other sizes #9 f(f32[16,1040])")
+    assert probe_place("other sizes #7 f(f32[16,1040])") == "other sizes f(f32[16,1040])"
+
+
+def test_a_reference_that_hangs_in_a_probe_it_makes_is_stopped_early_and_runs_again_without_it():
+    """Its own test passes; the fresh probe spins. The probe's silence ends the job well before the job's time limit,
+    and the reference runs again without that probe, so the file passes against itself (it failed its own check
+    after 150 s in a suite run on an H200)."""
+    said: list[str] = []
+    fixture = "probes/sub_spins_off_its_inputs.py"
+    r = check(fixture, fixture, progress=said.append, timeout_s=120, probe_stall_s=2)
+    assert r.ok, r.message
+    hung = [m for m in said if "hung in fresh inputs #1 sub(" in m]
+    assert hung and "said nothing for 2 s" in hung[0] and hung[0].endswith("running it again without that probe"), said
+    assert any("hung on these inputs in an earlier run" in n for n in r.comparison.notes), r.comparison.notes
 
 
 # ----------------------------------------------------------------------------------------- unwritten outputs

@@ -32,7 +32,16 @@ from typing import Any
 
 import torch
 
-from ..shared.probe_rules import GHOST_RUN, OVER_BUDGET, VALUE_MAGNITUDES, nonfinite_elements, probe_where, stays_finite
+from ..shared.probe_rules import (
+    GHOST_RUN,
+    OVER_BUDGET,
+    SECOND_RUN,
+    VALUE_MAGNITUDES,
+    nonfinite_elements,
+    probe_place,
+    probe_where,
+    stays_finite,
+)
 from ..shared.protocol import probe_input_file, probe_output_file
 from . import sandbox
 from .capture import (
@@ -120,13 +129,15 @@ def make_probes(
     poison: bool,
     variants: bool,
     starting: Starting,
+    hung: frozenset[str] = frozenset(),
 ) -> list[dict[str, Any]]:
     """The reference's probes: a fresh one for each of the first `limit` distinct calls, then shape and value
     probes within the budget that `check_s` (its import and its tests' first run) and the fresh probes set. Inputs
     are drawn with `probe_seed` + the probe's index; random number generators are seeded with `seed` + the index
     before each run. `poison`: new allocations are poisoned (the second run of a probe then gets the second
-    poison). `variants`: False, fresh values only. `starting` is told each probe as it starts."""
-    maker = _Maker(recorder, probe_seed, seed, out_dir, gpu, describe, poison, starting)
+    poison). `variants`: False, fresh values only. `starting` is told each probe as it starts. `hung`: the places
+    (``probe_place``) where an earlier run of this reference hung, skipped."""
+    maker = _Maker(recorder, probe_seed, seed, out_dir, gpu, describe, poison, starting, hung)
     limits = {"shape": SHAPE_PER_CALL, "value": VALUE_PER_CALL}
     bases = []
     started = time.perf_counter()
@@ -201,10 +212,11 @@ class _Maker:
 
     def __init__(
         self, recorder: CallRecorder, probe_seed: int, seed: int, out_dir: Path, gpu: bool, describe: Describe,
-        poison: bool, starting: Starting,
+        poison: bool, starting: Starting, hung: frozenset[str],
     ):  # fmt: skip
         self.recorder, self.probe_seed, self.seed, self.out_dir = recorder, probe_seed, seed, out_dir
         self.gpu, self.describe, self.poison, self.starting = gpu, describe, poison, starting
+        self.hung = hung
         self.entries: list[dict[str, Any]] = []
 
     def lost(self, entry: dict[str, Any]) -> bool:
@@ -239,6 +251,9 @@ class _Maker:
             return entry, {}
         entry["signature"] = signature(call.wrapper, args, kwargs)
         where = probe_where(entry)
+        if probe_place(where) in self.hung:
+            entry["message"] = "the reference hung on these inputs in an earlier run"
+            return entry, {}
         self.starting(where)
         inputs = self.out_dir / probe_input_file(index)
         torch.save(probe_tensors(args, kwargs), inputs)
@@ -253,7 +268,7 @@ class _Maker:
             measured["nonfinite"] = nonfinite_elements(outputs)
             if runs.finite_below is not None and not stays_finite(runs.finite_below, measured["nonfinite"]):
                 return {**measured, "status": "not finite"}
-            say(f"{where} (again)")
+            say(f"{where}{SECOND_RUN}")
             again = time.perf_counter()
             with sandbox.second_poison_filled() if self.poison else contextlib.nullcontext():
                 run(self.out_dir / probe_output_file(index, "again"))

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..shared.isolation_policy import PROCESS_ONLY, Policy
+from ..shared.probe_rules import probe_stall_s
 from ..shared.protocol import (
     HEARTBEAT_S,
     REPRODUCED,
@@ -466,9 +467,9 @@ def run_check(job: CheckJob, info: Any, send) -> dict[str, Any]:
             fatal = "the GPU context was lost after a fault in an earlier test"
         return fatal
 
-    def starting(name: str) -> None:
+    def starting(name: str, stall_s: float | None = None) -> None:
         running["test"] = name
-        send({"event": "progress", "test": name})
+        send({"event": "progress", "test": name} | ({"stall_s": stall_s} if stall_s else {}))
 
     if job.test_style == "pytest":
         not_run = _run_pytest(job, module, recorder, gpu, record, starting, lambda: sandbox.seed_everything(seed))
@@ -503,13 +504,16 @@ def run_check(job: CheckJob, info: Any, send) -> dict[str, Any]:
     if probes and not fatal:
         starting("probes")
         describe = lambda e: sandbox.describe_error(e, path, module)["message"]
+        stall_s = probe_stall_s(job.probe_stall_s, check_s)
+        probe_starting = lambda name: starting(name, stall_s)  # the caller ends a probe silent longer as hung
         if "make" in probes:
             make = probes["make"]
+            hung = frozenset(make.get("hung", ()))  # where an earlier run of this reference hung
             made = make_probes(recorder, make["seed"], seed, job.max_calls, out_dir, gpu, describe, check_s,
-                               job.poison, make["variants"], starting)  # fmt: skip
+                               job.poison, make["variants"], probe_starting, hung)  # fmt: skip
             result["fresh"] = made
         else:
-            result["fresh"] = replay_probes(recorder, probes["replay"], seed, out_dir, gpu, describe, starting)
+            result["fresh"] = replay_probes(recorder, probes["replay"], seed, out_dir, gpu, describe, probe_starting)
     return result
 
 

@@ -7,12 +7,16 @@ whose outputs hold more NaN or infinite elements than that one's has left the ra
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 VALUE_MAGNITUDES = (100.0, 10.0)  # times the scale of the tested inputs, largest first
 OVER_BUDGET = "over budget"  # a probe the reference's job stopped because the probes' time was spent: no finding
 KIND_WORDS = {"fresh": "fresh inputs", "shape": "other sizes", "value": "other values"}
 GHOST_RUN = " (without kernels)"  # a fresh probe's run without kernels, as a job's progress names it
+SECOND_RUN = " (again)"  # a probe's second run where the reference makes it, as a job's progress names it
+PROBE_STALL_FACTOR = 5.0  # a probe silent longer than this times the tests' own first run (or the options' floor)
+# ends its job as hung: a GPU kernel that spins for ever cannot be stopped in its process
 
 
 def probe_where(probe: dict[str, Any]) -> str:
@@ -21,6 +25,19 @@ def probe_where(probe: dict[str, Any]) -> str:
     index = probe.get("index")
     number = f"#{index + 1} " if isinstance(index, int) else ""
     return f"{KIND_WORDS.get(probe.get('kind', 'fresh'), 'probe')} {number}{probe.get('signature', '')}".strip()
+
+
+def probe_place(where: str) -> str:
+    """What a probe named `where` (in a job's progress, any of its runs) draws, whatever its number: `other sizes
+    softmax(f32[3,1025])`; the same in a later run of the reference with the same seed."""
+    for suffix in (GHOST_RUN, SECOND_RUN):
+        where = where.removesuffix(suffix)
+    return re.sub(r" #\d+ ", " ", where, count=1)
+
+
+def probe_stall_s(floor_s: float, tests_s: float) -> float:
+    """How long a probe's run may go without a word from its job before the job is ended as hung."""
+    return max(floor_s, PROBE_STALL_FACTOR * tests_s)
 
 
 def nonfinite_elements(output: Any) -> int:

@@ -88,6 +88,7 @@ class CheckJob:
     poison: bool  # fill new allocations with NaN / the largest integer
     cache: dict[str, Any] | None  # cache_request
     cwd: str | None
+    probe_stall_s: float  # a probe silent this long (or longer: ``probe_rules.probe_stall_s``) ends the job as hung
 
 
 @dataclass(frozen=True)
