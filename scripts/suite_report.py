@@ -53,14 +53,19 @@ async def run_native(file: Path, timeout_s: float, limit: asyncio.Semaphore, shi
     return {"ok": code == 0, "code": code, "seconds": round(time.perf_counter() - started, 1), "tail": tail}
 
 
-def row(file: Path, native: dict, verdict: FileVerdict) -> dict:
+def row(file: Path, native: dict, verdict: FileVerdict, done_s: float | None = None) -> dict:
+    """One file's line of results.json; `done_s`: when it finished, from the start of the GEAK part."""
     alone = verdict.alone or verdict.result
+    against = verdict.result if verdict.alone is not None else None
+    seconds = sum(r.duration_s for r in (alone, against) if r is not None)
     return {
         "file": file.name,
         "native": native,
         "check": {"ok": bool(alone and alone.ok), "stage": alone.stage if alone else None},
         "self": {"ok": verdict.verdict == "pass", "verdict": verdict.verdict},
         "why": verdict.message.strip().splitlines()[0][:300] if verdict.verdict != "pass" else "",
+        "geak_s": round(seconds, 1),
+        "done_s": None if done_s is None else round(done_s, 1),
     }
 
 
@@ -91,22 +96,28 @@ async def main_async(args: argparse.Namespace) -> int:
 
     partial = (out / "partial.jsonl").open("w")
 
+    done_at: dict[Path, float] = {}
+
     def on_done(v: FileVerdict) -> None:  # written as files finish: a run cut short still says what it found
         done[0] += 1
         print(f"[{done[0]}/{len(files)}] {Path(v.file).name}: {v.verdict}", flush=True)
         index = files.index(Path(v.file))
-        partial.write(json.dumps(row(files[index], natives[index], v), default=str) + "\n")
+        done_at[files[index]] = time.perf_counter() - started
+        partial.write(json.dumps(row(files[index], natives[index], v, done_at[files[index]]), default=str) + "\n")
         partial.flush()
 
     started = time.perf_counter()
-    # Longest first (by the native run's time): a slow file started last would hold the whole run up alone.
+    # Longest first (by an earlier run's GEAK time where given, else the native run's): a slow file started last
+    # would hold the whole run up alone (TritonBench-revised on an H200: `spinning_lock_reduction.py` finished last).
+    earlier = _earlier_seconds(args.order_from) if args.order_from else {}
     native_of = dict(zip(files, natives, strict=True))
-    slow_first = sorted(files, key=lambda f: -float(native_of[f].get("seconds") or 0))
+    cost = {f: earlier.get(f.name, float(native_of[f].get("seconds") or 0)) for f in files}
+    slow_first = sorted(files, key=lambda f: -cost[f])
     found = await check_many(slow_first, options, against_self=True, on_done=on_done)
     verdict_of = dict(zip(slow_first, found, strict=True))
     verdicts = [verdict_of[f] for f in files]
     geak_s = time.perf_counter() - started
-    rows = [row(f, n, v) for f, n, v in zip(files, natives, verdicts, strict=True)]
+    rows = [row(f, n, v, done_at.get(f)) for f, n, v in zip(files, natives, verdicts, strict=True)]
     totals = {
         "files": len(rows),
         "native_pass": sum(r["native"]["ok"] for r in rows),
@@ -137,6 +148,12 @@ async def main_async(args: argparse.Namespace) -> int:
     return 0
 
 
+def _earlier_seconds(results: str) -> dict[str, float]:
+    """Each file's GEAK time in an earlier run's results.json (files it lacks are not there)."""
+    rows = json.loads(Path(results).read_text())["files"]
+    return {r["file"]: float(r["geak_s"]) for r in rows if r.get("geak_s") is not None}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("suite", help="folder of suite files")
@@ -151,6 +168,7 @@ def main() -> int:
     parser.add_argument("--shim", help="folder to put on PYTHONPATH for native runs (the geak_eval shim)")
     parser.add_argument("--only", choices=("native",), help="run the files natively only (writes native.json)")
     parser.add_argument("--native-json", help="take the native results from this native.json instead of running")
+    parser.add_argument("--order-from", help="an earlier results.json: its GEAK times order this run, slowest first")
     args = parser.parse_args()
     return asyncio.run(main_async(args))
 
