@@ -37,6 +37,7 @@ GRAPH_BELOW_MS = 0.05
 GRAPH_TARGET_MS = 2.0
 GRAPH_REPLAYS = 5  # replays of ~GRAPH_TARGET_MS whose median is one graph sample
 ESTIMATE_CALLS = 5
+ESTIMATE_SPIN_CYCLES = 2_000_000  # ~1 ms of device clock before each estimated call, for its host code to hide in
 MAX_INPUT_SETS = 4
 FLUSH_BYTES = 256 << 20  # what do_bench zeroes before each call: far beyond any L2
 BUSY_GRACE_MS = 0.5  # an empty kernel's round trip beyond this: the device serves other work (time slices ~2 ms)
@@ -58,6 +59,7 @@ _current_stream = torch.cuda.current_stream
 _synchronize = torch.cuda.synchronize
 _host_clock = time.perf_counter
 _zero = torch.Tensor.zero_  # the L2 flush before each flushed call, and the busy-device control (``guard``)
+_spin = torch.cuda._sleep  # a kernel that keeps the device busy for a number of its clock cycles
 _equal, _mul = torch.equal, torch.mul  # which inputs a call left as they were (``InputSets.untouched``)
 UNTOUCHED = "untouched input"  # saved in place of an input a checked call left as it was
 
@@ -281,13 +283,18 @@ class Timer:
 
 
 def estimate_ms(fn: Callable[[], object], calls: int = ESTIMATE_CALLS) -> float:
-    """A first time of a warm call (ms): the median of a few calls, each with the L2 flushed before it (what the
-    timing method, the graph size and the burst length are chosen by; ~1 ms of work for a small call, where
-    `do_bench`'s fixed 25 ms budget was most of a timing job's preparation)."""
+    """A first time of a warm call's device work (ms): the median of a few calls, each with the L2 flushed before it
+    (what the timing method, the graph size and the burst length are chosen by; ~1 ms of work for a small call, where
+    `do_bench`'s fixed 25 ms budget was most of a timing job's preparation). The device spins before each, so that
+    the wrapper's host code (a device guard, reshapes, allocations: tens of µs) runs while the device is still busy:
+    otherwise the flush could end first, the estimate took in the host's time, and a µs-scale call could be timed by
+    graph replay in one run and one call at a time in the next (on an H200, TritonBench-revised `swiglu_fwd.py`
+    timed against itself at 1.2, 70 and 5 µs a call in three runs, once "faster")."""
     flush = _flush_buffer()
     times = []
     for _ in range(calls):
         _zero(flush)
+        _spin(ESTIMATE_SPIN_CYCLES)
         start, end = _timing_event(), _timing_event()
         _record(start)
         fn()
