@@ -20,7 +20,7 @@ from .results import DEFAULT_NOISE_MARGIN, Peaks
 from .shared.sequential import RoundPlan
 from .speedup import speedup_interval
 
-CACHE_VERSION = "v5"  # v5: the A/A noise margin from t-intervals of paired rounds (A B | B A)
+CACHE_VERSION = "v6"  # v6: the A/A rounds timed by the estimate that leaves out host time (method, graph size)
 MIN_NOISE_MARGIN = 0.005  # identical files timed against each other differ systematically by up to ~0.5%
 MAX_NOISE_MARGIN = 0.05
 AA_FACTOR = 3.0  # margin = this times the largest A/A departure from 1
