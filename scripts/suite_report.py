@@ -56,7 +56,7 @@ async def run_native(file: Path, timeout_s: float, limit: asyncio.Semaphore, shi
 def row(file: Path, native: dict, verdict: FileVerdict, done_s: float | None = None) -> dict:
     """One file's line of results.json; `done_s`: when it finished, from the start of the GEAK part."""
     alone = verdict.alone or verdict.result
-    against = verdict.result if verdict.alone is not None else None
+    against = verdict.result if verdict.result is not alone else None  # a file failing alone is not run against itself
     seconds = sum(r.duration_s for r in (alone, against) if r is not None)
     return {
         "file": file.name,
