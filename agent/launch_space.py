@@ -185,11 +185,7 @@ class Space:
         if len(variant.changes) != 1:
             return None
         name, values = variant.changes[0]
-        group = self.group(name)
-        if group.autotune is None:
-            return None
-        config = _config(group, dict(values))
-        return next((i for i, known in enumerate(group.autotune.known) if _same(known, config)), None)
+        return _own_index(self.group(name), dict(values))
 
     def refine(
         self, leaders: list[Variant], tried: set[Variant], limit: int, focus: Focus = "unknown"
@@ -215,14 +211,6 @@ class Space:
     def _is_current(self, variant: Variant) -> bool:
         return all(self.group(g).knob(k).current == v for g, values in variant.changes for k, v in values)
 
-    @staticmethod
-    def _own(group: Group, values: dict[str, int]) -> bool:
-        """Whether `values` of an autotuned group render as one of its own configs (screened as ``own_configs``)."""
-        if group.autotune is None:
-            return False
-        config = _config(group, values)
-        return any(_same(known, config) for known in group.autotune.known)
-
     def _candidates(self, group: Group, focus: Focus, seed: int) -> list[Variant]:
         current = {k.key: k.current for k in group.knobs}
         found: list[dict[str, int]] = []
@@ -234,7 +222,7 @@ class Space:
         variants = []
         for values in found:
             full = {**current, **values}
-            if full != current and _accepted(group, full, self.backend) and not self._own(group, full):
+            if full != current and _accepted(group, full, self.backend) and _own_index(group, full) is None:
                 variants.append(Variant(((group.name, tuple(full.items())),), "first round"))
         return list(dict.fromkeys(variants))
 
@@ -344,6 +332,14 @@ def _values_of(group: Group, config: LaunchConfig) -> dict[str, int] | None:
     options = {"num_warps": config.num_warps, "num_stages": config.num_stages}
     values = {k.key: options[k.key] if k.key in options else meta.get(k.key, k.current) for k in group.knobs}
     return values if _same(_config(group, values), config) else None
+
+
+def _own_index(group: Group, values: dict[str, int]) -> int | None:
+    """Which of an autotuned group's own configs `values` render as (screened as ``own_configs``), or None."""
+    if group.autotune is None:
+        return None
+    config = _config(group, values)
+    return next((i for i, known in enumerate(group.autotune.known) if _same(known, config)), None)
 
 
 def _same(a: LaunchConfig, b: LaunchConfig) -> bool:

@@ -17,11 +17,10 @@ from .compare import UnreadableOutput, compare, load_output
 from .options import EvalOptions
 from .reproduction import Masks, differences, unwritten_elements
 from .shared.probe_rules import (
-    GHOST_RUN,
     KIND_WORDS,
     OVER_BUDGET,
-    SECOND_RUN,
     nonfinite_elements,
+    probe_of_run,
     probe_where,
     stays_finite,
 )
@@ -151,7 +150,7 @@ def hung_probe(last_progress: dict[str, Any] | None) -> str | None:
     running = (last_progress or {}).get("test")
     if not isinstance(running, str) or not is_probe_where(running):
         return None
-    return running.removesuffix(GHOST_RUN).removesuffix(SECOND_RUN)
+    return probe_of_run(running)
 
 
 def without_hung(probes: ReferenceProbes, where: str, why: str) -> ReferenceProbes:

@@ -27,12 +27,16 @@ def probe_where(probe: dict[str, Any]) -> str:
     return f"{KIND_WORDS.get(probe.get('kind', 'fresh'), 'probe')} {number}{probe.get('signature', '')}".strip()
 
 
+def probe_of_run(where: str) -> str:
+    """The probe a job's progress names while one of its runs goes (its run without kernels, or its second run):
+    `other sizes #3 softmax(f32[3,1025])`."""
+    return where.removesuffix(GHOST_RUN).removesuffix(SECOND_RUN)
+
+
 def probe_place(where: str) -> str:
     """What a probe named `where` (in a job's progress, any of its runs) draws, whatever its number: `other sizes
     softmax(f32[3,1025])`; the same in a later run of the reference with the same seed."""
-    for suffix in (GHOST_RUN, SECOND_RUN):
-        where = where.removesuffix(suffix)
-    return re.sub(r" #\d+ ", " ", where, count=1)
+    return re.sub(r" #\d+ ", " ", probe_of_run(where), count=1)
 
 
 def probe_stall_s(floor_s: float, tests_s: float) -> float:
