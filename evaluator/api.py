@@ -208,6 +208,8 @@ class Evaluator:
                 return await self._candidate_job(
                     composed, candidate, reference, ref_run, label, poison, progress, again=True
                 )
+            against_reference = " with the reference's" if ref_run is not None else ""
+            _say(progress, f"comparing the outputs of {Path(label).name}{against_reference}")
             result = await asyncio.to_thread(judge)
             if _differs(result) and ref_run is not None:  # the reference itself may not reproduce what differs
                 usable = _usable_probes(ref_run)
@@ -313,9 +315,11 @@ class Evaluator:
         first_problem, first_verdict = "", None
         for poison in (True, False):  # without poisoning only if it fails with it: see UNPOISONED_CAVEAT
             outcome, job_dir = await self._reference_job(reference, composed, make, cache, poison, progress)
-            own = check_stage.verdict(
-                outcome, composed, reference, None, None, job_dir, self.options, self.pool.info, reference.path
-            )
+            _say(progress, f"reading the outputs of the reference {Path(reference.path).name}")
+            own = await asyncio.to_thread(
+                check_stage.verdict,
+                outcome, composed, reference, None, None, job_dir, self.options, self.pool.info, reference.path,
+            )  # fmt: skip
             if own.not_checkable is not None:
                 shutil.rmtree(job_dir, ignore_errors=True)
                 run = check_stage.ReferenceRun(reference, outcome, job_dir, None, own, key)

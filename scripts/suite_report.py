@@ -5,18 +5,23 @@
 
 Native: `python FILE` (pytest modules: `python -m pytest FILE`, their `test_performance*` cases deselected), in
 parallel, each with a time limit. GEAK: one warm evaluator for the whole suite (`geak check --against-self`'s
-engine), so the wall time printed is what a user waits for. Writes `results.json` (every file, with reasons) and
-`table.md` under --out, and prints the table and every file where the three columns disagree.
+engine), so the wall time printed is what a user waits for. Writes `results.json` (every file, with reasons and its
+progress messages timed) and `table.md` under --out, and prints the table, every file where the three columns
+disagree, and where the checks' time went (`phases.md`: the time between one progress message and the next, summed
+over the suite by what the first one says).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
+import re
 import sys
 import time
+from collections import defaultdict
 from pathlib import Path
 
 from geak.evaluator.api import EvalOptions
@@ -53,8 +58,11 @@ async def run_native(file: Path, timeout_s: float, limit: asyncio.Semaphore, shi
     return {"ok": code == 0, "code": code, "seconds": round(time.perf_counter() - started, 1), "tail": tail}
 
 
-def row(file: Path, native: dict, verdict: FileVerdict, done_s: float | None = None) -> dict:
-    """One file's line of results.json; `done_s`: when it finished, from the start of the GEAK part."""
+def row(
+    file: Path, native: dict, verdict: FileVerdict, done_s: float | None = None, steps: list | None = None
+) -> dict:
+    """One file's line of results.json; `done_s`: when it finished, from the start of the GEAK part; `steps`: its
+    progress messages, each with its time from the file's start."""
     alone = verdict.alone or verdict.result
     against = verdict.result if verdict.result is not alone else None  # a file failing alone is not run against itself
     seconds = sum(r.duration_s for r in (alone, against) if r is not None)
@@ -66,7 +74,57 @@ def row(file: Path, native: dict, verdict: FileVerdict, done_s: float | None = N
         "why": verdict.message.strip().splitlines()[0][:300] if verdict.verdict != "pass" else "",
         "geak_s": round(seconds, 1),
         "done_s": None if done_s is None else round(done_s, 1),
+        "steps": steps or [],
     }
+
+
+def phase_of(job: str, message: str) -> str:
+    """What a progress message starts, whatever the file: `reference: other sizes`, `candidate: test run`."""
+    if message.startswith(("running the reference", "running the tests of")):
+        return f"{job}: job start (fork, GPU context, cache, import)"
+    if message.startswith(("reading the outputs", "comparing the outputs")):
+        return f"{job}: the caller judging its outputs"
+    what = message.removeprefix("running ")
+    what = re.sub(r" \(\d[\d,]* kernel programs interpreted\)$", "", what)
+    for kind in ("fresh inputs", "other sizes", "other values"):
+        if what.startswith(kind):
+            run = " (without kernels)" if "(without kernels)" in what else " (again)" if "(again)" in what else ""
+            return f"{job}: {kind}{run}"
+    if what == "probes":
+        return f"{job}: between the tests and the first probe"
+    return f"{job}: test run" + (" again" if what.endswith("(again)") else "")
+
+
+def phases(steps: list[tuple[float, str]]) -> dict[str, float]:
+    """Seconds per phase of one file's check: from each message to the next (the last to the file's end)."""
+    spent: dict[str, float] = defaultdict(float)
+    job = "reference"
+    for (at, message), (until, _) in itertools.pairwise(steps):
+        if message.startswith("running the tests of"):
+            job = "candidate"
+        elif message.startswith("running the reference"):
+            job = "reference"
+        spent[phase_of(job, message)] += until - at
+    return spent
+
+
+def phase_table(all_steps: list[list[tuple[float, str]]], slots: int) -> str:
+    """Where the suite's check time went, summed over its files, largest first."""
+    total: dict[str, float] = defaultdict(float)
+    files: dict[str, int] = defaultdict(int)
+    for steps in all_steps:
+        for phase, seconds in phases(steps).items():
+            total[phase] += seconds
+            files[phase] += 1
+    whole = sum(total.values()) or 1.0
+    lines = [
+        f"| phase | files | seconds | share | over {slots} slots |",
+        "|---|---|---|---|---|",
+    ]
+    for phase, seconds in sorted(total.items(), key=lambda kv: -kv[1]):
+        lines.append(f"| {phase} | {files[phase]} | {seconds:.0f} | {seconds / whole:.1%} | {seconds / slots:.0f} s |")
+    lines.append(f"| all | {len(all_steps)} | {whole:.0f} | 100% | {whole / slots:.0f} s |")
+    return "\n".join(lines)
 
 
 async def main_async(args: argparse.Namespace) -> int:
@@ -97,13 +155,23 @@ async def main_async(args: argparse.Namespace) -> int:
     partial = (out / "partial.jsonl").open("w")
 
     done_at: dict[Path, float] = {}
+    steps: dict[Path, list[tuple[float, str]]] = defaultdict(list)
+
+    def on_progress(file: Path, message: str) -> None:
+        steps[file].append((time.perf_counter(), message))
+
+    def timed_steps(file: Path) -> list[tuple[float, str]]:
+        first = steps[file][0][0] if steps[file] else 0.0
+        return [(round(at - first, 2), message) for at, message in steps[file]]
 
     def on_done(v: FileVerdict) -> None:  # written as files finish: a run cut short still says what it found
         done[0] += 1
         print(f"[{done[0]}/{len(files)}] {Path(v.file).name}: {v.verdict}", flush=True)
         index = files.index(Path(v.file))
         done_at[files[index]] = time.perf_counter() - started
-        partial.write(json.dumps(row(files[index], natives[index], v, done_at[files[index]]), default=str) + "\n")
+        steps[files[index]].append((time.perf_counter(), "done"))
+        line = row(files[index], natives[index], v, done_at[files[index]], timed_steps(files[index]))
+        partial.write(json.dumps(line, default=str) + "\n")
         partial.flush()
 
     started = time.perf_counter()
@@ -113,11 +181,11 @@ async def main_async(args: argparse.Namespace) -> int:
     native_of = dict(zip(files, natives, strict=True))
     cost = {f: earlier.get(f.name, float(native_of[f].get("seconds") or 0)) for f in files}
     slow_first = sorted(files, key=lambda f: -cost[f])
-    found = await check_many(slow_first, options, against_self=True, on_done=on_done)
+    found = await check_many(slow_first, options, against_self=True, on_done=on_done, on_progress=on_progress)
     verdict_of = dict(zip(slow_first, found, strict=True))
     verdicts = [verdict_of[f] for f in files]
     geak_s = time.perf_counter() - started
-    rows = [row(f, n, v, done_at.get(f)) for f, n, v in zip(files, natives, verdicts, strict=True)]
+    rows = [row(f, n, v, done_at.get(f), timed_steps(f)) for f, n, v in zip(files, natives, verdicts, strict=True)]
     totals = {
         "files": len(rows),
         "native_pass": sum(r["native"]["ok"] for r in rows),
@@ -145,6 +213,9 @@ async def main_async(args: argparse.Namespace) -> int:
             lines.append(f"| {r['file']} | {native} | {r['check']['ok']} | {r['self']['ok']} | {why} |")
     (out / "table.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
+    where = phase_table([r["steps"] for r in rows if r["steps"]], args.jobs)
+    (out / "phases.md").write_text(where + "\n")
+    print("\nwhere the checks' time went\n" + where)
     return 0
 
 
