@@ -165,6 +165,12 @@ def test_a_probe_is_named_by_what_it_draws_in_any_of_its_runs():
     assert hung_probe({"test": "test_f"}) is None
     assert probe_place("other sizes #7 f(f32[16,1040]) (again)") == probe_place("other sizes #9 f(f32[16,1040])")
     assert probe_place("other sizes #7 f(f32[16,1040])") == "other sizes f(f32[16,1040])"
+    spun = "other sizes #7 spin(f32[16,1040], f32[16,16], i32[304], 304, 3, 16, 1, 128)"
+    other_call = "other sizes #5 spin(f32[16,1040], f32[16,16], i32[304], 304, 2, 16, 1, 128)"
+    assert probe_place(spun) == probe_place(other_call)
+    assert probe_place(spun) == "other sizes spin(f32[16,1040], f32[16,16], i32[304])"
+    assert probe_place(spun) != probe_place("other sizes #9 spin(f32[16,16], f32[16,16], i32[304], 304, 3, 16, 1, 128)")
+    assert probe_place(spun) != probe_place("fresh inputs #7 spin(f32[16,1040], f32[16,16], i32[304], 304, 3, 16, 1)")
 
 
 def test_a_reference_that_hangs_in_a_probe_it_makes_is_stopped_early_and_runs_again_without_it():

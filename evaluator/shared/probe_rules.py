@@ -15,6 +15,7 @@ OVER_BUDGET = "over budget"  # a probe the reference's job stopped because the p
 KIND_WORDS = {"fresh": "fresh inputs", "shape": "other sizes", "value": "other values"}
 GHOST_RUN = " (without kernels)"  # a fresh probe's run without kernels, as a job's progress names it
 SECOND_RUN = " (again)"  # a probe's second run where the reference makes it, as a job's progress names it
+TENSOR_SPEC = re.compile(r"\w+\[[^\]]*\]")  # a tensor argument in a call's signature: `f32[16,1040]`
 PROBE_STALL_FACTOR = 5.0  # a probe silent longer than this times the tests' own first run (or the options' floor)
 # ends its job as hung: a GPU kernel that spins for ever cannot be stopped in its process
 
@@ -34,9 +35,16 @@ def probe_of_run(where: str) -> str:
 
 
 def probe_place(where: str) -> str:
-    """What a probe named `where` (in a job's progress, any of its runs) draws, whatever its number: `other sizes
-    softmax(f32[3,1025])`; the same in a later run of the reference with the same seed."""
-    return re.sub(r" #\d+ ", " ", probe_of_run(where), count=1)
+    """What a probe named `where` (in a job's progress, any of its runs) draws, whatever its number and its scalar
+    arguments: `other sizes softmax(f32[3,1025])` for `other sizes #3 softmax(f32[3,1025], 1025, 2)`. A later run of
+    the reference may draw the same shapes from another of its test's calls, whose scalars differ (TritonBench-revised
+    `spinning_lock_reduction.py` hung at `f32[16,1040], f32[16,16]` with 304 programs and 3 steps, then again with
+    304 and 2 on an H100)."""
+    numbered = re.sub(r" #\d+ ", " ", probe_of_run(where), count=1)
+    call = re.fullmatch(r"(.*?\w)\((.*)\)", numbered)
+    if call is None:
+        return numbered
+    return f"{call[1]}({', '.join(TENSOR_SPEC.findall(call[2]))})"
 
 
 def probe_stall_s(floor_s: float, tests_s: float) -> float:
