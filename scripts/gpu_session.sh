@@ -60,9 +60,9 @@ part_suites() {
   timeout "${ROCM_S:-150}" python3 scripts/suite_report.py "$ROCM" --native-json "$native/rocm/native.json" \
     --jobs "${JOBS:-8}" --timeout 120 --out "$OUT/rocm" 2>&1 | grep -v '^\['
 }
-part_tb() {
+part_tb() {  # ORDER_FROM: an earlier run's results.json, whose slowest files start first
   timeout "${TB_S:-540}" python3 scripts/suite_report.py "$TB" --native-json "${NATIVE:-$OUT}/tb/native.json" \
-    --jobs "${JOBS:-12}" --timeout 150 --out "$OUT/tb" 2>&1 | grep -v '^\['
+    --jobs "${JOBS:-12}" --timeout 150 --out "$OUT/tb" ${ORDER_FROM:+--order-from "$ORDER_FROM"} 2>&1 | grep -v '^\['
 }
 part_rocm() {
   timeout "${ROCM_S:-330}" python3 scripts/suite_report.py "$ROCM" --native-json "${NATIVE:-$OUT}/rocm/native.json" \

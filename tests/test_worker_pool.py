@@ -12,10 +12,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import torch
 
 from geak.evaluator.api import EvalOptions, Evaluator
 from geak.evaluator.check import check_job
-from geak.evaluator.pool import WorkerPool, WorkerStartError, _Zygote
+from geak.evaluator.pool import WorkerPool, WorkerStartError, _Zygote, cpu_threads_per_job
 from geak.evaluator.triton_file import read_triton_file
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -348,5 +349,69 @@ def test_processes_a_job_leaves_running_are_killed_and_reaped():
                 result = await ev.check(source=source)
                 assert result.ok, result.message
                 assert still_running() == [], f"processes started by the job are still there ({isolation})"
+
+    asyncio.run(scenario())
+
+
+def threads_source(expected: int) -> str:
+    """A file whose test passes only where its job's CPU thread pools were given `expected` threads."""
+    return KERNEL_PART + (
+        "import os\n"
+        "\n\n"
+        "def test_add():\n"
+        f"    assert os.environ.get('OMP_NUM_THREADS') == '{expected}', os.environ.get('OMP_NUM_THREADS')\n"
+        f"    assert torch.get_num_threads() <= {expected}, torch.get_num_threads()  # torch caps it at the cores\n"
+        "    x = torch.randn(10, device='cuda')\n"
+        "    return add(x, x)\n"
+    )
+
+
+def test_jobs_run_at_once_share_the_cores_unless_the_user_chose_their_threads(monkeypatch):
+    assert cpu_threads_per_job(1, cores=16) is None
+    assert [cpu_threads_per_job(n, cores=16) for n in (2, 4, 12, 32)] == [8, 4, 1, 1]
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+
+    async def scenario():
+        share = cpu_threads_per_job(2)
+        async with Evaluator(replace(interpreter_options(), max_concurrent=2)) as ev:
+            result = await ev.check(source=threads_source(share))
+            assert result.ok, result.message
+        monkeypatch.setenv("OMP_NUM_THREADS", "3")
+        async with Evaluator(replace(interpreter_options(), max_concurrent=2)) as ev:
+            result = await ev.check(source=threads_source(3))
+            assert result.ok, result.message
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.skipif(not torch_sees_a_gpu() or torch.version.hip is not None, reason="needs a CUDA GPU")
+def test_a_check_job_waits_for_the_gpu_asleep_and_a_timing_job_does_not():
+    flags = KERNEL_PART + (
+        "import ctypes\n"
+        "\n\n"
+        "def context_flags():\n"
+        "    torch.cuda.synchronize()\n"
+        "    driver = ctypes.CDLL('libcuda.so.1')\n"
+        "    flags = ctypes.c_uint()\n"
+        "    assert driver.cuCtxGetFlags(ctypes.byref(flags)) == 0\n"
+        "    return flags.value\n"
+        "\n\n"
+        "def test_add():\n"
+        "    assert context_flags() & 0x7 == 0x4, hex(context_flags())  # CU_CTX_SCHED_BLOCKING_SYNC\n"
+        "    x = torch.randn(10, device='cuda')\n"
+        "    return add(x, x)\n"
+        "\n\n"
+        "def bench_add():\n"
+        "    assert context_flags() & 0x7 != 0x4, hex(context_flags())\n"
+        "    x = torch.randn(1 << 20, device='cuda')\n"
+        "    add(x, x)\n"
+    )
+
+    async def scenario():
+        async with Evaluator(EvalOptions(backend="gpu", fresh_inputs=False, measure_peaks=False)) as ev:
+            checked = await ev.check(source=flags)
+            assert checked.ok, checked.message
+            timed = await ev.bench(source=flags, check_first=False, rounds=2)
+            assert timed.ok, timed.message
 
     asyncio.run(scenario())

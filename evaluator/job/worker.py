@@ -71,6 +71,7 @@ PRELOAD = (
     ".probes",
     ".probe_variants",
     ".namespaces",
+    ".device_wait",
     ".triton_cache",
     "..shared.sequential",
     "scipy.special",  # the speedup interval of sequential rounds (``shared.sequential.interval``)
@@ -319,7 +320,7 @@ def _job_process(
     zygote_pid: int,
     grant_read: int | None,
 ) -> None:
-    from . import sandbox
+    from . import device_wait, sandbox
 
     os.setpgid(0, 0)  # its own process group: the pool kills the job with all it started
     _prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
@@ -345,6 +346,8 @@ def _job_process(
         send({"event": "result", "worker_error": f"isolating the job failed:\n{detail}"})
         return
     try:
+        if isinstance(job, CheckJob) and info.backend != "interpreter":  # a check times nothing
+            device_wait.sleep_while_waiting(hip=info.backend == "rocm")
         sandbox.enter_child(info)
     except BaseException as e:
         detail = "".join(traceback.format_exception(type(e), e, e.__traceback__))
