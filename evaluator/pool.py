@@ -524,9 +524,8 @@ class WorkerPool:
         env["PYTHONUNBUFFERED"] = "1"
         env.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
         threads = cpu_threads_per_job(self.max_concurrent)
-        if threads is not None:  # unless the user chose: each job's share of the cores
-            for name in THREAD_VARIABLES:
-                env.setdefault(name, str(threads))
+        if threads is not None and not any(name in env for name in THREAD_VARIABLES):  # unless the user chose
+            env.update(dict.fromkeys(THREAD_VARIABLES, str(threads)))  # torch with MKL follows MKL_NUM_THREADS
         if self.backend != "interpreter":
             env.pop("TRITON_INTERPRET", None)
         env.update(self._pinned)

@@ -353,14 +353,16 @@ def test_processes_a_job_leaves_running_are_killed_and_reaped():
     asyncio.run(scenario())
 
 
-def threads_source(expected: int) -> str:
-    """A file whose test passes only where its job's CPU thread pools were given `expected` threads."""
+def threads_source(omp: str | None, mkl: str | None, most: int) -> str:
+    """A file whose test passes only where its job's environment sets these thread counts and torch runs at most
+    `most` threads."""
     return KERNEL_PART + (
         "import os\n"
         "\n\n"
         "def test_add():\n"
-        f"    assert os.environ.get('OMP_NUM_THREADS') == '{expected}', os.environ.get('OMP_NUM_THREADS')\n"
-        f"    assert torch.get_num_threads() <= {expected}, torch.get_num_threads()  # torch caps it at the cores\n"
+        f"    assert os.environ.get('OMP_NUM_THREADS') == {omp!r}, os.environ.get('OMP_NUM_THREADS')\n"
+        f"    assert os.environ.get('MKL_NUM_THREADS') == {mkl!r}, os.environ.get('MKL_NUM_THREADS')\n"
+        f"    assert torch.get_num_threads() <= {most}, torch.get_num_threads()\n"
         "    x = torch.randn(10, device='cuda')\n"
         "    return add(x, x)\n"
     )
@@ -369,16 +371,17 @@ def threads_source(expected: int) -> str:
 def test_jobs_run_at_once_share_the_cores_unless_the_user_chose_their_threads(monkeypatch):
     assert cpu_threads_per_job(1, cores=16) is None
     assert [cpu_threads_per_job(n, cores=16) for n in (2, 4, 12, 32)] == [8, 4, 1, 1]
-    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        monkeypatch.delenv(name, raising=False)
 
     async def scenario():
         share = cpu_threads_per_job(2)
         async with Evaluator(replace(interpreter_options(), max_concurrent=2)) as ev:
-            result = await ev.check(source=threads_source(share))
+            result = await ev.check(source=threads_source(str(share), str(share), share))
             assert result.ok, result.message
-        monkeypatch.setenv("OMP_NUM_THREADS", "3")
+        monkeypatch.setenv("OMP_NUM_THREADS", "1")  # the user's choice: nothing else is set beside it
         async with Evaluator(replace(interpreter_options(), max_concurrent=2)) as ev:
-            result = await ev.check(source=threads_source(3))
+            result = await ev.check(source=threads_source("1", None, os.cpu_count() or 1))
             assert result.ok, result.message
 
     asyncio.run(scenario())
