@@ -418,3 +418,11 @@ def test_a_check_job_waits_for_the_gpu_asleep_and_a_timing_job_does_not():
             assert timed.ok, timed.message
 
     asyncio.run(scenario())
+
+
+@pytest.mark.skipif(torch_sees_a_gpu(), reason="this machine has a GPU")
+def test_without_a_gpu_runtime_a_job_keeps_the_default_wait_and_says_so():
+    from geak.evaluator.job import device_wait
+
+    assert device_wait.sleep_while_waiting(hip=False) is False
+    assert device_wait.sleep_while_waiting(hip=True) is False

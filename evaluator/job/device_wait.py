@@ -11,9 +11,9 @@ the default, where waking up costs nothing measured.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 
+CUDA_DRIVER = "libcuda.so.1"  # the name the CUDA runtime loads the driver by
 CU_CTX_SCHED_BLOCKING_SYNC = 0x04  # cuda.h
 HIP_DEVICE_SCHEDULE_BLOCKING_SYNC = 0x04  # hip_runtime_api.h
 HIP_RUNTIMES = ("libamdhip64.so", "libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so.5")  # as torch loads it
@@ -30,7 +30,7 @@ def sleep_while_waiting(hip: bool) -> bool:
 
 def _cuda_blocking() -> bool:
     """Every visible device's primary context (the one the CUDA runtime, and so torch and Triton, use)."""
-    driver = ctypes.CDLL(ctypes.util.find_library("cuda") or "libcuda.so.1")
+    driver = ctypes.CDLL(CUDA_DRIVER)
     if driver.cuInit(0) != 0:
         return False
     count = ctypes.c_int()
