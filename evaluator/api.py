@@ -655,6 +655,8 @@ def _relay(progress: Progress | None) -> Callable[[dict[str, Any]], None] | None
             progress(f"running {event.get('test') or 'the file'} ({event['programs']:,} kernel programs interpreted)")
         elif "test" in event:
             progress(f"running {event['test']}")
+        elif "stage" in event:
+            progress(str(event["stage"]))
         elif "bench" in event:
             progress(f"timing {event['bench']}")
         elif "screen" in event:

@@ -81,7 +81,9 @@ def row(
 def phase_of(job: str, message: str) -> str:
     """What a progress message starts, whatever the file: `reference: other sizes`, `candidate: test run`."""
     if message.startswith(("running the reference", "running the tests of")):
-        return f"{job}: job start (fork, GPU context, cache, import)"
+        return f"{job}: job start (a free fork server, the trusted cache, fork, isolation, GPU context)"
+    if message.startswith("importing "):
+        return f"{job}: importing the file"
     if message.startswith(("reading the outputs", "comparing the outputs")):
         return f"{job}: the caller judging its outputs"
     what = message.removeprefix("running ")

@@ -447,6 +447,7 @@ def run_check(job: CheckJob, info: Any, send) -> dict[str, Any]:
 
         interpreter_shims.report_programs(heartbeat, HEARTBEAT_S)
     triton_cache.reuse_autotuning(gpu)
+    send({"event": "progress", "stage": f"importing {Path(path).name}"})  # the job's process and context are ready
     try:
         sandbox.seed_everything(seed)
         module = sandbox.load_module(path, job.module_name)
