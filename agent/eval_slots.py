@@ -94,16 +94,19 @@ def local_slots(run: RunConfig, agent: AgentConfig) -> list[EvalSlot]:
     if not gpus:
         if run.backend == "gpu":
             raise SlotError("backend: gpu, but no GPU is visible (set gpu_ids, or use backend: auto)")
-        return [
-            EvalSlot(f"interpreter {i}", Evaluator(eval_options(agent, "interpreter", None)))
-            for i in range(run.workers)
-        ]
+        interpreted = lambda: replace(eval_options(agent, "interpreter", None), host_jobs=run.workers)
+        return [EvalSlot(f"interpreter {i}", Evaluator(interpreted())) for i in range(run.workers)]
     try:
         for g in gpus:  # before any evaluator is made: an id that is not visible is a configuration error
             pin_device(os.environ, g)
     except WorkerStartError as e:
         raise SlotError(f"gpu_ids: {e}") from e
+    on_host = run.jobs_per_gpu * len(gpus)  # every slot's jobs share the host's cores
     return [
-        EvalSlot(f"gpu {g}", Evaluator(replace(eval_options(agent, "gpu", g), max_concurrent=run.jobs_per_gpu)), str(g))
+        EvalSlot(
+            f"gpu {g}",
+            Evaluator(replace(eval_options(agent, "gpu", g), max_concurrent=run.jobs_per_gpu, host_jobs=on_host)),
+            str(g),
+        )
         for g in gpus
     ]

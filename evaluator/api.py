@@ -61,6 +61,7 @@ class Evaluator:
             backend=self.options.backend,
             spares=self.options.spares,
             max_concurrent=self.options.max_concurrent,
+            host_jobs=self.options.host_jobs,
             gpu_id=self.options.gpu_id,
             isolation=self.options.isolation,
             compile_cache=self.options.compile_cache,

@@ -27,6 +27,8 @@ class EvalOptions:
     backend: str = "auto"  # auto | gpu | interpreter
     spares: int = 1
     max_concurrent: int = 1
+    host_jobs: int | None = None  # jobs at once on this host, all evaluators together (None: max_concurrent): their
+    # CPU thread pools share the cores (``pool.cpu_threads_per_job``)
     gpu_id: int | None = None
     isolation: str = "auto"  # auto | namespaces (required) | process (off): see isolation.py
     compile_cache: str | None = field(default_factory=default_root)  # kept between runs (None: the pool's own)

@@ -189,7 +189,9 @@ class WorkerPool:
 
     `backend`: "auto" (the GPU if torch sees one, else the interpreter), "gpu" or "interpreter".
     `max_concurrent`: jobs run at once, and so the most zygotes kept (one per concurrent job; each zygote runs one
-    job at a time). Zygotes start when a job first needs one and then stay until `aclose`.
+    job at a time). Zygotes start when a job first needs one and then stay until `aclose`. `host_jobs`: the jobs at
+    once on this host of every pool together (one per GPU, say), whose CPU thread pools share its cores
+    (``cpu_threads_per_job``); None: this pool's `max_concurrent`.
     `spares`: zygotes kept warm ahead of demand (at most `max_concurrent`): they are started in the background when
     the pool is first used, and a zygote that dies is replaced in the background right away. With 0, zygotes start
     (and are replaced) only when a job needs one.
@@ -208,6 +210,7 @@ class WorkerPool:
         backend: str = "auto",
         spares: int = 1,
         max_concurrent: int = 1,
+        host_jobs: int | None = None,
         gpu_id: int | None = None,
         startup_timeout_s: float = 180.0,
         python: str = sys.executable,
@@ -222,6 +225,7 @@ class WorkerPool:
             raise ValueError(f"isolation must be one of {', '.join(MODES)}, not {isolation!r}")
         self.backend = backend
         self.max_concurrent = max(1, max_concurrent)
+        self.host_jobs = max(self.max_concurrent, host_jobs or 0)
         self.spares = min(max(0, spares), self.max_concurrent)
         self.gpu_id = gpu_id
         # the workers' device mask, made now: a GPU that is not visible is refused here, not at the first job
@@ -523,7 +527,7 @@ class WorkerPool:
         env = sandboxing.job_environment(dict(os.environ), launch.python_home)
         env["PYTHONUNBUFFERED"] = "1"
         env.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-        threads = cpu_threads_per_job(self.max_concurrent)
+        threads = cpu_threads_per_job(self.host_jobs)
         if threads is not None and not any(name in env for name in THREAD_VARIABLES):  # unless the user chose
             env.update(dict.fromkeys(THREAD_VARIABLES, str(threads)))  # torch with MKL follows MKL_NUM_THREADS
         if self.backend != "interpreter":

@@ -376,7 +376,8 @@ def test_jobs_run_at_once_share_the_cores_unless_the_user_chose_their_threads(mo
 
     async def scenario():
         share = cpu_threads_per_job(2)
-        async with Evaluator(replace(interpreter_options(), max_concurrent=2)) as ev:
+        alone_here = replace(interpreter_options(), max_concurrent=1, host_jobs=2)  # one of two evaluators, say
+        async with Evaluator(alone_here) as ev:
             result = await ev.check(source=threads_source(str(share), str(share), share))
             assert result.ok, result.message
         monkeypatch.setenv("OMP_NUM_THREADS", "1")  # the user's choice: nothing else is set beside it
