@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from geak.evaluator.api import EvalOptions, Evaluator
-from geak.evaluator.pool import WorkerStartError, device_masks, pin_device
+from geak.evaluator.pool import WorkerStartError, device_masks, pin_device, usable_cores
 
 from . import session
 from .config import AgentConfig
@@ -67,8 +67,7 @@ def eval_jobs_per_gpu(gpus: int) -> int:
     """Checks `geak eval` runs at once on each of `gpus` GPUs when not told: as many as the cores allow (a check is
     mostly the CPU's work: imports, compiles, comparisons; its kernels barely load the device), two cores left to
     the caller, at least 2 and at most ``EVAL_JOBS_CAP``."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 2
-    return max(2, min(EVAL_JOBS_CAP, (cores - 2) // max(1, gpus)))
+    return max(2, min(EVAL_JOBS_CAP, (usable_cores() - 2) // max(1, gpus)))
 
 
 def visible_gpu_ids() -> list[int]:

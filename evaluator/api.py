@@ -11,7 +11,6 @@ import hashlib
 import importlib
 import importlib.util
 import keyword
-import os
 import secrets
 import shutil
 import sys
@@ -28,7 +27,7 @@ from . import check as check_stage
 from . import peaks as peaks_cache
 from . import screen as screen_stage
 from .options import EvalOptions
-from .pool import JobOutcome, WorkerPool
+from .pool import JobOutcome, WorkerPool, usable_cores
 from .reference_probes import hung_probe, is_usable, judge_reference_probes, without_hung
 from .results import BenchResult, CheckResult, Diagnostic, Peaks, ScreenedVariant, ScreenResult
 from .shared.probe_rules import probe_place
@@ -526,7 +525,7 @@ class Evaluator:
                 unparsed[label] = ScreenedVariant(label, "failed", "does not parse")
             else:
                 modules.append(self._bench_module(label, reference.compose(kernel).text, reference, job_dir))
-        plan = ScreenPlan(deadline_s, finalists, compile_workers=min(16, len(os.sched_getaffinity(0))))
+        plan = ScreenPlan(deadline_s, finalists, compile_workers=min(16, usable_cores()))
         cache = cache_request(seed=_text_key(reference_text), keep=None)
         timed = info.get("backend") != "interpreter"
         job = screen_stage.screen_job(modules, reference, self.options, job_dir / "outputs", plan, cache, timed)

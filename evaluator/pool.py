@@ -63,9 +63,12 @@ def cpu_threads_per_job(concurrent: int, cores: int | None = None) -> int | None
     host busy throughout, 38 threads runnable on average). None where one job runs at a time."""
     if concurrent <= 1:
         return None
-    if cores is None:
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1, cores // concurrent)
+    return max(1, (cores or usable_cores()) // concurrent)
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the system has one)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def device_masks(environ: Mapping[str, str], hip: bool | None = None) -> dict[str, list[str]]:

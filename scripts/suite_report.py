@@ -25,6 +25,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from geak.evaluator.api import EvalOptions
+from geak.evaluator.shared.probe_rules import GHOST_RUN, KIND_WORDS, SECOND_RUN
 from geak.server.check_many import FileVerdict, check_many, triton_files
 
 
@@ -88,13 +89,13 @@ def phase_of(job: str, message: str) -> str:
         return f"{job}: the caller judging its outputs"
     what = message.removeprefix("running ")
     what = re.sub(r" \(\d[\d,]* kernel programs interpreted\)$", "", what)
-    for kind in ("fresh inputs", "other sizes", "other values"):
+    for kind in KIND_WORDS.values():
         if what.startswith(kind):
-            run = " (without kernels)" if "(without kernels)" in what else " (again)" if "(again)" in what else ""
+            run = next((r for r in (GHOST_RUN, SECOND_RUN) if what.endswith(r)), "")
             return f"{job}: {kind}{run}"
     if what == "probes":
         return f"{job}: between the tests and the first probe"
-    return f"{job}: test run" + (" again" if what.endswith("(again)") else "")
+    return f"{job}: test run" + (" again" if what.endswith(SECOND_RUN) else "")
 
 
 def phases(steps: list[tuple[float, str]]) -> dict[str, float]:

@@ -16,7 +16,7 @@ import torch
 
 from geak.evaluator.api import EvalOptions, Evaluator
 from geak.evaluator.check import check_job
-from geak.evaluator.pool import WorkerPool, WorkerStartError, _Zygote, cpu_threads_per_job
+from geak.evaluator.pool import THREAD_VARIABLES, WorkerPool, WorkerStartError, _Zygote, cpu_threads_per_job
 from geak.evaluator.triton_file import read_triton_file
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -371,7 +371,7 @@ def threads_source(omp: str | None, mkl: str | None, most: int) -> str:
 def test_jobs_run_at_once_share_the_cores_unless_the_user_chose_their_threads(monkeypatch):
     assert cpu_threads_per_job(1, cores=16) is None
     assert [cpu_threads_per_job(n, cores=16) for n in (2, 4, 12, 32)] == [8, 4, 1, 1]
-    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    for name in THREAD_VARIABLES:
         monkeypatch.delenv(name, raising=False)
 
     async def scenario():
