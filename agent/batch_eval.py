@@ -19,6 +19,10 @@ from .eval_slots import EvalSlot
 from .records_file import append_record, read_records, rewrite_records
 from .tasks import all_or_none
 
+# Timings started at once on a slot: their imports and captures share the device and overlap, their measurements take
+# turns, each with the device alone (the pool's ``DeviceShare``), so one's setup is not all on the critical path.
+TIMINGS_AT_ONCE = 3
+
 
 @dataclass
 class EvalOutcome:
@@ -42,13 +46,13 @@ async def score_predictions(
     on_event: Callable[[str], None] | None = None,
 ) -> EvalOutcome:
     """Score each line of `predictions`: every prediction is checked first, `per_slot` at a time on each slot; then
-    each slot times those of its predictions that passed, one after another. A timing has the device alone while it
-    measures, so one waiting among running checks waited for all of them to finish, and held back new ones: timed
-    one by one after the checks, none waits. Records are appended to `results` (JSONL) as they finish (a prediction
-    that passed, once timed) and passed to `on_record(record, total)`. `timing` False: correctness only (call and
-    execution accuracy). `earlier`: records of an interrupted run of the same predictions, by line: those lines are
-    not scored again (``read_earlier``). `on_event` is told what else happens (a prediction that passed waits for
-    its timing; the timings start)."""
+    each slot times those of its predictions that passed, ``TIMINGS_AT_ONCE`` at a time. A timing has the device
+    alone while it measures, so one waiting among running checks waited for all of them to finish, and held back new
+    ones: timed after the checks, a timing waits only for the other timings' setups and measurements. Records are
+    appended to `results` (JSONL) as they finish (a prediction that passed, once timed) and passed to
+    `on_record(record, total)`. `timing` False: correctness only (call and execution accuracy). `earlier`: records of
+    an interrupted run of the same predictions, by line: those lines are not scored again (``read_earlier``).
+    `on_event` is told what else happens (a prediction that passed waits for its timing; the timings start)."""
     say = on_event or (lambda message: None)
     started = time.perf_counter()
     states = suite.load_ps(predictions)
@@ -88,15 +92,23 @@ async def score_predictions(
             finished(checked)
 
     async def time_all(slot: EvalSlot, checked_there: list[_Checked]) -> None:
-        for checked in sorted(checked_there, key=lambda c: c.record["line"]):
-            await time_code(slot.evaluator, checked.code, checked.reference, checked.check, checked.score, rounds)
+        at_once = asyncio.Semaphore(TIMINGS_AT_ONCE)
+
+        async def time_one(checked: _Checked) -> None:
+            async with at_once:
+                await time_code(slot.evaluator, checked.code, checked.reference, checked.check, checked.score, rounds)
             checked.record.update(checked.score.to_dict())
             finished(checked)
+
+        await all_or_none(time_one(c) for c in sorted(checked_there, key=lambda c: c.record["line"]))
 
     await all_or_none(check(i, ps) for i, ps in enumerate(states) if i not in earlier)
     waiting = sum(map(len, to_time))
     if waiting:
-        say(f"timing the {waiting} prediction(s) that passed, one at a time on each of {len(slots)} slot(s)")
+        say(
+            f"timing the {waiting} prediction(s) that passed, {TIMINGS_AT_ONCE} at a time on each of {len(slots)} "
+            "slot(s), each measuring with the device alone"
+        )
     await all_or_none(time_all(slot, checked) for slot, checked in zip(slots, to_time, strict=True))
     records.sort(key=lambda r: r["line"])
     return EvalOutcome(records, list(suite.unmatched), time.perf_counter() - started)

@@ -7,7 +7,7 @@
 * aa: A/A on corpus kernels and suite files, three times each through one warm evaluator: never faster or slower.
 * eval: `geak eval` of the TritonBench-revised golden files' kernel code as predictions (every correct one timed),
   the same with `--no-timing`, and a plain GEAK-eval-style judge (``plain_judge.py``) on the same predictions.
-  `--gpu-ids 0,1` runs the timed eval on two GPUs.
+  `--gpu-ids 0,1` runs the timed eval on two GPUs; `--file-timeout` is the limit of a check and of a judged run.
 * table: the figures found under --out (suite runs: ``suite_report.py``'s results.json in DIR/tb and DIR/rocm; the
   language server's: ``lsp_bench.py --json`` in DIR/lsp.json), with the device named.
 """
@@ -20,6 +20,7 @@ import json
 import re
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -110,39 +111,75 @@ def golden_predictions(path: Path) -> int:
     return len(items)
 
 
-def part_eval(out: Path, gpu_ids: str, jobs_per_gpu: int | None, parts: list[str], timeout_s: float) -> dict:
+def part_eval(
+    out: Path, gpu_ids: str, jobs_per_gpu: int | None, parts: list[str], timeout_s: float, file_timeout_s: float
+) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     preds = out / "golden_predictions.jsonl"
     n = golden_predictions(preds)
     found: dict = {"predictions": n, "gpu_ids": gpu_ids}
     for kind in parts:
         if kind == "judge":
-            done, wall = geak_plain_judge(preds)
-            found["judge"] = {"wall_s": round(wall, 1), **(json.loads(done.stdout) if done.returncode == 0 else {})}
+            found["judge"] = plain_judge(preds, timeout_s, file_timeout_s)
         else:
             flags = ["--no-timing"] if kind == "no-timing" else []
             folder = out / f"eval-{kind}"
-            started = time.perf_counter()
-            try:
-                done, wall = geak("eval", str(preds), "--suite", "tritonbench", "--data", str(TB_DATA), "--gpu-ids",
-                                  gpu_ids, *(["--jobs-per-gpu", str(jobs_per_gpu)] if jobs_per_gpu else []),
-                                  "--output", str(folder), "--json", *flags, timeout_s=timeout_s)  # fmt: skip
-            except subprocess.TimeoutExpired:  # what it scored in the time (its records are written as they come)
-                records = folder / "records.jsonl"
-                scored = len(records.read_text().splitlines()) if records.exists() else 0
-                found[kind] = {"stopped_after_s": round(time.perf_counter() - started, 1), "scored": scored}
-            else:
-                summary = json.loads(done.stdout)["summary"] if done.returncode == 0 else {"error": done.stderr[-500:]}
-                found[kind] = {"wall_s": round(wall, 1), **summary}
-        print(f"eval {kind}: {json.dumps(found[kind])[:400]}", flush=True)
+            jobs = ["--jobs-per-gpu", str(jobs_per_gpu)] if jobs_per_gpu else []
+            args = ["eval", str(preds), "--suite", "tritonbench", "--data", str(TB_DATA), "--gpu-ids", gpu_ids,
+                    *jobs, "--timeout", str(file_timeout_s), "--output", str(folder), *flags]  # fmt: skip
+            found[kind] = timed_eval(args, folder, timeout_s)
+        print(f"eval {kind}: {json.dumps(found[kind])[:600]}", flush=True)
     return found
 
 
-def geak_plain_judge(preds: Path) -> tuple[subprocess.CompletedProcess, float]:
+def timed_eval(args: list[str], folder: Path, timeout_s: float) -> dict:
+    """Run `geak eval` as a user does, its progress lines kept with their times (folder/progress.log); its summary, or
+    what it scored in the time; when its checks ended and what its timings took (the records' `timing_s`)."""
+    folder.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "plain_judge.py"), str(preds), "--data", str(TB_DATA),
-                           "--jobs", "14", "--json"], capture_output=True, text=True, timeout=590)  # fmt: skip
-    return done, time.perf_counter() - started
+    checks_end: float | None = None
+    with (folder / "progress.log").open("w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "geak.server.cli", *args], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True)  # fmt: skip
+        assert proc.stderr is not None
+        watchdog = threading.Timer(timeout_s, proc.kill)
+        watchdog.start()
+        for line in proc.stderr:
+            at = time.perf_counter() - started
+            log.write(f"{at:7.1f} {line}")
+            if checks_end is None and line.startswith("timing the "):
+                checks_end = at
+        proc.wait()
+        watchdog.cancel()
+        stopped = proc.returncode < 0  # killed by the watchdog
+    wall = time.perf_counter() - started
+    records_file = folder / "records.jsonl"
+    records = [json.loads(line) for line in records_file.read_text().splitlines()] if records_file.exists() else []
+    timings = [r["timing_s"] for r in records if r.get("timing_s")]
+    found: dict = {"stopped_after_s" if stopped else "wall_s": round(wall, 1), "scored": len(records),
+                   "checks_ended_s": checks_end, "timed": len(timings),
+                   "timing_s_sum": round(sum(timings), 1)}  # fmt: skip
+    if checks_end is not None and timings:
+        found["timings_wall_s"] = round(wall - checks_end, 1)
+    summary = folder / "summary.json"
+    if not stopped and summary.exists():
+        found.update(json.loads(summary.read_text()), wall_s=round(wall, 1))
+    elif not stopped:
+        found["error"] = f"exit {proc.returncode}"
+    return found
+
+
+def plain_judge(preds: Path, timeout_s: float, file_timeout_s: float) -> dict:
+    """The plain judge on the same predictions, with the same limit per file as `geak eval`'s per check."""
+    started = time.perf_counter()
+    try:
+        done = subprocess.run([sys.executable, str(ROOT / "scripts" / "plain_judge.py"), str(preds), "--data",
+                               str(TB_DATA), "--jobs", "14", "--timeout", str(file_timeout_s), "--json"],
+                              capture_output=True, text=True, timeout=timeout_s)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return {"stopped_after_s": round(time.perf_counter() - started, 1)}
+    wall = time.perf_counter() - started
+    return {"wall_s": round(wall, 1), **(json.loads(done.stdout) if done.returncode == 0 else {"error": done.stderr})}
 
 
 def read(path: Path) -> dict | None:
@@ -173,9 +210,13 @@ def part_table(out: Path) -> str:
     for data, gpus, target in ((ev1, "one GPU", "≤ 4 min"), (ev2, "two GPUs", "≤ 2.5 min")):
         if data and "timed" in data:
             e = data["timed"]
-            rows.append(f"| `geak eval`, {data['predictions']} predictions, correct ones timed, {gpus} | "
-                        f"{e['wall_s'] / 60:.1f} min ({e.get('exec_pass')} correct) | {target} |")  # fmt: skip
-    if ev1 and "no-timing" in ev1 and "judge" in ev1:
+            took = (f"{e['wall_s'] / 60:.1f} min ({e.get('exec_pass')} correct)" if "wall_s" in e else
+                    f"stopped at {e['stopped_after_s'] / 60:.1f} min, {e['scored']} scored")  # fmt: skip
+            if e.get("checks_ended_s") is not None:
+                took += f"; checks ended at {e['checks_ended_s']:.0f} s, {e['timed']} timed"
+            rows.append(f"| `geak eval`, {data['predictions']} predictions, correct ones timed, {gpus} | {took} | "
+                        f"{target} |")  # fmt: skip
+    if ev1 and "wall_s" in ev1.get("no-timing", {}) and "wall_s" in ev1.get("judge", {}):
         ratio = ev1["no-timing"]["wall_s"] / max(ev1["judge"]["wall_s"], 1e-9)
         rows.append(f"| `geak eval --no-timing` vs a plain judge | {ev1['no-timing']['wall_s']:.0f} s vs "
                     f"{ev1['judge']['wall_s']:.0f} s ({ratio:.2f}×) | ≤ 2× |")  # fmt: skip
@@ -195,6 +236,8 @@ def main() -> int:
     parser.add_argument("--eval-parts", default="timed,no-timing,judge")
     parser.add_argument("--eval-timeout", type=float, default=590,
                         help="seconds per `geak eval` (past them: how many it scored in the time)")  # fmt: skip
+    parser.add_argument("--file-timeout", type=float, default=300,
+                        help="a check's limit (`geak eval --timeout`), a file's run's in the plain judge")  # fmt: skip
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     for part in args.parts:
@@ -208,7 +251,7 @@ def main() -> int:
             found = part_aa(args.out, args.repeats)
         else:
             found = part_eval(args.out / "eval", args.gpu_ids, args.jobs_per_gpu, args.eval_parts.split(","),
-                              args.eval_timeout)  # fmt: skip
+                              args.eval_timeout, args.file_timeout)  # fmt: skip
         found.update(device=device_name(), wall_s=round(time.perf_counter() - started, 1))
         gpus = len(re.findall(r"\d+", args.gpu_ids))
         name = part if part != "eval" else f"eval{gpus}"

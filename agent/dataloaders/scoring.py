@@ -29,6 +29,7 @@ class Score:
     message: str = ""
     reference_error: str | None = None
     caveats: tuple[str, ...] = ()  # what the check could not judge (e.g. reference outputs it never writes)
+    timing_s: float | None = None  # how long its timing took (import, capture, rounds), where it was timed
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -74,6 +75,7 @@ async def time_code(
     """Time `code` that passed `check` against `reference` and put the speedup into `score` (a failed timing: its
     message, the verdicts unchanged)."""
     bench = await evaluator.bench(source=code, against=reference, check_first=False, rounds=rounds)
+    score.timing_s = round(bench.duration_s, 2)
     timed = from_bench(check, bench, None)
     if timed.ok and timed.speedup is not None:
         score.speedup, score.speedup_low, score.speedup_high = timed.speedup, timed.speedup_low, timed.speedup_high
