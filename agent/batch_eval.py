@@ -45,10 +45,11 @@ async def score_predictions(
     earlier: dict[int, dict[str, Any]] | None = None,
     on_event: Callable[[str], None] | None = None,
 ) -> EvalOutcome:
-    """Score each line of `predictions`: every prediction is checked first, `per_slot` at a time on each slot; then
-    each slot times those of its predictions that passed, ``TIMINGS_AT_ONCE`` at a time. A timing has the device
-    alone while it measures, so one waiting among running checks waited for all of them to finish, and held back new
-    ones: timed after the checks, a timing waits only for the other timings' setups and measurements. Records are
+    """Score each line of `predictions`: every prediction is checked first, `per_slot` at a time on each slot; once
+    a slot has no check left to run, it times those of its predictions that passed, ``TIMINGS_AT_ONCE`` at a time.
+    A timing has the device alone while it measures, so one waiting among running checks waited for all of them to
+    finish, and held back new ones: timed after its slot's checks, a timing waits only for the other timings' setups
+    and measurements (another slot's checks run on another device). Records are
     appended to `results` (JSONL) as they finish (a prediction that passed, once timed) and passed to
     `on_record(record, total)`. `timing` False: correctness only (call and execution accuracy). `earlier`: records of
     an interrupted run of the same predictions, by line: those lines are not scored again (``read_earlier``).
@@ -77,21 +78,36 @@ async def score_predictions(
         if on_record is not None:
             on_record(checked.record, len(states))
 
+    unassigned = len(states) - len(earlier)  # checks not yet given a slot
+    checks_changed = asyncio.Condition()
+
     async def check(index: int, ps: ProblemState) -> None:
+        nonlocal unassigned
         async with limit:
             slot = min(slots, key=lambda s: s.active)
             slot.active += 1
+            unassigned -= 1
             try:
                 checked = await _check(index, ps, slot, scratch, timing)
+                if checked.timed:
+                    to_time[slots.index(slot)].append(checked)
+                    say(f"{ps.filename} passed its check on {slot.name}; timed once the checks there are done")
+                else:
+                    finished(checked)
             finally:
                 slot.active -= 1
-        if checked.timed:
-            to_time[slots.index(slot)].append(checked)
-            say(f"{ps.filename} passed its check on {slot.name}; timed after the checks")
-        else:
-            finished(checked)
+                async with checks_changed:
+                    checks_changed.notify_all()
 
-    async def time_all(slot: EvalSlot, checked_there: list[_Checked]) -> None:
+    async def time_slot(slot: EvalSlot, checked_there: list[_Checked]) -> None:
+        """Once no check runs on `slot` or waits for one: its timings, ``TIMINGS_AT_ONCE`` at a time."""
+        async with checks_changed:
+            await checks_changed.wait_for(lambda: unassigned == 0 and slot.active == 0)
+        if checked_there:
+            say(
+                f"timing the {len(checked_there)} prediction(s) that passed on {slot.name}, {TIMINGS_AT_ONCE} at a "
+                "time, each measuring with the device alone"
+            )
         at_once = asyncio.Semaphore(TIMINGS_AT_ONCE)
 
         async def time_one(checked: _Checked) -> None:
@@ -102,14 +118,12 @@ async def score_predictions(
 
         await all_or_none(time_one(c) for c in sorted(checked_there, key=lambda c: c.record["line"]))
 
-    await all_or_none(check(i, ps) for i, ps in enumerate(states) if i not in earlier)
-    waiting = sum(map(len, to_time))
-    if waiting:
-        say(
-            f"timing the {waiting} prediction(s) that passed, {TIMINGS_AT_ONCE} at a time on each of {len(slots)} "
-            "slot(s), each measuring with the device alone"
-        )
-    await all_or_none(time_all(slot, checked) for slot, checked in zip(slots, to_time, strict=True))
+    await all_or_none(
+        [
+            *(check(i, ps) for i, ps in enumerate(states) if i not in earlier),
+            *(time_slot(slot, checked) for slot, checked in zip(slots, to_time, strict=True)),
+        ]
+    )
     records.sort(key=lambda r: r["line"])
     return EvalOutcome(records, list(suite.unmatched), time.perf_counter() - started)
 

@@ -345,6 +345,57 @@ def test_eval_without_timing_scores_correctness_only_even_on_a_gpu(tmp_path):
     assert [(r["pass_call"], r["pass_exe"], r["speedup"]) for r in outcome.records] == [(True, True, None)]
 
 
+def test_a_slot_whose_checks_are_done_times_while_another_slot_still_checks(tmp_path):
+    """Each GPU's timings wait only for that GPU's checks: a slot with none left to run times what passed there while
+    a slow check runs on the other."""
+    import asyncio
+
+    from geak.agent.batch_eval import score_predictions
+    from geak.agent.dataloaders import BUILT_IN
+    from geak.agent.eval_slots import EvalSlot
+    from geak.evaluator.api import EvalOptions, Evaluator
+
+    running = {"gpu 0": 0, "gpu 1": 0}
+    seen: list[tuple[str, dict[str, int]]] = []  # (the slot a timing started on, the checks running then)
+
+    class Logged(Evaluator):
+        def __init__(self, name: str, delay_s: float):
+            super().__init__(EvalOptions(backend="interpreter", timeout_s=120, spares=0))
+            self.name, self.delay_s = name, delay_s
+
+        async def check(self, *args, **kwargs):
+            running[self.name] += 1
+            try:
+                await asyncio.sleep(self.delay_s)
+                return await super().check(*args, **kwargs)
+            finally:
+                running[self.name] -= 1
+
+        async def bench(self, *args, **kwargs):
+            seen.append((self.name, dict(running)))
+            return await super().bench(*args, **kwargs)
+
+    async def go():
+        fast, slow = Logged("gpu 0", 0), Logged("gpu 1", 15)
+        slots = [
+            EvalSlot(e.name, e, gpu=e.name[-1], runtime={"backend": "cuda", "device": "a GPU"}) for e in (fast, slow)
+        ]
+        preds = tmp_path / "preds.jsonl"
+        code = (GOLDEN / "relu_kernel.py").read_text()
+        preds.write_text("".join(json.dumps({"filename": "relu_kernel.py", "predict": code}) + "\n" for _ in range(3)))
+        try:
+            return await score_predictions(BUILT_IN["tritonbench"](TB), preds, slots, tmp_path, per_slot=1)
+        finally:
+            await asyncio.gather(fast.aclose(), slow.aclose())
+
+    outcome = asyncio.run(go())
+    assert [r["slot"] for r in outcome.records] == ["gpu 0", "gpu 1", "gpu 0"], outcome.records
+    assert all(r["pass_exe"] for r in outcome.records)
+    assert [name for name, _ in seen].count("gpu 0") == 2 and seen[0][0] == "gpu 0", seen
+    assert seen[0][1] == {"gpu 0": 0, "gpu 1": 1}, seen  # gpu 1 still checking
+    assert all(checks[name] == 0 for name, checks in seen), seen  # never beside a check of its own slot
+
+
 def test_a_timed_eval_checks_every_prediction_before_it_times_those_that_passed_a_few_at_a_time(tmp_path):
     """A timing has the device alone while it measures: one started among running checks waits for all of them. So
     `geak eval` checks everything first, then times what passed, a few at once on each slot (their setups overlap,
@@ -407,4 +458,4 @@ def test_a_timed_eval_checks_every_prediction_before_it_times_those_that_passed_
     assert "timing needs a GPU" in outcome.records[0]["message"], outcome.records[0]["message"]
     assert all(r["timing_s"] is not None for r in outcome.records if r["pass_exe"])
     assert said[0] == f"checking {timed + 1} prediction(s), 3 at once on each of 1 slot(s)", said
-    assert said[-1].startswith(f"timing the {timed} prediction(s) that passed, {TIMINGS_AT_ONCE} at a time"), said
+    assert said[-1].startswith(f"timing the {timed} prediction(s) that passed on gpu 0, {TIMINGS_AT_ONCE} at a"), said
