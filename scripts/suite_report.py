@@ -19,6 +19,7 @@ import itertools
 import json
 import os
 import re
+import signal
 import sys
 import time
 from collections import defaultdict
@@ -177,6 +178,13 @@ async def main_async(args: argparse.Namespace) -> int:
         partial.write(json.dumps(line, default=str) + "\n")
         partial.flush()
 
+    def on_term(signum, frame) -> None:  # cut short (`timeout`): the files still being checked, with their steps
+        unfinished = {f.name: timed_steps(f) for f in files if f not in done_at and steps[f]}
+        (out / "unfinished.json").write_text(json.dumps(unfinished, indent=1))
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    signal.signal(signal.SIGTERM, on_term)
     started = time.perf_counter()
     # Longest first (by an earlier run's GEAK time where given, else the native run's): a slow file started last
     # would hold the whole run up alone (TritonBench-revised on an H200: `spinning_lock_reduction.py` finished last).
