@@ -119,7 +119,8 @@ def output_problems(
             problems.append(
                 f"candidate: the outputs of {where} differ from the reference's on the same inputs "
                 f"({mismatches[0].message}): the timed calls did not compute the result (outputs cached by "
-                "address or left unwritten?)"
+                "address or left unwritten?), or its result depends on the order its programs run (a race: the "
+                "reference's two runs on these inputs agreed)"
             )
     return problems, notes
 
