@@ -363,7 +363,10 @@ class Evaluator:
             path = job_dir / _file_name(reference)
             path.write_text(composed.text)
             asked = {**make, "make": {**make["make"], "hung": hung}} if make is not None and hung else make
-            job = check_stage.check_job(path, path.stem, reference, job_dir, self.options, asked, cache, poison, True)
+            job = check_stage.check_job(
+                path, path.stem, reference, job_dir, self.options, asked, cache, poison, True,
+                check_stage.reference_stop_kinds(poison),
+            )  # fmt: skip
             _say(progress, f"running the reference {Path(reference.path).name}")
             try:
                 outcome = await self.pool.run(job, timeout_s=self.options.timeout_s, on_event=_relay(progress))

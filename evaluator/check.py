@@ -42,6 +42,7 @@ def check_job(
     cache: dict[str, Any] | None = None,
     poison: bool = True,
     reference_run: bool = False,
+    stop_kinds: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
     """`probes`: {"make": {"seed": S, "variants": V}} for a reference run (draw, save and run probes: fresh values,
     and with V other sizes and values), {"replay":
@@ -67,8 +68,16 @@ def check_job(
             cache=cache,
             cwd=str(Path(owner.path).resolve().parent) if Path(owner.path).exists() else None,
             probe_stall_s=options.probe_stall_s,
+            stop_kinds=sorted(stop_kinds),
         )
     )
+
+
+def reference_stop_kinds(poison: bool) -> frozenset[str]:
+    """Where a reference's own run may end: any failed test refuses it (``reference_problem``), but with poisoning a
+    test that raised is what sends it to run again unpoisoned (``failed_by_error``), and a wrong result does not, so
+    that run goes on past wrong results to an error. (ROCm `gemm.py` on NVIDIA: 484 tests, each raising, run twice.)"""
+    return frozenset({"error"}) if poison else FAILED_KINDS
 
 
 @dataclass

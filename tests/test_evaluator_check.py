@@ -135,6 +135,41 @@ def test_reference_that_fails_its_own_test_is_bad_input():
         check("add_native.py", against=FIXTURES / "wrong_output.py")
 
 
+def test_a_reference_run_ends_at_the_first_test_that_refuses_it(tmp_path):
+    """Any failed test refuses a reference, so its run ends there and the rest are reported skipped (ROCm `gemm.py`
+    on NVIDIA ran 484 raising tests, twice). With poisoning only a test that raised ends it, since a wrong result
+    there does not send the reference to run again unpoisoned, and a later raise does."""
+    raises = "\n\ndef test_raises():\n    raise RuntimeError('no such config')\n"
+    later = "\n\ndef test_later():\n    return test_add()\n"
+    wrong = "\n\ndef test_wrong():\n    assert False, 'wrong'\n"
+    for name, body, ran in (
+        ("raises_first.py", raises + later, ["test_add", "test_raises"]),
+        ("wrong_then_raises.py", wrong + raises + later, ["test_add", "test_wrong", "test_raises"]),
+    ):
+        reference = tmp_path / name
+        reference.write_text(REF.read_text() + body)
+        with pytest.raises(BadInput, match="does not pass its own test") as caught:
+            check(str(REF), against=reference)
+        tests = caught.value.verdict.tests
+        assert [t.name for t in tests if t.kind != "skipped"] == ran, tests
+        skipped = [t for t in tests if t.kind == "skipped"]
+        assert [t.name for t in skipped] == ["test_later"], tests
+        assert "not run: the run ended at test_raises, which failed (error)" in skipped[0].message
+
+
+def test_a_pytest_style_reference_run_ends_at_its_first_raising_case(tmp_path):
+    reference = tmp_path / "pytest_raises.py"
+    text = (FIXTURES / "pytest_style.py").read_text()
+    raising = "    x, y = inputs\n    raise KeyError('waves_per_eu')\n"
+    reference.write_text(text.replace("    x, y = inputs\n", raising, 1))
+    with pytest.raises(BadInput, match="does not pass its own test") as caught:
+        check(str(FIXTURES / "pytest_style.py"), against=reference)
+    tests = caught.value.verdict.tests
+    failed = [t for t in tests if t.kind not in ("skipped", "pass")]
+    assert len(failed) == 1 and failed[0].name.startswith("test_add["), tests
+    assert sum(t.kind == "skipped" and "the run ended at test_add[" in t.message for t in tests) >= 6, tests
+
+
 def test_bench_needs_a_gpu():
     async def go():
         async with Evaluator(EvalOptions(backend="interpreter", spares=0)) as ev:

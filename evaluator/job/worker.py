@@ -455,11 +455,11 @@ def run_check(job: CheckJob, info: Any, send) -> dict[str, Any]:
         result["import_error"] = sandbox.describe_error(e, path, None)
         return result
     recorder = CallRecorder(module, job.wrappers, keep_args="integers")
-    fatal = None
+    fatal = ended = None  # why nothing more can run; why nothing more is run (``CheckJob.stop_kinds``)
 
     def record(entry: dict[str, Any], error: BaseException | None) -> str | None:
-        """Keep one test's outcome and output; returns why nothing more can run (a lost GPU context)."""
-        nonlocal fatal
+        """Keep one test's outcome and output; returns why nothing more runs (a lost GPU context, a stop kind)."""
+        nonlocal fatal, ended
         if "_return" in entry:
             try:
                 torch.save(to_portable(entry.pop("_return")), out_dir / output_file_of_test(entry["name"]))
@@ -469,7 +469,9 @@ def run_check(job: CheckJob, info: Any, send) -> dict[str, Any]:
         result["tests"].append(entry)
         if error is not None and sandbox.context_lost(gpu, str(error)):
             fatal = "the GPU context was lost after a fault in an earlier test"
-        return fatal
+        elif entry["kind"] in job.stop_kinds and ended is None:
+            ended = f"the run ended at {entry['name']}, which failed ({entry['kind']})"
+        return fatal or ended
 
     def starting(name: str, stall_s: float | None = None) -> None:
         running["test"] = name
@@ -477,11 +479,12 @@ def run_check(job: CheckJob, info: Any, send) -> dict[str, Any]:
 
     if job.test_style == "pytest":
         not_run = _run_pytest(job, module, recorder, gpu, record, starting, lambda: sandbox.seed_everything(seed))
-        result["tests"] += not_run
+        result["tests"] += [_skipped_after(t, ended) for t in not_run]
     direct_tests = () if job.test_style == "pytest" else job.tests
     for name in direct_tests:
-        if fatal:
-            result["tests"].append({"name": name, "kind": "error", "message": f"not run: {fatal}"})
+        if fatal or ended:
+            kind = "error" if fatal else "skipped"
+            result["tests"].append({"name": name, "kind": kind, "message": f"not run: {fatal or ended}"})
             continue
         starting(name)
         sandbox.seed_everything(seed)
@@ -490,7 +493,7 @@ def run_check(job: CheckJob, info: Any, send) -> dict[str, Any]:
             entry.pop("_return", None)
         record(entry, error)
     check_s = time.perf_counter() - started  # what a candidate's job takes of it: the import and the tests, once
-    if job.repeat_tests and not fatal:  # the reference: is each test's output reproducible, and all of it written?
+    if job.repeat_tests and not (fatal or ended):  # the reference: is each output reproducible, all of it written?
         for entry in [t for t in result["tests"] if t["kind"] == "pass" and t["name"] in direct_tests]:
             starting(f"{entry['name']} (again)")
             sandbox.seed_everything(seed)
@@ -505,7 +508,7 @@ def run_check(job: CheckJob, info: Any, send) -> dict[str, Any]:
                 break
 
     probes = job.probes
-    if probes and not fatal:
+    if probes and not (fatal or ended):
         starting("probes")
         describe = lambda e: sandbox.describe_error(e, path, module)["message"]
         stall_s = probe_stall_s(job.probe_stall_s, check_s)
@@ -519,6 +522,13 @@ def run_check(job: CheckJob, info: Any, send) -> dict[str, Any]:
         else:
             result["fresh"] = replay_probes(recorder, probes["replay"], seed, out_dir, gpu, describe, probe_starting)
     return result
+
+
+def _skipped_after(entry: dict[str, Any], ended: str | None) -> dict[str, Any]:
+    """A case pytest did not run because the run ended at a stop kind is skipped, not failed."""
+    if ended is not None and entry.get("message") == f"not run: {ended}":
+        return {**entry, "kind": "skipped"}
+    return entry
 
 
 def _run_pytest(job: CheckJob, module, recorder, gpu: bool, record, starting, before_test) -> list[dict]:

@@ -89,6 +89,9 @@ class CheckJob:
     cache: dict[str, Any] | None  # cache_request
     cwd: str | None
     probe_stall_s: float  # a probe silent this long (or longer: ``probe_rules.probe_stall_s``) ends the job as hung
+    # Test outcomes that end the run (the rest are reported skipped, no probe runs): a reference's run ends where it
+    # can no longer serve as the reference (``check.reference_stop_kinds``); empty: every test runs.
+    stop_kinds: list[str]
 
 
 @dataclass(frozen=True)
