@@ -73,7 +73,7 @@ def same(ref, cand) -> bool:
     return bool(np.all(ref == cand))
 
 
-async def judge(predictions: Path, data: Path, jobs: int, timeout_s: float) -> dict:
+async def judge(predictions: Path, data: Path, jobs: int, timeout_s: float, progress: Path | None = None) -> dict:
     import torch
 
     suite = BUILT_IN["tritonbench"](data)
@@ -94,14 +94,25 @@ async def judge(predictions: Path, data: Path, jobs: int, timeout_s: float) -> d
             composed.write_text(f"{ps.solution or ''}\n{SEPARATOR}\n{test}")
             called = await run_file(composed, composed.with_suffix(".pt"), limit, timeout_s)
             if not called or not await golden_done[ps.path]:
-                return called, False
-            load = lambda p: torch.load(p, weights_only=False)
-            return called, same(load(golden_out[ps.path]), load(composed.with_suffix(".pt")))
+                verdict = called, False
+            else:
+                load = lambda p: torch.load(p, weights_only=False)
+                verdict = called, same(load(golden_out[ps.path]), load(composed.with_suffix(".pt")))
+            if log is not None:  # a run cut short still says how far it got
+                log.write(f"{time.perf_counter() - started:7.1f} {Path(ps.path).name} call={verdict[0]} "
+                          f"exec={verdict[1]}\n")  # fmt: skip
+                log.flush()
+            return verdict
 
         started = time.perf_counter()
-        golden_done = {path: asyncio.ensure_future(golden(path)) for path in goldens}
-        verdicts = await asyncio.gather(*(prediction(i, ps) for i, ps in enumerate(states) if ps.path))
-        golden_ran = sum(await asyncio.gather(*golden_done.values()))
+        log = progress.open("w") if progress is not None else None
+        try:
+            golden_done = {path: asyncio.ensure_future(golden(path)) for path in goldens}
+            verdicts = await asyncio.gather(*(prediction(i, ps) for i, ps in enumerate(states) if ps.path))
+            golden_ran = sum(await asyncio.gather(*golden_done.values()))
+        finally:
+            if log is not None:
+                log.close()
         wall = time.perf_counter() - started
     return {
         "predictions": len(verdicts),
@@ -121,8 +132,9 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=14, help="files run at once")
     parser.add_argument("--timeout", type=float, default=300.0, help="per file, seconds")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--progress", type=Path, help="write each prediction's verdict here, with its time")
     args = parser.parse_args()
-    summary = asyncio.run(judge(args.predictions, args.data, args.jobs, args.timeout))
+    summary = asyncio.run(judge(args.predictions, args.data, args.jobs, args.timeout, args.progress))
     if args.json:
         print(json.dumps(summary))
     else:

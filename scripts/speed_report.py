@@ -170,14 +170,17 @@ def timed_eval(args: list[str], folder: Path, timeout_s: float) -> dict:
 
 
 def plain_judge(preds: Path, timeout_s: float, file_timeout_s: float) -> dict:
-    """The plain judge on the same predictions, with the same limit per file as `geak eval`'s per check."""
+    """The plain judge on the same predictions, with the same limit per file as `geak eval`'s per check (its
+    verdicts with their times in judge-progress.log beside the predictions: how far a run cut short got)."""
     started = time.perf_counter()
+    progress = preds.parent / "judge-progress.log"
     try:
-        done = subprocess.run([sys.executable, str(ROOT / "scripts" / "plain_judge.py"), str(preds), "--data",
-                               str(TB_DATA), "--jobs", "14", "--timeout", str(file_timeout_s), "--json"],
-                              capture_output=True, text=True, timeout=timeout_s)  # fmt: skip
+        command = [sys.executable, str(ROOT / "scripts" / "plain_judge.py"), str(preds), "--data", str(TB_DATA),
+                   "--jobs", "14", "--timeout", str(file_timeout_s), "--json", "--progress", str(progress)]  # fmt: skip
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        return {"stopped_after_s": round(time.perf_counter() - started, 1)}
+        scored = len(progress.read_text().splitlines()) if progress.exists() else 0
+        return {"stopped_after_s": round(time.perf_counter() - started, 1), "scored": scored}
     wall = time.perf_counter() - started
     return {"wall_s": round(wall, 1), **(json.loads(done.stdout) if done.returncode == 0 else {"error": done.stderr})}
 
