@@ -49,11 +49,11 @@ async def score_predictions(
     a slot has no check left to run, it times those of its predictions that passed, ``TIMINGS_AT_ONCE`` at a time.
     A timing has the device alone while it measures, so one waiting among running checks waited for all of them to
     finish, and held back new ones: timed after its slot's checks, a timing waits only for the other timings' setups
-    and measurements (another slot's checks run on another device). Records are
-    appended to `results` (JSONL) as they finish (a prediction that passed, once timed) and passed to
-    `on_record(record, total)`. `timing` False: correctness only (call and execution accuracy). `earlier`: records of
-    an interrupted run of the same predictions, by line: those lines are not scored again (``read_earlier``).
-    `on_event` is told what else happens (a prediction that passed waits for its timing; the timings start)."""
+    and measurements (another slot's checks run on another device). Records are appended to `results` (JSONL) as
+    they finish (a prediction that passed, once timed) and passed to `on_record(record, total)`. `timing` False:
+    correctness only (call and execution accuracy). `earlier`: records of an interrupted run of the same predictions,
+    by line: those lines are not scored again (``read_earlier``). `on_event` is told what else happens (a prediction
+    that passed waits for its timing; a slot's timings start)."""
     say = on_event or (lambda message: None)
     started = time.perf_counter()
     states = suite.load_ps(predictions)
