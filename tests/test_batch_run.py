@@ -349,6 +349,7 @@ def test_a_slot_whose_checks_are_done_times_while_another_slot_still_checks(tmp_
     """Each GPU's timings wait only for that GPU's checks: a slot with none left to run times what passed there while
     a slow check runs on the other."""
     import asyncio
+    import contextlib
 
     from geak.agent.batch_eval import score_predictions
     from geak.agent.dataloaders import BUILT_IN
@@ -357,26 +358,31 @@ def test_a_slot_whose_checks_are_done_times_while_another_slot_still_checks(tmp_
 
     running = {"gpu 0": 0, "gpu 1": 0}
     seen: list[tuple[str, dict[str, int]]] = []  # (the slot a timing started on, the checks running then)
+    gpu_0_timing = asyncio.Event()
 
     class Logged(Evaluator):
-        def __init__(self, name: str, delay_s: float):
+        def __init__(self, name: str):
             super().__init__(EvalOptions(backend="interpreter", timeout_s=120, spares=0))
-            self.name, self.delay_s = name, delay_s
+            self.name = name
 
         async def check(self, *args, **kwargs):
             running[self.name] += 1
             try:
-                await asyncio.sleep(self.delay_s)
+                if self.name == "gpu 1":  # slow: until gpu 0 times (were it to wait for this check, a minute)
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(gpu_0_timing.wait(), 60)
                 return await super().check(*args, **kwargs)
             finally:
                 running[self.name] -= 1
 
         async def bench(self, *args, **kwargs):
             seen.append((self.name, dict(running)))
+            if self.name == "gpu 0":
+                gpu_0_timing.set()
             return await super().bench(*args, **kwargs)
 
     async def go():
-        fast, slow = Logged("gpu 0", 0), Logged("gpu 1", 15)
+        fast, slow = Logged("gpu 0"), Logged("gpu 1")
         slots = [
             EvalSlot(e.name, e, gpu=e.name[-1], runtime={"backend": "cuda", "device": "a GPU"}) for e in (fast, slow)
         ]
