@@ -7,6 +7,7 @@ reference's test, dispatches jobs, compares outputs and turns everything into pl
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import importlib
 import importlib.util
@@ -25,6 +26,7 @@ from typing import Any
 from . import bench as bench_stage
 from . import check as check_stage
 from . import peaks as peaks_cache
+from . import reference_costs
 from . import screen as screen_stage
 from .options import EvalOptions
 from .pool import JobOutcome, WorkerPool, usable_cores
@@ -306,6 +308,34 @@ class Evaluator:
         cached = self._references.get(key)
         if cached is not None:
             return cached
+        started = time.perf_counter()
+        try:
+            run = await self._first_reference_run(reference, composed, key, progress)
+        except BadInput:
+            await self._record_reference_cost(key, time.perf_counter() - started)
+            raise
+        await self._record_reference_cost(key, time.perf_counter() - started)
+        self._references[key] = run
+        return run
+
+    async def _record_reference_cost(self, key: str, seconds: float) -> None:
+        await asyncio.to_thread(reference_costs.record, self.options.compile_cache, key, seconds)
+
+    def known_reference_seconds(self, references: list[Path]) -> dict[Path, float]:
+        """How long each of `references`' own run took when it last ran with this compile store
+        (``reference_costs``), for those known: work over many references can start the slow ones first."""
+        costs = reference_costs.load(self.options.compile_cache)
+        known = {}
+        for path in references:
+            with contextlib.suppress(BadInput):
+                seconds = costs.get(_text_key(self._read(path, "reference").compose().text))
+                if seconds is not None:
+                    known[path] = seconds
+        return known
+
+    async def _first_reference_run(
+        self, reference: TritonFile, composed: Composed, key: str, progress: Progress | None
+    ) -> check_stage.ReferenceRun:
         make = (
             {"make": {"seed": secrets.randbits(31), "variants": self.options.probe_variants}}
             if self.options.fresh_inputs
@@ -322,9 +352,7 @@ class Evaluator:
             )  # fmt: skip
             if own.not_checkable is not None:
                 shutil.rmtree(job_dir, ignore_errors=True)
-                run = check_stage.ReferenceRun(reference, outcome, job_dir, None, own, key)
-                self._references[key] = run
-                return run
+                return check_stage.ReferenceRun(reference, outcome, job_dir, None, own, key)
             problem = check_stage.reference_problem(outcome)
             if not problem:
                 break
@@ -337,12 +365,10 @@ class Evaluator:
         result, outputs = outcome.result or {}, job_dir / "outputs"
         probes = await asyncio.to_thread(judge_reference_probes, result, outputs, self.options)
         unstable, unwritten = await asyncio.to_thread(check_stage.test_reproduction, result, outputs, self.options)
-        run = check_stage.ReferenceRun(
+        return check_stage.ReferenceRun(
             reference, outcome, job_dir, probes, cache_key=key, unstable=unstable, unwritten=unwritten, poison=poison,
             own=own,
         )  # fmt: skip
-        self._references[key] = run
-        return run
 
     async def _reference_job(
         self,

@@ -1,0 +1,88 @@
+"""How long each reference's own run took, kept beside the compile store: recorded by the evaluator, read back, and
+used by `geak eval` to start the slowest golden files first."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from geak.evaluator import reference_costs
+from geak.evaluator.api import BadInput, EvalOptions, Evaluator
+
+FIXTURES = Path(__file__).parent / "fixtures"
+TB = FIXTURES / "suites" / "tritonbench"  # a small suite in TritonBench-revised's layout
+GOLDEN = TB / "TritonBench_G_v1"
+
+
+def test_costs_are_kept_newest_last_and_a_bad_or_missing_file_reads_as_none(tmp_path, monkeypatch):
+    root = str(tmp_path)
+    assert reference_costs.load(root) == {} and reference_costs.load(None) == {}
+    reference_costs.record(None, "a", 1.0)  # no store: nothing kept, nothing raised
+    monkeypatch.setattr(reference_costs, "MAX_ENTRIES", 2)
+    for key, seconds in (("a", 1.0), ("b", 2.0), ("a", 3.0), ("c", 4.0)):
+        reference_costs.record(root, key, seconds)
+    assert reference_costs.load(root) == {"a": 3.0, "c": 4.0}  # "b" was recorded longest ago
+    assert [p.name for p in tmp_path.iterdir()] == [reference_costs.FILE]  # no temporary file left
+    (tmp_path / reference_costs.FILE).write_text("{not json")
+    assert reference_costs.load(root) == {}
+    (tmp_path / reference_costs.FILE).write_text(json.dumps({"a": "slow", "b": 2}))
+    assert reference_costs.load(root) == {"b": 2.0}
+
+
+def test_the_evaluator_records_a_references_own_run_passed_or_refused(tmp_path):
+    kept = tmp_path / "kept"
+    refused = tmp_path / "refused.py"
+    refused.write_text((FIXTURES / "add_native.py").read_text() + "\n\ndef test_raises():\n    raise KeyError('x')\n")
+
+    async def go():
+        options = EvalOptions(backend="interpreter", timeout_s=60, spares=0, compile_cache=str(kept))
+        async with Evaluator(options) as ev:
+            assert ev.known_reference_seconds([FIXTURES / "add_native.py", refused]) == {}
+            await ev.check(FIXTURES / "add_native.py", against=FIXTURES / "add_native.py")
+            with pytest.raises(BadInput):
+                await ev.check(FIXTURES / "add_native.py", against=refused)
+            return ev.known_reference_seconds([FIXTURES / "add_native.py", refused, tmp_path / "missing.py"])
+
+    known = asyncio.run(go())
+    assert set(known) == {FIXTURES / "add_native.py", refused}, known
+    assert all(seconds > 0 for seconds in known.values()), known
+
+
+def test_geak_eval_checks_the_golden_files_known_to_be_slow_first(tmp_path):
+    """The evaluator says which golden files ran long here before (above); `geak eval` starts their predictions
+    first, and still writes its records in line order."""
+    from geak.agent.batch_eval import score_predictions
+    from geak.agent.dataloaders import BUILT_IN
+    from geak.agent.eval_slots import EvalSlot
+
+    names = ["relu_kernel.py", "add_example.py", "relu_kernel.py"]
+    started: list[str] = []
+    asked: list[list[Path]] = []
+
+    class Logged(Evaluator):
+        async def check(self, *args, **kwargs):
+            started.append(Path(kwargs["against"]).name)
+            return await super().check(*args, **kwargs)
+
+        def known_reference_seconds(self, references):
+            asked.append(references)
+            return {GOLDEN / "add_example.py": 100.0, GOLDEN / "relu_kernel.py": 1.0}
+
+    async def go():
+        evaluator = Logged(EvalOptions(backend="interpreter", timeout_s=120, spares=0))
+        preds = tmp_path / "preds.jsonl"
+        lines = [json.dumps({"filename": n, "predict": (GOLDEN / n).read_text()}) for n in names]
+        preds.write_text("\n".join(lines) + "\n")
+        try:
+            return await score_predictions(BUILT_IN["tritonbench"](TB), preds, [EvalSlot("cpu", evaluator)], tmp_path)
+        finally:
+            await evaluator.aclose()
+
+    outcome = asyncio.run(go())
+    assert asked == [[GOLDEN / "add_example.py", GOLDEN / "relu_kernel.py"]], asked
+    assert started == ["add_example.py", "relu_kernel.py", "relu_kernel.py"], started  # the slow one first
+    assert [r["line"] for r in outcome.records] == [0, 1, 2]
+    assert all(r["pass_exe"] for r in outcome.records), outcome.records
