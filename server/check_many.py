@@ -54,7 +54,9 @@ async def check_many(
     on_done: Callable[[FileVerdict], None] | None = None,
     on_progress: Callable[[Path, str], None] | None = None,
 ) -> list[FileVerdict]:
-    """Check every file with one evaluator (`options.max_concurrent` files at once), in the order given."""
+    """Check every file with one evaluator (`options.max_concurrent` files at once); verdicts in the order given.
+    Against themselves, the files whose own run took longest here before start first (``reference_costs``): a slow
+    file started last holds up the whole run alone."""
     limit = asyncio.Semaphore(max(1, options.max_concurrent))
 
     async with Evaluator(options) as evaluator:
@@ -76,7 +78,13 @@ async def check_many(
                 on_done(verdict)
             return verdict
 
-        return list(await asyncio.gather(*(one(f) for f in files)))
+        order = list(range(len(files)))
+        if against_self:
+            known = evaluator.known_reference_seconds(files)
+            order.sort(key=lambda i: -known.get(files[i], 0.0))
+        found = await asyncio.gather(*(one(files[i]) for i in order))  # started in this order (the semaphore's)
+        by_index = dict(zip(order, found, strict=True))
+        return [by_index[i] for i in range(len(files))]
 
 
 def _verdict_of(result: CheckResult) -> str:

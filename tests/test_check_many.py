@@ -78,3 +78,37 @@ def test_against_self_runs_a_passing_file_twice_and_a_failing_one_once():
 
     assert asyncio.run(jobs("add_native.py")) == (2, True, True)
     assert asyncio.run(jobs("wrong_output.py")) == (1, False, False)
+
+
+def test_against_self_the_files_slowest_here_before_start_first_and_verdicts_keep_their_order(tmp_path):
+    import asyncio
+
+    from geak.evaluator import reference_costs
+    from geak.evaluator.api import EvalOptions, Evaluator
+    from geak.server.check_many import check_many
+
+    kept = tmp_path / "kept"
+    options = EvalOptions(backend="interpreter", timeout_s=60, spares=0, compile_cache=str(kept), max_concurrent=1)
+    files = [FIXTURES / "add_native.py", FIXTURES / "wrong_output.py"]
+    first: list[Path] = []
+
+    def on_progress(file: Path, message: str) -> None:
+        first.append(file)
+
+    asyncio.run(check_many(files, options, against_self=True))  # each file's own run recorded
+    costs = reference_costs.load(str(kept))
+    assert len(costs) == 2, costs
+    for key, seconds in zip(costs, (1000.0, 1.0), strict=True):  # one made slow, whichever it is
+        reference_costs.record(str(kept), key, seconds)
+
+    async def slowest() -> Path:
+        async with Evaluator(options) as ev:
+            known = ev.known_reference_seconds(files)
+        return max(known, key=known.__getitem__)
+
+    slow = asyncio.run(slowest())
+    given = [f for f in files if f != slow] + [slow]  # the slow one given last
+    verdicts = asyncio.run(check_many(given, options, against_self=True, on_progress=on_progress))
+    assert first[0] == slow, first  # started first
+    assert [Path(v.file) for v in verdicts] == given  # reported in the order given
+    assert [v.verdict for v in verdicts] == ["pass" if f.name == "add_native.py" else "fail" for f in given]
