@@ -135,11 +135,10 @@ def _slow_first(
     order): a golden file that hangs to the time limit, started late, holds up every timing after it. The checks
     start in this order (the slots' semaphore wakes its waiters first come, first served)."""
     lines = [i for i in range(len(states)) if i not in earlier]
-    known = getattr(slots[0].evaluator, "known_reference_seconds", None) if slots else None  # not on a Ray proxy
-    if known is None:
+    if not slots:
         return lines
     references = {i: reference_file(states[i], scratch) for i in lines if states[i].solution}
-    seconds = known(sorted(set(references.values())))
+    seconds = slots[0].evaluator.known_reference_seconds(sorted(set(references.values())))
     return sorted(lines, key=lambda i: -seconds.get(references.get(i, Path()), 0.0))
 
 

@@ -91,7 +91,8 @@ class EvalActor:
 
 
 class RayEvaluator:
-    """The driver's side: the `Evaluator` interface (runtime, check, bench, screen, aclose), served by one actor."""
+    """The driver's side: the `Evaluator` interface (runtime, check, bench, screen, known_reference_seconds, aclose),
+    served by one actor."""
 
     def __init__(self, actor: Any):
         self.actor = actor
@@ -110,6 +111,10 @@ class RayEvaluator:
     async def screen(self, against, variants, *, baseline=None, deadline_s=60.0, finalists=2, progress=None):
         data = await self.actor.screen.remote(*_ref(against), variants, baseline, deadline_s, finalists)
         return ScreenResult.from_dict(_raise_bad_input(data))
+
+    def known_reference_seconds(self, references: list[Path]) -> dict[Path, float]:
+        """None known here: each node keeps its references' costs in its own compile store."""
+        return {}
 
     async def aclose(self) -> None:
         import ray

@@ -325,7 +325,9 @@ class Evaluator:
         """How long each of `references`' own run took when it last ran with this compile store
         (``reference_costs``), for those known: work over many references can start the slow ones first."""
         costs = reference_costs.load(self.options.compile_cache)
-        known = {}
+        known: dict[Path, float] = {}
+        if not costs:  # nothing recorded (a first run, or no store): no file need be read
+            return known
         for path in references:
             with contextlib.suppress(BadInput):
                 seconds = costs.get(_text_key(self._read(path, "reference").compose().text))
