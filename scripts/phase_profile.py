@@ -1,10 +1,13 @@
 """Where a check's and a bench's time goes on this machine (not a test): every progress message with its time.
 
-    python scripts/phase_profile.py [FILE ...]   (names of TritonBench-revised files, or paths)
+    python scripts/phase_profile.py [--eval] [FILE ...]   (names of TritonBench-revised files, or paths)
 
-First five checks of `snippets/kernels/vector_add.py` as a user's file, each save with new content (the editor's
-save-to-diagnostics path), then for each FILE: `geak check` alone, against itself, a 5-round bench against itself, and
-`geak bench FILE --against FILE` as the command line runs it (check first, default rounds).
+`--eval`: each FILE timed against itself as `geak eval` times a prediction that passed (a batch run's evaluator
+settings, no check first, rounds until decided), every progress message with its time, and nothing else.
+
+Otherwise: first five checks of `snippets/kernels/vector_add.py` as a user's file, each save with new content (the
+editor's save-to-diagnostics path), then for each FILE: `geak check` alone, against itself, a 5-round bench against
+itself, and `geak bench FILE --against FILE` as the command line runs it (check first, default rounds).
 """
 
 from __future__ import annotations
@@ -63,10 +66,28 @@ async def profile(files: list[str]) -> None:
                 print(f"{f.name} {what}: ok={r.ok} {time.perf_counter() - started:.2f} s {r.message[:160]}")
 
 
+async def eval_timings(files: list[str]) -> None:
+    from geak.agent.config import AgentConfig
+    from geak.agent.eval_slots import eval_options
+
+    async with Evaluator(eval_options(AgentConfig(), "auto", None)) as ev:
+        t = time.perf_counter()
+        await ev.device_peaks()
+        print(f"peaks {time.perf_counter() - t:.2f} s", flush=True)
+        for name in files:
+            f = TB / name if (TB / name).exists() else Path(name)
+            say, started = clock(f"{f.name} eval timing")
+            r = await ev.bench(source=f.read_text(), against=f, check_first=False, progress=say)
+            took = time.perf_counter() - started
+            print(f"{f.name} eval timing: ok={r.ok} {took:.2f} s {r.message[:160]}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("files", nargs="*", default=["swiglu_fwd.py", "layer_norm_liger.py", "rope_embedding.py"])
-    asyncio.run(profile(parser.parse_args().files))
+    parser.add_argument("--eval", action="store_true", help="time each file against itself as geak eval does")
+    args = parser.parse_args()
+    asyncio.run(eval_timings(args.files) if args.eval else profile(args.files))
 
 
 if __name__ == "__main__":
