@@ -414,6 +414,37 @@ def test_identical_autotuned_kernels_of_two_variants_are_tuned_once():
     assert log == [(1024,), (1024,), (4096,), (4096,)]  # the twin tuned nothing; the changed kernel tuned itself
 
 
+def test_a_timing_jobs_autotuner_times_its_configs_with_the_short_benchmark_unless_its_file_gave_one(monkeypatch):
+    """Triton's default benchmark spends 125 ms a config (10-11 s a tuning key of a 48-config file on an H100, most
+    of its timing): within ``tuned_with`` a real Autotuner without a benchmark of its own uses the given one, and
+    its default again after; one whose file passed `do_bench` keeps it."""
+    import triton
+    import triton.language as tl
+
+    from geak.evaluator.job import sandbox, timing
+
+    def kernel(x, BLOCK: tl.constexpr):
+        pass
+
+    configs = [triton.Config({"BLOCK": b}) for b in (64, 128)]
+    default = triton.autotune(configs=configs, key=[])(triton.jit(kernel))
+    own = lambda kernel_call, quantiles: [1.0, 1.0, 1.0]
+    given = triton.autotune(configs=configs, key=[], do_bench=own)(triton.jit(kernel))
+    quick = lambda kernel_call, quantiles=None: [2.0, 2.0, 2.0]
+    with sandbox._benchmarked_by(default, quick), sandbox._benchmarked_by(given, quick):
+        assert default.do_bench is quick and given.do_bench is own
+    assert "do_bench" not in vars(default) and given.do_bench is own  # Triton's default (it needs a GPU to be read)
+    with sandbox._benchmarked_by(default, None):
+        assert "do_bench" not in vars(default)
+    with sandbox.tuned_with(quick):
+        assert sandbox._TUNING_BENCH[-1] is quick
+    assert sandbox._TUNING_BENCH == []
+    called = []
+    monkeypatch.setattr(timing, "_spun_times", lambda fn, calls: [float(calls - i) for i in range(calls)])
+    assert timing.tuning_bench(lambda: called.append(1), (0.5, 0.2, 0.8)) == [4.0, 2.0, 6.0]
+    assert timing.tuning_bench(lambda: called.append(1)) == 4.0 and called == [1, 1]  # a warm call before each
+
+
 def test_an_autotuned_kernel_probed_at_other_sizes_runs_its_tested_choice_without_tuning():
     """Probes at other sizes bring tuning keys the tests did not: the kernel runs the config it chose for a tested
     key (re-tuning cost an H200 10 s for one probe); a key it tuned keeps its own choice."""

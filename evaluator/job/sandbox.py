@@ -229,6 +229,7 @@ _DEFER_TUNING = threading.Event()
 _SHARE_TWINS = threading.Event()
 _KEEP_TUNING = threading.Event()
 _TWIN_CHOICES: dict[tuple[Any, ...], dict[Any, int]] = {}  # a kernel's fingerprint -> tuning key -> config index
+_TUNING_BENCH: list[Callable[..., Any]] = []  # what autotuners time their configs with, within `tuned_with`
 _COMPILE_ONLY = threading.Event()
 _KEEP_COMPILED = threading.Event()
 
@@ -307,6 +308,17 @@ def twins_tuned_alike():
         yield
     finally:
         _SHARE_TWINS.clear()
+
+
+@contextlib.contextmanager
+def tuned_with(bench: Callable[..., Any]):
+    """Within it, a `@triton.autotune` kernel whose file gave it no benchmark of its own times its configs with
+    `bench` (Triton's ``do_bench`` signature) instead of Triton's default."""
+    _TUNING_BENCH.append(bench)
+    try:
+        yield
+    finally:
+        _TUNING_BENCH.remove(bench)
 
 
 @contextlib.contextmanager
@@ -391,7 +403,7 @@ def _install_tuning_deferral() -> None:
 
     original = Autotuner.run
 
-    def run(self, *args, **kwargs):
+    def tuned(self, *args, **kwargs):
         every = self.configs
         if len(every) <= 1:
             return original(self, *args, **kwargs)
@@ -409,7 +421,29 @@ def _install_tuning_deferral() -> None:
         finally:
             self.configs = every
 
+    def run(self, *args, **kwargs):
+        with _benchmarked_by(self, _TUNING_BENCH[-1] if _TUNING_BENCH else None):
+            return tuned(self, *args, **kwargs)
+
     Autotuner.run = run
+
+
+@contextlib.contextmanager
+def _benchmarked_by(tuner: Any, bench: Callable[..., Any] | None):
+    """`tuner` times its configs with `bench` within, where it was given no benchmark of its own (``_do_bench``
+    None: no `do_bench`, `warmup`, `rep` or `use_cuda_graph` argument). Triton reads the benchmark through a cached
+    property, so the tuner's own attribute takes its place and is taken away after."""
+    if bench is None or getattr(tuner, "_do_bench", bench) is not None:
+        yield
+        return
+    saved = tuner.__dict__.pop("do_bench", None)
+    tuner.__dict__["do_bench"] = bench
+    try:
+        yield
+    finally:
+        del tuner.__dict__["do_bench"]
+        if saved is not None:
+            tuner.__dict__["do_bench"] = saved
 
 
 def _tuned_like_twins(tuner: Any, original: Callable[..., Any], args: tuple, kwargs: dict) -> Any:

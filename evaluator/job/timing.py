@@ -38,6 +38,7 @@ GRAPH_TARGET_MS = 2.0
 GRAPH_REPLAYS = 5  # replays of ~GRAPH_TARGET_MS whose median is one graph sample
 ESTIMATE_CALLS = 5
 ESTIMATE_SPIN_CYCLES = 2_000_000  # ~1 ms of device clock before each estimated call, for its host code to hide in
+TUNING_CALLS = 7  # timed calls per config when a timing job's autotuned kernel tunes (``tuning_bench``)
 MAX_INPUT_SETS = 4
 FLUSH_BYTES = 256 << 20  # what do_bench zeroes before each call: far beyond any L2
 BUSY_GRACE_MS = 0.5  # an empty kernel's round trip beyond this: the device serves other work (time slices ~2 ms)
@@ -290,6 +291,11 @@ def estimate_ms(fn: Callable[[], object], calls: int = ESTIMATE_CALLS) -> float:
     otherwise the flush could end first, the estimate took in the host's time, and a µs-scale call could be timed by
     graph replay in one run and one call at a time in the next (on an H200, TritonBench-revised `swiglu_fwd.py`
     timed against itself at 1.2, 70 and 5 µs a call in three runs, once "faster")."""
+    return statistics.median(_spun_times(fn, calls))
+
+
+def _spun_times(fn: Callable[[], object], calls: int) -> list[float]:
+    """Device times (ms) of `calls` calls, each after an L2 flush and a spin that hides its host code."""
     flush = _flush_buffer()
     times = []
     for _ in range(calls):
@@ -301,7 +307,20 @@ def estimate_ms(fn: Callable[[], object], calls: int = ESTIMATE_CALLS) -> float:
         _record(end)
         _wait_for(end)
         times.append(_elapsed_ms(start, end))
-    return statistics.median(times)
+    return times
+
+
+def tuning_bench(kernel_call: Callable[[], object], quantiles: tuple[float, ...] | None = None) -> Any:
+    """What a timing job's `@triton.autotune` kernels are tuned with, the device alone (``sandbox.tuned_with``):
+    each config's median over ``TUNING_CALLS`` calls timed as ``estimate_ms`` times them, instead of Triton's
+    ``do_bench`` of 125 ms a config (on an H100 a TritonBench-revised file's 48 configs took 10-11 s a tuning key,
+    most of its timing). Only which config runs depends on it: the timing measures that config like any other. The
+    values at `quantiles` when asked (as ``do_bench`` returns them), else the median."""
+    kernel_call()  # compiled and warm before any call is timed
+    times = sorted(_spun_times(kernel_call, TUNING_CALLS))
+    if quantiles is None:
+        return statistics.median(times)
+    return [times[min(len(times) - 1, int(q * len(times)))] for q in quantiles]
 
 
 def graph_calls(estimate_ms_: float, sets: int) -> int:

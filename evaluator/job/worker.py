@@ -604,7 +604,8 @@ def run_bench(job: BenchJob, info: Any, send) -> dict[str, Any]:
     if len({tuple(s) for s in signatures.values()}) > 1:
         return {"error": "the variants' captured calls differ: " + json.dumps(signatures)}
 
-    with sandbox.twins_tuned_alike():  # identical kernels of the variants are tuned once, on the first's calls
+    # identical kernels of the variants are tuned once, on the first's calls; each config timed by a few calls
+    with sandbox.twins_tuned_alike(), sandbox.tuned_with(timing.tuning_bench):
         prepared = _prepare_timers(job, variants, labels, send)
     if "error" in prepared:
         return prepared
