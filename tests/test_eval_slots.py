@@ -77,6 +77,7 @@ def test_batch_evaluators_skip_the_per_kernel_profile_no_record_reads():
     options = eval_options(AgentConfig(), "gpu", 1)
     assert options.gpu_id == 1 and options.backend == "gpu" and not options.profile_kernels
     assert options.rep_ms < EvalOptions.rep_ms and options.max_bench_calls < EvalOptions.max_bench_calls
+    assert options.max_bench_rounds < EvalOptions.max_bench_rounds and options.bench_rounds is None
 
 
 def test_geak_eval_checks_as_many_at_once_as_the_cores_allow(monkeypatch):
