@@ -402,17 +402,20 @@ def test_a_slot_whose_checks_are_done_times_while_another_slot_still_checks(tmp_
     assert all(checks[name] == 0 for name, checks in seen), seen  # never beside a check of its own slot
 
 
-def test_a_timed_eval_checks_every_prediction_before_it_times_those_that_passed_a_few_at_a_time(tmp_path):
+def test_a_timed_eval_checks_every_prediction_before_it_times_those_that_passed_a_few_at_a_time(tmp_path, monkeypatch):
     """A timing has the device alone while it measures: one started among running checks waits for all of them. So
     `geak eval` checks everything first, then times what passed, a few at once on each slot (their setups overlap,
     their measurements take turns: the pool's device share, ``test_device_share``)."""
     import asyncio
 
-    from geak.agent.batch_eval import TIMINGS_AT_ONCE, score_predictions
+    from geak.agent import batch_eval
+    from geak.agent.batch_eval import score_predictions
     from geak.agent.dataloaders import BUILT_IN
     from geak.agent.eval_slots import EvalSlot
     from geak.evaluator.api import EvalOptions, Evaluator
 
+    TIMINGS_AT_ONCE = 3  # fewer than the default, for fewer checks on the interpreter
+    monkeypatch.setattr(batch_eval, "TIMINGS_AT_ONCE", TIMINGS_AT_ONCE)
     log: list[str] = []
     running = {"checks": 0, "benches": 0, "most benches": 0}
 
