@@ -402,6 +402,21 @@ def test_a_slot_whose_checks_are_done_times_while_another_slot_still_checks(tmp_
     assert all(checks[name] == 0 for name, checks in seen), seen  # never beside a check of its own slot
 
 
+def test_a_slot_times_the_predictions_whose_tests_ran_longest_first():
+    """Timings that start together measure only once all of them have captured their calls (by running their tests
+    again): alike ones together, so that one slow capture holds up few others."""
+    from geak.agent.batch_eval import _Checked, timing_order
+    from geak.evaluator.results import CheckResult, TestOutcome
+
+    def checked(line: int, *seconds: float) -> _Checked:
+        tests = tuple(TestOutcome(f"test_{i}", True, duration_s=s) for i, s in enumerate(seconds))
+        return _Checked({"line": line}, check=CheckResult(True, "exec", "cuda", "f.py", "", tests=tests))
+
+    unchecked = _Checked({"line": 4})
+    order = timing_order([checked(0, 0.5), checked(1, 20.0, 15.0), checked(2, 0.5), checked(3, 3.0), unchecked])
+    assert [c.record["line"] for c in order] == [1, 3, 0, 2, 4]
+
+
 def test_a_timed_eval_checks_every_prediction_before_it_times_those_that_passed_a_few_at_a_time(tmp_path, monkeypatch):
     """A timing has the device alone while it measures: one started among running checks waits for all of them. So
     `geak eval` checks everything first, then times what passed, a few at once on each slot (their setups overlap,
