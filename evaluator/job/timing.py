@@ -38,7 +38,7 @@ GRAPH_TARGET_MS = 2.0
 GRAPH_REPLAYS = 5  # replays of ~GRAPH_TARGET_MS whose median is one graph sample
 ESTIMATE_CALLS = 5
 ESTIMATE_SPIN_CYCLES = 2_000_000  # ~1 ms of device clock before each estimated call, for its host code to hide in
-TUNING_CALLS = 7  # timed calls per config when a timing job's autotuned kernel tunes (``tuning_bench``)
+TUNING_CALLS = 7  # timed calls per config when an autotuned kernel tunes in a job (``tuning_bench``)
 MAX_INPUT_SETS = 4
 FLUSH_BYTES = 256 << 20  # what do_bench zeroes before each call: far beyond any L2
 BUSY_GRACE_MS = 0.5  # an empty kernel's round trip beyond this: the device serves other work (time slices ~2 ms)
@@ -311,11 +311,11 @@ def _spun_times(fn: Callable[[], object], calls: int) -> list[float]:
 
 
 def tuning_bench(kernel_call: Callable[[], object], quantiles: tuple[float, ...] | None = None) -> Any:
-    """What a timing job's `@triton.autotune` kernels are tuned with, the device alone (``sandbox.tuned_with``):
-    each config's median over ``TUNING_CALLS`` calls timed as ``estimate_ms`` times them, instead of Triton's
-    ``do_bench`` of 125 ms a config (on an H100 a TritonBench-revised file's 48 configs took 10-11 s a tuning key,
-    most of its timing). Only which config runs depends on it: the timing measures that config like any other. The
-    values at `quantiles` when asked (as ``do_bench`` returns them), else the median."""
+    """What `@triton.autotune` kernels are tuned with in timing jobs (the device alone) and in checks on a GPU
+    (``sandbox.tuned_with``): each config's median over ``TUNING_CALLS`` calls timed as ``estimate_ms`` times them,
+    instead of Triton's ``do_bench`` of 125 ms a config (on an H100 a TritonBench-revised file's 48 configs took
+    10-11 s a tuning key, most of its timing). Only which config runs depends on it: a timing measures that config
+    like any other. The values at `quantiles` when asked (as ``do_bench`` returns them), else the median."""
     kernel_call()  # compiled and warm before any call is timed
     times = sorted(_spun_times(kernel_call, TUNING_CALLS))
     if quantiles is None:
