@@ -1,11 +1,10 @@
 """The fork-server worker pool (CPU interpreter): failure modes and recovery on one pool, isolation between jobs,
-cancellation, a dying fork server, clean shutdown, and throughput against a fresh interpreter per check."""
+cancellation, a dying fork server, clean shutdown. Its throughput against a fresh interpreter per check is measured,
+not asserted (no test asserts a timing): `scripts/gpu_evaluator_report.py`, `docs/measurements.md`."""
 
 import asyncio
 import os
 import signal
-import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import replace
@@ -272,34 +271,6 @@ def test_closing_the_pool_leaves_no_process_or_directory(tmp_path):
             await pool.run(job_for(ADD, tmp_path, "c"), timeout_s=60)
 
     asyncio.run(scenario())
-
-
-def test_checks_per_minute_beat_a_fresh_interpreter_per_check():
-    n = 8
-
-    async def pool_seconds() -> tuple[float, float]:
-        t0 = time.perf_counter()
-        async with Evaluator(interpreter_options()) as ev:
-            assert (await ev.check(ADD)).ok
-            t1 = time.perf_counter()
-            for _ in range(n - 1):
-                assert (await ev.check(ADD)).ok
-            return time.perf_counter() - t0, time.perf_counter() - t1
-
-    cold, warm = asyncio.run(pool_seconds())
-    code = (
-        "from geak.evaluator.job import sandbox; sandbox.enter_child(sandbox.prepare_zygote('interpreter')); "
-        "import runpy, sys; runpy.run_path(sys.argv[1])['test_add']()"
-    )
-    t0 = time.perf_counter()
-    for _ in range(n):
-        subprocess.run([sys.executable, "-c", code, str(ADD)], check=True, capture_output=True)
-    fresh = time.perf_counter() - t0
-    print(
-        f"\n{n} checks: pool {cold:.2f} s including its start-up ({60 * n / cold:.1f}/min; warm "
-        f"{60 * (n - 1) / warm:.1f}/min), fresh interpreters {fresh:.2f} s ({60 * n / fresh:.1f}/min)"
-    )
-    assert fresh / cold >= 1.5
 
 
 @pytest.mark.skipif(torch_sees_a_gpu(), reason="this machine has a GPU")
