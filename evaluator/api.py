@@ -609,7 +609,6 @@ class Evaluator:
             "path": str(path),
             "module_name": module_name,
             "wrappers": list(owner.entry_points),
-            "kernels": [k.name for k in owner.kernels],
         }
 
     # ------------------------------------------------------------------------------------------ helpers

@@ -905,3 +905,71 @@ def test_the_agent_follows_the_verdict_not_the_interval():
 
     assert not Finalist("note", "src", 0.5, noise).confirmed  # twice as fast in screening, noise by the bench's verdict
     assert Finalist("note", "src", 0.9, timed_eval(1.2, 1.3)).confirmed
+
+
+BESIDE = """
+import json, sys
+from pathlib import Path
+from geak.evaluator.job import sandbox, worker
+from geak.evaluator.bench import bench_job
+from geak.evaluator.options import EvalOptions
+from geak.evaluator.triton_file import read_triton_file
+from geak.evaluator.shared.protocol import job_from_dict
+from geak.evaluator.shared.sequential import RoundPlan
+
+sandbox.prepare_zygote("interpreter")
+t = read_triton_file(sys.argv[1])
+scratch = Path(sys.argv[2])
+specs = []
+for label, kernel in (("reference", None), ("candidate", Path(sys.argv[3]).read_text())):
+    path = scratch / f"{label}.py"
+    path.write_text(t.compose(kernel).text)
+    specs.append({"label": label, "path": str(path), "module_name": "m_" + label, "wrappers": list(t.entry_points)})
+job = job_from_dict(bench_job(specs, t, EvalOptions(), scratch / "outputs", RoundPlan.fixed(6)))
+variants = worker._bench_variants(job, lambda event: None)
+if "error" in variants:
+    print(json.dumps({"error": variants["error"]}))
+else:
+    print(json.dumps({label: {"calls": [c.signature for c in v["calls"]],
+                              "modules": sorted({f.__module__ for f in v["functions"].values()})}
+                      for label, v in variants.items()}))
+"""
+
+
+@pytest.mark.parametrize("renamed", [False, True])
+def test_a_bench_job_runs_the_test_once_and_times_each_variant_on_its_calls(tmp_path, renamed):
+    """Every variant of a bench job has the file's test section: the first's test runs once (captured), the other
+    is imported beside it and its own wrapper of the same name is timed on those calls; a variant without that
+    wrapper is an error that names it."""
+    import subprocess
+    import sys
+
+    from geak.evaluator.triton_file import read_triton_file
+
+    fixtures = Path(__file__).parent / "fixtures"
+    runs = tmp_path / "runs.log"
+    source = (fixtures / "add_native.py").read_text().split("def bench_add")[0]
+    logged = source.replace("    torch.manual_seed(0)\n", f"    open({str(runs)!r}, 'a').write(__name__ + '\\n')\n"
+                            "    torch.manual_seed(0)\n")  # fmt: skip
+    (tmp_path / "f.py").write_text(logged)
+    kernel = read_triton_file(tmp_path / "f.py").kernel_section.replace("BLOCK=256", "BLOCK=128")
+    if renamed:
+        kernel = kernel.replace("def add(", "def add_renamed(")
+    (tmp_path / "candidate_kernels.py").write_text(kernel)
+    scratch = tmp_path / "job"
+    scratch.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-c", BESIDE, str(tmp_path / "f.py"), str(scratch), str(tmp_path / "candidate_kernels.py")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert runs.read_text().split() == ["m_reference"]  # the test ran once, in the first variant only
+    if renamed:
+        assert report == {"error": "candidate: it has no function add, which the test calls"}
+        return
+    assert report["reference"]["calls"] == report["candidate"]["calls"] == ["add(f32[3000], f32[3000])"]
+    assert report["reference"]["modules"] == ["m_reference"]
+    assert report["candidate"]["modules"] == ["m_candidate"]
