@@ -47,15 +47,16 @@ async def score_predictions(
     on_event: Callable[[str], None] | None = None,
 ) -> EvalOutcome:
     """Score each line of `predictions`: every prediction is checked first, `per_slot` at a time on each slot; once
-    a slot has no check left to run, it times those of its predictions that passed, ``TIMINGS_AT_ONCE`` at a time
-    (``timing_order``).
+    a slot has no check left to run, it times predictions that passed, on any slot, ``TIMINGS_AT_ONCE`` at a time
+    (``timing_order``), until every check is done and every passed prediction timed.
     A timing has the device alone while it measures, so one waiting among running checks waited for all of them to
-    finish, and held back new ones: timed after its slot's checks, a timing waits only for the other timings' setups
-    and measurements (another slot's checks run on another device). Records are appended to `results` (JSONL) as
-    they finish (a prediction that passed, once timed) and passed to `on_record(record, total)`. `timing` False:
-    correctness only (call and execution accuracy). `earlier`: records of an interrupted run of the same predictions,
-    by line: those lines are not scored again (``read_earlier``). `on_event` is told what else happens (a prediction
-    that passed waits for its timing; a slot's timings start)."""
+    finish, and held back new ones: timed by a slot whose checks are done, a timing waits only for the other
+    timings' setups and measurements there. Another slot's checks run on another device, and a slot whose last
+    checks run long (a prediction that hangs until the time limit) leaves what passed there to the slots that are
+    free. Records are appended to `results` (JSONL) as they finish (a prediction that passed, once timed) and passed
+    to `on_record(record, total)`. `timing` False: correctness only (call and execution accuracy). `earlier`: records
+    of an interrupted run of the same predictions, by line: those lines are not scored again (``read_earlier``).
+    `on_event` is told what else happens (a prediction that passed waits for its timing; a slot's timings start)."""
     say = on_event or (lambda message: None)
     started = time.perf_counter()
     states = suite.load_ps(predictions)
@@ -71,7 +72,7 @@ async def score_predictions(
         results.parent.mkdir(parents=True, exist_ok=True)
         rewrite_records(results, [earlier[line] for line in sorted(earlier)])
     records: list[dict[str, Any]] = list(earlier.values())
-    to_time: list[list[_Checked]] = [[] for _ in slots]  # by slot
+    to_time: list[_Checked] = []  # passed, waiting for a slot to time them
 
     def finished(checked: _Checked) -> None:
         records.append(checked.record)
@@ -81,7 +82,8 @@ async def score_predictions(
             on_record(checked.record, len(states))
 
     unassigned = len(states) - len(earlier)  # checks not yet given a slot
-    checks_changed = asyncio.Condition()
+    changed = asyncio.Condition()  # a check ended, or a passed prediction waits for its timing
+    checks_done = lambda: unassigned == 0 and all(s.active == 0 for s in slots)
 
     async def check(index: int, ps: ProblemState) -> None:
         nonlocal unassigned
@@ -92,38 +94,56 @@ async def score_predictions(
             try:
                 checked = await _check(index, ps, slot, scratch, timing)
                 if checked.timed:
-                    to_time[slots.index(slot)].append(checked)
-                    say(f"{ps.filename} passed its check on {slot.name}; timed once the checks there are done")
+                    to_time.append(checked)
+                    say(f"{ps.filename} passed its check on {slot.name}; timed once a slot has no check left to run")
                 else:
                     finished(checked)
             finally:
                 slot.active -= 1
-                async with checks_changed:
-                    checks_changed.notify_all()
+                async with changed:
+                    changed.notify_all()
 
-    async def time_slot(slot: EvalSlot, checked_there: list[_Checked]) -> None:
-        """Once no check runs on `slot` or waits for one: its timings, ``TIMINGS_AT_ONCE`` at a time."""
-        async with checks_changed:
-            await checks_changed.wait_for(lambda: unassigned == 0 and slot.active == 0)
-        if checked_there:
-            say(
-                f"timing the {len(checked_there)} prediction(s) that passed on {slot.name}, {TIMINGS_AT_ONCE} at a "
-                "time, each measuring with the device alone"
-            )
+    async def time_on(slot: EvalSlot) -> None:
+        """Once no check runs on `slot` or waits for one: timings of what passed anywhere, ``TIMINGS_AT_ONCE`` at
+        a time, the longest tests first among those waiting (``timing_order``)."""
+        async with changed:
+            await changed.wait_for(lambda: unassigned == 0 and slot.active == 0)
+        if to_time or not checks_done():
+            say(f"{slot.name} has no check left to run: timing what passed ({len(to_time)} waiting), "
+                f"{TIMINGS_AT_ONCE} at a time, each measuring with the device alone")  # fmt: skip
         at_once = asyncio.Semaphore(TIMINGS_AT_ONCE)
 
         async def time_one(checked: _Checked) -> None:
-            async with at_once:
+            try:
                 await time_code(slot.evaluator, checked.code, checked.reference, checked.check, checked.score, rounds)
-            checked.record.update(checked.score.to_dict())
-            finished(checked)
+                checked.record.update(checked.score.to_dict(), timed_on=slot.name)
+                finished(checked)
+            finally:
+                at_once.release()
 
-        await all_or_none(time_one(c) for c in timing_order(checked_there))
+        timings: list[asyncio.Task[None]] = []
+        try:
+            while True:
+                await at_once.acquire()
+                async with changed:
+                    await changed.wait_for(lambda: bool(to_time) or checks_done())
+                    if not to_time:
+                        at_once.release()
+                        break
+                    checked = timing_order(to_time)[0]
+                    to_time.remove(checked)
+                timings.append(asyncio.ensure_future(time_one(checked)))
+        except BaseException:
+            for task in timings:
+                task.cancel()
+            await asyncio.gather(*timings, return_exceptions=True)
+            raise
+        await all_or_none(timings)
 
     await all_or_none(
         [
             *(check(i, states[i]) for i in _slow_first(states, earlier, slots, scratch)),
-            *(time_slot(slot, checked) for slot, checked in zip(slots, to_time, strict=True)),
+            *(time_on(slot) for slot in slots),
         ]
     )
     records.sort(key=lambda r: r["line"])

@@ -345,9 +345,9 @@ def test_eval_without_timing_scores_correctness_only_even_on_a_gpu(tmp_path):
     assert [(r["pass_call"], r["pass_exe"], r["speedup"]) for r in outcome.records] == [(True, True, None)]
 
 
-def test_a_slot_whose_checks_are_done_times_while_another_slot_still_checks(tmp_path):
-    """Each GPU's timings wait only for that GPU's checks: a slot with none left to run times what passed there while
-    a slow check runs on the other."""
+def test_a_slot_whose_checks_are_done_times_what_passed_anywhere_while_another_slot_still_checks(tmp_path):
+    """A GPU's timings wait only for that GPU's checks: a slot with none left to run times what passed there, and
+    what passed on a slot still checking (its last check hangs, say), while that check runs."""
     import asyncio
     import contextlib
 
@@ -357,8 +357,9 @@ def test_a_slot_whose_checks_are_done_times_while_another_slot_still_checks(tmp_
     from geak.evaluator.api import EvalOptions, Evaluator
 
     running = {"gpu 0": 0, "gpu 1": 0}
+    checks = {"gpu 0": 0, "gpu 1": 0}
     seen: list[tuple[str, dict[str, int]]] = []  # (the slot a timing started on, the checks running then)
-    gpu_0_timing = asyncio.Event()
+    three_timed_on_gpu_0 = asyncio.Event()
 
     class Logged(Evaluator):
         def __init__(self, name: str):
@@ -367,18 +368,19 @@ def test_a_slot_whose_checks_are_done_times_while_another_slot_still_checks(tmp_
 
         async def check(self, *args, **kwargs):
             running[self.name] += 1
+            checks[self.name] += 1
             try:
-                if self.name == "gpu 1":  # slow: until gpu 0 times (were it to wait for this check, a minute)
+                if self.name == "gpu 1" and checks["gpu 1"] == 2:  # slow: until gpu 0 has timed three (a minute)
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(gpu_0_timing.wait(), 60)
+                        await asyncio.wait_for(three_timed_on_gpu_0.wait(), 60)
                 return await super().check(*args, **kwargs)
             finally:
                 running[self.name] -= 1
 
         async def bench(self, *args, **kwargs):
             seen.append((self.name, dict(running)))
-            if self.name == "gpu 0":
-                gpu_0_timing.set()
+            if [name for name, _ in seen].count("gpu 0") == 3:
+                three_timed_on_gpu_0.set()
             return await super().bench(*args, **kwargs)
 
     async def go():
@@ -388,18 +390,18 @@ def test_a_slot_whose_checks_are_done_times_while_another_slot_still_checks(tmp_
         ]
         preds = tmp_path / "preds.jsonl"
         code = (GOLDEN / "relu_kernel.py").read_text()
-        preds.write_text("".join(json.dumps({"filename": "relu_kernel.py", "predict": code}) + "\n" for _ in range(3)))
+        preds.write_text("".join(json.dumps({"filename": "relu_kernel.py", "predict": code}) + "\n" for _ in range(4)))
         try:
-            return await score_predictions(BUILT_IN["tritonbench"](TB), preds, slots, tmp_path, per_slot=1)
+            return await score_predictions(BUILT_IN["tritonbench"](TB), preds, slots, tmp_path, per_slot=2)
         finally:
             await asyncio.gather(fast.aclose(), slow.aclose())
 
     outcome = asyncio.run(go())
-    assert [r["slot"] for r in outcome.records] == ["gpu 0", "gpu 1", "gpu 0"], outcome.records
+    assert [r["slot"] for r in outcome.records] == ["gpu 0", "gpu 1", "gpu 0", "gpu 1"], outcome.records
     assert all(r["pass_exe"] for r in outcome.records)
-    assert [name for name, _ in seen].count("gpu 0") == 2 and seen[0][0] == "gpu 0", seen
-    assert seen[0][1] == {"gpu 0": 0, "gpu 1": 1}, seen  # gpu 1 still checking
-    assert all(checks[name] == 0 for name, checks in seen), seen  # never beside a check of its own slot
+    assert [r["timed_on"] for r in outcome.records[:3]] == ["gpu 0"] * 3, outcome.records  # line 1: checked on gpu 1
+    assert [checks_then for name, checks_then in seen[:3]] == [{"gpu 0": 0, "gpu 1": 1}] * 3, seen  # gpu 1 checking
+    assert all(checks_then[name] == 0 for name, checks_then in seen), seen  # never beside a check of its own slot
 
 
 def test_a_slot_times_the_predictions_whose_tests_ran_longest_first():
@@ -482,4 +484,5 @@ def test_a_timed_eval_checks_every_prediction_before_it_times_those_that_passed_
     assert "timing needs a GPU" in outcome.records[0]["message"], outcome.records[0]["message"]
     assert all(r["timing_s"] is not None for r in outcome.records if r["pass_exe"])
     assert said[0] == f"checking {timed + 1} prediction(s), 3 at once on each of 1 slot(s)", said
-    assert said[-1].startswith(f"timing the {timed} prediction(s) that passed on gpu 0, {TIMINGS_AT_ONCE} at a"), said
+    assert said[-1].startswith(f"gpu 0 has no check left to run: timing what passed ({timed} waiting), "
+                               f"{TIMINGS_AT_ONCE} at a time"), said  # fmt: skip
