@@ -609,6 +609,7 @@ class Evaluator:
             "path": str(path),
             "module_name": module_name,
             "wrappers": list(owner.entry_points),
+            "kernels": [k.name for k in owner.kernels],
         }
 
     # ------------------------------------------------------------------------------------------ helpers

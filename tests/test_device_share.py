@@ -158,7 +158,7 @@ def test_a_timing_job_captures_beside_checks_and_measures_alone(tmp_path):
             (bench_dir / "candidate.py").write_text(plain.split("def bench_add")[0])  # the test's calls are timed
             check = check_job(check_dir / "add_native.py", "m_check", owner, check_dir, options, None)
             module = {"label": "candidate", "path": str(bench_dir / "candidate.py"), "module_name": "m_bench",
-                      "wrappers": list(owner.entry_points)}
+                      "wrappers": list(owner.entry_points), "kernels": [k.name for k in owner.kernels]}  # fmt: skip
             timed = read_triton_file(bench_dir / "candidate.py")
             bench = bench_job([module], timed, options, bench_dir / "outputs", RoundPlan.fixed(6))
 

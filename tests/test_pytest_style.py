@@ -193,13 +193,14 @@ t = read_triton_file(sys.argv[1])
 scratch = Path(sys.argv[2])
 path = scratch / "candidate.py"
 path.write_text(t.compose().text)
-spec = {"label": "candidate", "path": str(path), "module_name": "geak_capture", "wrappers": list(t.wrappers)}
+spec = {"label": "candidate", "path": str(path), "module_name": "geak_capture", "wrappers": list(t.wrappers),
+        "kernels": [k.name for k in t.kernels]}
 job = job_from_dict(bench_job([spec], t, EvalOptions(), scratch / "outputs", RoundPlan.fixed(6)))
 rocm_bench.install(scratch, [str(path)])
 captured = worker.capture_bench_calls(job, spec, lambda event: None)
 calls = [{"signature": c.signature, "flops": c.flops} for c in captured["calls"]]
 for c in captured["calls"]:
-    captured["functions"][c.wrapper](*c.args, **c.kwargs)  # each can be called again with its arguments
+    captured["recorder"].originals[c.wrapper](*c.args, **c.kwargs)  # each can be called again with its arguments
 from geak_eval.perf.ROCm.performance_utils_pytest import PYTEST_BENCHMARK_RESULTS, save_all_benchmark_results
 records = {k: len(v) for k, v in PYTEST_BENCHMARK_RESULTS.items()}
 save_all_benchmark_results(sys.argv[3])

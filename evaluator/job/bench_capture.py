@@ -1,6 +1,5 @@
-"""The calls a bench or screen job times: the first variant imported and its bench functions run (pytest benchmark
-cases through pytest), each call of a wrapper function captured with its arguments; the others imported beside it,
-their wrappers of the same names timed on those arguments."""
+"""The calls a bench or screen job times: one variant imported and its bench functions run (pytest benchmark cases
+through pytest), each call of a wrapper function captured with its arguments."""
 
 from __future__ import annotations
 
@@ -61,32 +60,7 @@ def capture_bench_calls(job: BenchJob, spec: dict[str, Any], send: Send, estimat
             "error": f"{label}: {what} called no wrapper function (a function that launches the kernels), so there "
             "is no call to time"
         }
-    return {"module": module, "functions": dict(recorder.originals), "calls": calls}
-
-
-def load_beside(spec: dict[str, Any], first: dict[str, Any]) -> dict[str, Any]:
-    """Another variant of the file whose calls `first` captured (``capture_bench_calls``), imported without running
-    its test again: every variant of a bench job has the same test section (the caller composes each with the
-    file's own), so its test would make the same calls, and every variant is timed on the first's captured
-    arguments anyway. Its wrappers are found by the names the captured calls have (as a screening job finds its
-    variants'). {"module", "functions", "calls"}, or an error result."""
-    from . import sandbox
-    from .capture import resolve_wrapper
-
-    label = spec["label"]
-    try:
-        module = sandbox.load_module(spec["path"], spec["module_name"])
-    except BaseException as e:
-        return {
-            "error": f"{label}: import failed",
-            "error_detail": sandbox.describe_error(e, spec["path"], None),
-            "label": label,
-        }
-    functions = {c.wrapper: resolve_wrapper(module, c.wrapper) for c in first["calls"]}
-    missing = sorted(name for name, fn in functions.items() if fn is None)
-    if missing:
-        return {"error": f"{label}: it has no function {', '.join(missing)}, which the test calls", "label": label}
-    return {"module": module, "functions": functions, "calls": first["calls"]}
+    return {"module": module, "recorder": recorder, "calls": calls, "kernels": set(spec["kernels"])}
 
 
 def _bench_pytest(job: BenchJob, spec: dict[str, Any], module, recorder, send: Send) -> dict[str, Any] | None:

@@ -31,19 +31,6 @@ class RecordedCall:
     flops: int | None = None
 
 
-def resolve_wrapper(module: ModuleType, name: str) -> Callable | None:
-    """A module's wrapper function by name: "fn", or "Class.apply" (an autograd.Function's entry point); None where
-    the module has no such function (a class is none)."""
-    owner, attr = _owner_of(module, name)
-    fn = getattr(owner, attr, None) if owner is not None else None
-    return fn if callable(fn) and not isinstance(fn, type) else None
-
-
-def _owner_of(module: ModuleType, name: str) -> tuple[Any, str]:
-    owner_name, _, attr = name.rpartition(".")
-    return (getattr(module, owner_name, None) if owner_name else module), attr
-
-
 class CallRecorder:
     """Replaces a module's wrapper functions by recording proxies. `keep_args` keeps cloned arguments for replay
     (True: all of them; "integers": only integer and boolean tensors, which fresh probes permute)."""
@@ -55,11 +42,12 @@ class CallRecorder:
         self.calls: list[RecordedCall] = []
         self.recording = False
         self.originals: dict[str, Callable] = {}
-        for name in wrappers:
-            fn = resolve_wrapper(module, name)
-            if fn is not None:
+        for name in wrappers:  # "fn", or "Class.apply" (an autograd.Function's entry point)
+            owner_name, _, attr = name.rpartition(".")
+            owner = getattr(module, owner_name, None) if owner_name else module
+            fn = getattr(owner, attr, None)
+            if owner is not None and callable(fn) and not isinstance(fn, type):
                 self.originals[name] = fn
-                owner, attr = _owner_of(module, name)
                 setattr(owner, attr, self._proxy(name, fn))
 
     def _proxy(self, name: str, fn: Callable) -> Callable:

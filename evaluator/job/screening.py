@@ -57,7 +57,7 @@ def run_screen(job: ScreenJob, info: Any, send) -> dict[str, Any]:
     if "error" in captured:
         return captured
     calls = captured["calls"]
-    reference = _Variant("reference", captured["module"], None, calls, captured["functions"])
+    reference = _Variant("reference", captured["module"], None, calls, captured["recorder"].originals)
     send({"event": "progress", "screen": f"importing {len(variant_specs)} variants"})
     variants = [_load(spec, calls) for spec in variant_specs]
     loaded = [v for v in variants if v.error is None]
@@ -203,14 +203,21 @@ class _Variant:
 
 def _load(spec: dict[str, Any], calls: list[Any]) -> _Variant:
     from . import sandbox
-    from .capture import resolve_wrapper
 
     try:
         module = sandbox.load_module(spec["path"], spec["module_name"])
     except Exception as e:
         why = sandbox.describe_error(e, spec["path"], None)["message"]
         return _Variant(spec["label"], None, f"import failed: {why}", calls, {})
-    return _Variant(spec["label"], module, None, calls, {c.wrapper: resolve_wrapper(module, c.wrapper) for c in calls})
+    return _Variant(spec["label"], module, None, calls, {c.wrapper: _resolve(module, c.wrapper) for c in calls})
+
+
+def _resolve(module: Any, name: str) -> Any:
+    """A wrapper of a module by name: "fn", or "Class.apply"."""
+    owner_name, _, attr = name.rpartition(".")
+    owner = getattr(module, owner_name, None) if owner_name else module
+    fn = getattr(owner, attr, None) if owner is not None else None
+    return fn if callable(fn) else None
 
 
 COMPILE_SHARE = 0.75  # of the time before the runs end, what compiling may take (the runs need the rest)

@@ -54,7 +54,7 @@ from ..shared.protocol import (
     timed_output_file,
     timed_output_sets,
 )
-from .bench_capture import Send, capture_bench_calls, load_beside
+from .bench_capture import Send, capture_bench_calls
 
 # Imported once in the zygote so that job processes inherit them instead of importing them per job (relative names:
 # modules of this package). Every job-side module is among them: a job process needs none of their files, which its
@@ -592,10 +592,9 @@ def _run_test(module, name: str, path: str, recorder, gpu: bool) -> tuple[dict[s
 
 
 def run_bench(job: BenchJob, info: Any, send) -> dict[str, Any]:
-    """Time the calls the first variant's test made (the reference, if any), each variant's wrapper of the same name
-    on them, interleaved, on shared input sets that rotate and change values between timed calls; report samples,
-    launches and device time per call, and save the outputs of late timed-like calls for the caller to compare
-    (``timing_rules``)."""
+    """Time the captured calls of each variant (reference first, if any) interleaved, on shared input sets that
+    rotate and change values between timed calls; report samples, launches and device time per call, and save the
+    outputs of late timed-like calls for the caller to compare (``timing_rules``)."""
     import torch
 
     from ..shared.sequential import RoundPlan, decided
@@ -614,6 +613,9 @@ def run_bench(job: BenchJob, info: Any, send) -> dict[str, Any]:
     if info.backend == "interpreter":
         return {"error": "timing needs a GPU: no CUDA or ROCm device is visible"}
     labels = list(variants)
+    signatures = {label: [c.signature for c in v["calls"]] for label, v in variants.items()}
+    if len({tuple(s) for s in signatures.values()}) > 1:
+        return {"error": "the variants' captured calls differ: " + json.dumps(signatures)}
 
     # identical kernels of the variants are tuned once, on the first's calls; each config timed by a few calls
     with sandbox.twins_tuned_alike(), sandbox.tuned_with(timing.tuning_bench):
@@ -686,7 +688,7 @@ def _prepare_timers(job: BenchJob, variants: dict[str, Any], labels: list[str], 
         for label in labels:
             v = variants[label]
             send({"event": "progress", "bench": f"{label}:{base_call.signature}"})
-            fn = v["functions"][base_call.wrapper]
+            fn = v["recorder"].originals[v["calls"][i].wrapper]
             sets = timing.InputSets(base, count, seed=job.input_seed)
             try:
                 entry, estimate = _prepare_call(fn, sets, v["module"], base_call)
@@ -752,21 +754,16 @@ def autotune_choices(module) -> dict[str, dict[str, str]]:
 
 
 def _bench_variants(job: BenchJob, send: Send) -> dict[str, Any]:
-    """Load the first variant's module and run its bench functions once, capturing the wrapper calls (with cloned
-    arguments); load the others beside it (``load_beside``); {"error": ...} when one fails."""
+    """Load each variant's module and run its bench functions once, capturing the wrapper calls (with cloned
+    arguments); {"error": ...} when one fails."""
     from . import timing
 
-    first, *others = job.modules
-    captured = capture_bench_calls(job, first, send, timing.estimate_ms)
-    if "error" in captured:
-        return captured
-    variants: dict[str, Any] = {first["label"]: captured}
-    for spec in others:
-        send({"event": "progress", "bench": f"importing {spec['label']}"})
-        loaded = load_beside(spec, captured)
-        if "error" in loaded:
-            return loaded
-        variants[spec["label"]] = loaded
+    variants: dict[str, Any] = {}
+    for spec in job.modules:
+        captured = capture_bench_calls(job, spec, send, timing.estimate_ms)
+        if "error" in captured:
+            return captured
+        variants[spec["label"]] = captured
     return variants
 
 
