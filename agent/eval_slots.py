@@ -45,13 +45,15 @@ class EvalSlot:
 BATCH_REP_MS = 10.0  # a flushed sample's burst in batch runs (25 ms for one file)
 BATCH_BENCH_CALLS = 8  # calls timed per problem in batch runs (16 for one file)
 BATCH_MAX_ROUNDS = 24  # the most rounds a batch run's timing takes before it says undecided (40 for one file)
+BATCH_ROUNDS_S = 10.0  # past this many seconds of rounds a batch run's timing stops undecided (one file: no limit)
 
 
 def eval_options(agent: AgentConfig, backend: str, gpu_id: int | None) -> EvalOptions:
     """A batch run's evaluator settings, on `backend`, pinned to `gpu_id`. Every timing of hundreds of problems has
     the GPU alone while it measures, one after another: they time fewer calls with shorter bursts (the sequential
     rounds take more where a speedup needs them to be decided), stop undecided sooner (on an H100, the timings that
-    ran to 40 rounds undecided took 4-5 s of rounds, the decided ones 0.1-0.4 s), and take no per-kernel device
+    ran to 40 rounds undecided took 4-5 s of rounds, the decided ones 0.1-0.4 s, and a file whose calls take 100 ms
+    each, host-bound, held the device for minutes: ``BATCH_ROUNDS_S``), and take no per-kernel device
     time, which no batch record reads. A fixed `bench_rounds` (``--rounds``) is kept."""
     return replace(
         session.eval_options(agent, backend),
@@ -60,6 +62,7 @@ def eval_options(agent: AgentConfig, backend: str, gpu_id: int | None) -> EvalOp
         rep_ms=BATCH_REP_MS,
         max_bench_calls=BATCH_BENCH_CALLS,
         max_bench_rounds=BATCH_MAX_ROUNDS,
+        max_rounds_s=BATCH_ROUNDS_S,
     )
 
 

@@ -27,13 +27,15 @@ if TYPE_CHECKING:
 
 def round_plan(options: EvalOptions, rounds: int | None, against: bool, margin: float) -> RoundPlan:
     """The rounds of a timing: `rounds` (or the options' `bench_rounds`) exactly when given; else, against a
-    reference, sequential until the speedup is decided (at most `max_bench_rounds`); a file alone, the minimum."""
+    reference, sequential until the speedup is decided (at most `max_bench_rounds`, and the rounds of `max_rounds_s`
+    seconds); a file alone, the minimum."""
     fixed = rounds or options.bench_rounds
     if fixed:
         return RoundPlan.fixed(fixed, margin)
     if not against:
         return RoundPlan.fixed(MIN_ROUNDS, margin)
-    return RoundPlan(MIN_ROUNDS, max(MIN_ROUNDS, options.max_bench_rounds + options.max_bench_rounds % 2), margin)
+    most = max(MIN_ROUNDS, options.max_bench_rounds + options.max_bench_rounds % 2)
+    return RoundPlan(MIN_ROUNDS, most, margin, options.max_rounds_s)
 
 
 def bench_job(
@@ -106,12 +108,16 @@ def bench_result(
         if "reference" in timings:  # from the very samples the rules above believed
             rounds = {who: _rounds(result["calls"][who]) for who in ("reference", "candidate")}
             plan = plan.for_calls([(c["method"], float(c["estimate_ms"])) for c in result["calls"]["reference"]])
-            off_plan = stopped_where_the_rule_says(rounds["reference"], rounds["candidate"], plan)
+            timed_out = result.get("rounds_timed_out") is True
+            off_plan = stopped_where_the_rule_says(rounds["reference"], rounds["candidate"], plan, timed_out)
             if off_plan:
                 problems.append(f"the timing job did not follow its stopping rule ({off_plan}): its report is not "
                                 "believed")  # fmt: skip
             if not problems:
                 why = why_wide(result, timings, peaks)
+                if timed_out:
+                    limit = f"its rounds took the timing's limit of {plan.max_s:g} s"
+                    why = f"{limit}; {why}" if why else limit
                 speedup = speedup_interval(rounds["reference"], rounds["candidate"], plan, why)
     except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:  # a malformed (forged?) result
         return BenchResult(ok=False, stage="perf", message=f"the timing job's report is malformed ({e!r})", **base)

@@ -20,6 +20,7 @@ class EvalOptions:
     tolerances: dict[str, Tolerance] = field(default_factory=dict)
     bench_rounds: int | None = None  # a fixed number of timing rounds; None: until the speedup is decided
     max_bench_rounds: int = MAX_ROUNDS  # the most rounds a sequential timing takes
+    max_rounds_s: float = 0.0  # past this many seconds of rounds a sequential timing stops undecided (0: no limit)
     rep_ms: float = 25.0
     max_bench_calls: int = 16
     measure_peaks: bool = True

@@ -404,9 +404,9 @@ def test_a_slot_whose_checks_are_done_times_what_passed_anywhere_while_another_s
     assert all(checks_then[name] == 0 for name, checks_then in seen), seen  # never beside a check of its own slot
 
 
-def test_a_slot_times_the_predictions_whose_tests_ran_longest_first():
+def test_a_slot_times_the_predictions_whose_tests_ran_quickest_first():
     """Timings that start together measure only once all of them have captured their calls (by running their tests
-    again): alike ones together, so that one slow capture holds up few others."""
+    again): alike ones together, so that one slow capture holds up few others, and the slow ones last."""
     from geak.agent.batch_eval import _Checked, timing_order
     from geak.evaluator.results import CheckResult, TestOutcome
 
@@ -416,7 +416,7 @@ def test_a_slot_times_the_predictions_whose_tests_ran_longest_first():
 
     unchecked = _Checked({"line": 4})
     order = timing_order([checked(0, 0.5), checked(1, 20.0, 15.0), checked(2, 0.5), checked(3, 3.0), unchecked])
-    assert [c.record["line"] for c in order] == [1, 3, 0, 2, 4]
+    assert [c.record["line"] for c in order] == [4, 0, 2, 3, 1]
 
 
 def test_a_timed_eval_checks_every_prediction_before_it_times_those_that_passed_a_few_at_a_time(tmp_path, monkeypatch):

@@ -178,6 +178,49 @@ def test_a_job_that_stops_off_its_rule_is_caught():
     assert odd and "the plan looks at" in odd
 
 
+def test_a_time_limit_stops_an_undecided_timing_at_a_look_and_only_there():
+    """A batch run's plan stops a timing whose rounds took its limit at the next look, undecided: the caller accepts
+    that stop where the speedup was undecided at every look so far, and nowhere else."""
+    plan = RoundPlan(6, 24, 0.01, max_s=10.0)
+    assert RoundPlan.from_dict(asdict(plan)) == plan and plan.for_calls([("cuda-graph", 1.0)]).max_s == 10.0
+    ticks = iter(range(1, 1000))  # 4 s from one look to the next: the limit is passed at the look at 12
+    rng = random.Random(3)
+    timers = {"reference": [SteadyTimer(1.0, 0.05, rng)], "candidate": [SteadyTimer(1.0, 0.05, rng)]}
+    timed_out = []
+
+    def stop(out):
+        if speedup_interval(out["reference"], out["candidate"], plan).decided:
+            return True
+        timed_out.append(next(ticks) * 4 > plan.max_s)
+        return timed_out[-1]
+
+    rounds = interleaved(timers, plan, seed=3, stop=stop)
+    ref, cand = rounds["reference"], rounds["candidate"]
+    assert len(ref) == 12 and timed_out == [False, False, True], (len(ref), timed_out)
+    assert stopped_where_the_rule_says(ref, cand, plan, timed_out=True) is None
+    assert "stopping rule says" in stopped_where_the_rule_says(ref, cand, plan)  # without the limit: stopped early
+    unlimited = RoundPlan(6, 24, 0.01)
+    assert "time limit" in stopped_where_the_rule_says(ref, cand, unlimited, timed_out=True)
+    clear, _ = sequential(1 / 1.3, jitter=0.001)  # decided at 6: a stop past it is no time limit's
+    extra = [[1.0]] * 2, [[1 / 1.3]] * 2
+    late = stopped_where_the_rule_says(clear["reference"] + extra[0], clear["candidate"] + extra[1], plan, True)
+    assert late and "stopping rule says 6" in late
+    verdict = speedup_interval(ref, cand, plan).verdict
+    assert verdict.startswith("undecided"), verdict
+
+
+def test_batch_runs_give_their_timings_a_time_limit_and_single_benches_none():
+    from geak.agent.config import AgentConfig
+    from geak.agent.eval_slots import BATCH_ROUNDS_S, eval_options
+    from geak.evaluator.bench import round_plan
+    from geak.evaluator.options import EvalOptions
+
+    batch = eval_options(AgentConfig(), "gpu", 0)
+    assert round_plan(batch, None, True, 0.01).max_s == BATCH_ROUNDS_S > 0
+    assert round_plan(EvalOptions(), None, True, 0.01).max_s == 0  # the editor and `geak bench`: rounds until decided
+    assert round_plan(batch, 8, True, 0.01) == RoundPlan.fixed(8, 0.01)  # --rounds: exactly those
+
+
 def test_plans_are_whole_pairs():
     assert RoundPlan.fixed(5).looks() == (6,)
     assert RoundPlan(6, 40).looks() == (6, 8, 12, 16, 24, 32, 40)
@@ -905,3 +948,20 @@ def test_the_agent_follows_the_verdict_not_the_interval():
 
     assert not Finalist("note", "src", 0.5, noise).confirmed  # twice as fast in screening, noise by the bench's verdict
     assert Finalist("note", "src", 0.9, timed_eval(1.2, 1.3)).confirmed
+
+
+def test_a_timing_stopped_by_its_time_limit_says_so_and_stays_undecided(tmp_path):
+    result = job_result({}, ratio=1.0)
+    noisy = [1.0, 1.3, 0.8, 1.2, 0.9, 1.25, 0.85, 1.1]  # undecided at 6 and 8 rounds
+    for who, samples in (("reference", [1.0] * 8), ("candidate", noisy)):
+        result["calls"][who][0]["samples"] = samples
+    verdict(result, tmp_path)  # the timed outputs an honest job saves
+    limited = RoundPlan(6, 24, H200.noise_margin, max_s=10.0)
+    result["rounds_timed_out"] = True
+    r = bench_result(JobOutcome("ok", result), "cand.py", None, None, RUNTIME, H200, tmp_path, 2.0, limited)
+    assert r.ok and not r.speedup.decided and not r.speedup.significant, r.message
+    why = r.speedup.verdict
+    assert why.startswith("undecided") and "after 8 rounds: its rounds took the timing's limit of 10 s" in why, why
+    result["rounds_timed_out"] = False  # the same early stop, without the limit's word: not believed
+    r = bench_result(JobOutcome("ok", result), "cand.py", None, None, RUNTIME, H200, tmp_path, 2.0, limited)
+    assert not r.ok and "did not follow its stopping rule" in r.message

@@ -77,6 +77,7 @@ PRELOAD = (
     "scipy.special",  # the speedup interval of sequential rounds (``shared.sequential.interval``)
 )
 
+_MONOTONIC = time.monotonic  # bound before any user code: a timing's time limit
 _IMPORTED_AT = time.perf_counter()  # before torch: the zygote's start-up is timed from here
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
@@ -628,8 +629,16 @@ def run_bench(job: BenchJob, info: Any, send) -> dict[str, Any]:
         [(entry["method"], entry["estimate_ms"]) for entry in per_call[labels[0]]]
     )
     stop = None
+    timed_out = False
     if set(labels) == {"reference", "candidate"}:
-        stop = lambda out: decided(out["reference"], out["candidate"], plan)
+        rounds_from = _MONOTONIC()
+
+        def stop(out: dict[str, list[list[float]]]) -> bool:
+            nonlocal timed_out
+            if decided(out["reference"], out["candidate"], plan):
+                return True
+            timed_out = bool(plan.max_s) and _MONOTONIC() - rounds_from > plan.max_s
+            return timed_out
     lag_before = timing.device_lag_ms()
     send({"event": "progress", "bench": "timed rounds", "batch": "start"})
     try:
@@ -666,6 +675,7 @@ def run_bench(job: BenchJob, info: Any, send) -> dict[str, Any]:
         "autotune": tuned,
         "device_lag_ms": device_lag_ms,
         "device_limits": device_limits(),
+        "rounds_timed_out": timed_out,
     }
 
 

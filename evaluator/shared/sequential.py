@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 DEFAULT_NOISE_MARGIN = 0.01  # equivalence margin of a speedup where the device's A/A margin is unknown
 # The band of a timing mostly of calls replayed in CUDA/HIP graphs (calls under ~50 µs, hot L2): identical files timed
@@ -34,11 +34,14 @@ CONFIDENCE = 0.95  # of the interval of a timing with one look; sequential ones 
 class RoundPlan:
     """How many interleaved rounds a timing takes: exactly `min_rounds` when it equals `max_rounds` (a fixed count,
     e.g. `--rounds`), else sequential: from `min_rounds`, a look at each round count of ``LOOKS`` (and at
-    `max_rounds`) until the speedup against `margin` is decided. Counts are even (whole pairs of rounds)."""
+    `max_rounds`) until the speedup against `margin` is decided. Counts are even (whole pairs of rounds). `max_s`
+    (0: none): a sequential timing whose rounds have taken this long stops, undecided, at its next look (a batch
+    run's limit: calls of 100 ms each took minutes of the device alone to 24 rounds)."""
 
     min_rounds: int = MIN_ROUNDS
     max_rounds: int = MAX_ROUNDS
     margin: float = DEFAULT_NOISE_MARGIN
+    max_s: float = 0.0
 
     @classmethod
     def fixed(cls, rounds: int, margin: float = DEFAULT_NOISE_MARGIN) -> RoundPlan:
@@ -48,9 +51,13 @@ class RoundPlan:
     @classmethod
     def from_dict(cls, data: dict) -> RoundPlan:
         """The plan a job was sent; ValueError for counts that are not whole pairs in order."""
-        plan = cls(int(data["min_rounds"]), int(data["max_rounds"]), float(data["margin"]))
+        plan = cls(
+            int(data["min_rounds"]), int(data["max_rounds"]), float(data["margin"]), float(data.get("max_s") or 0.0)
+        )
         if not (2 <= plan.min_rounds <= plan.max_rounds) or plan.min_rounds % 2 or plan.max_rounds % 2:
             raise ValueError(f"rounds {plan.min_rounds}..{plan.max_rounds} are not whole pairs in order")
+        if plan.max_s < 0:
+            raise ValueError(f"a time limit of {plan.max_s} s")
         return plan
 
     def looks(self) -> tuple[int, ...]:
@@ -65,7 +72,7 @@ class RoundPlan:
         total = sum(ms for _, ms in calls)
         graphs = sum(ms for method, ms in calls if method == "cuda-graph")
         if total > 0 and graphs >= total / 2 and self.margin < GRAPH_MARGIN:
-            return RoundPlan(self.min_rounds, self.max_rounds, GRAPH_MARGIN)
+            return replace(self, margin=GRAPH_MARGIN)
         return self
 
     @property
@@ -134,16 +141,20 @@ def rounds_needed(reference_rounds: list[list[float]], candidate_rounds: list[li
 
 
 def stopped_where_the_rule_says(
-    reference_rounds: list[list[float]], candidate_rounds: list[list[float]], plan: RoundPlan
+    reference_rounds: list[list[float]], candidate_rounds: list[list[float]], plan: RoundPlan, timed_out: bool = False
 ) -> str | None:
     """Why a job's rounds do not follow the plan (it stopped early, went on, or timed a number the plan never looks
-    at), or None. ValueError for rounds that cannot be paired (a malformed report)."""
+    at), or None. `timed_out`: the job says the plan's time limit stopped it, which it may only do at a look where
+    the speedup is still undecided (its verdict then stays undecided). ValueError for rounds that cannot be paired
+    (a malformed report)."""
     timed = len(reference_rounds)
     if timed != len(candidate_rounds):
         raise ValueError("the reference and the candidate were timed in different numbers of rounds")
     if timed < plan.min_rounds or timed not in plan.looks():
         return f"{timed} rounds were timed where the plan looks at {', '.join(map(str, plan.looks()))}"
     needed = rounds_needed(reference_rounds, candidate_rounds, plan)
-    if needed != timed:
+    if timed_out and not plan.max_s:
+        return "it stopped for a time limit that its plan does not have"
+    if needed != timed and not (timed_out and needed > timed):
         return f"{timed} rounds were timed where the stopping rule says {needed}"
     return None
