@@ -23,7 +23,8 @@ def speedup_interval(
     wide, where the caller could tell."""
     plan = plan or RoundPlan.fixed(len(reference_rounds))
     ratio, low, high = interval(paired_ratios(reference_rounds, candidate_rounds), plan.confidence)
-    verdict = judge(low, high, plan.margin)
+    margin = plan.margin_for(reference_rounds)
+    verdict = judge(low, high, margin)
     undecided = is_undecided(verdict)
     if undecided:
         verdict = f"{verdict} after {len(reference_rounds)} rounds"
@@ -36,7 +37,7 @@ def speedup_interval(
         len(reference_rounds),
         verdict in ("faster", "slower"),
         verdict,
-        plan.margin,
+        margin,
         decided=not undecided,
         confidence=plan.confidence,
     )

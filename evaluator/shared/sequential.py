@@ -23,6 +23,11 @@ DEFAULT_NOISE_MARGIN = 0.01  # equivalence margin of a speedup where the device'
 # so differ systematically by up to ~1.5% on an H200 (layer_norm_liger.py: 1.015x and 0.991x on two machines, tight
 # intervals), which the device's own A/A kernels do not show.
 GRAPH_MARGIN = 0.02
+# Where two identical variants are placed apart in one process (which is loaded and prepared first) shifts a graph-
+# replayed call of ~1 µs by a fixed few hundredths of a µs, on an H200: 3.4-5.5% on four TritonBench-revised files
+# against themselves (1.0-2.9 µs calls), the sign following the order of preparation, not the code. So each graph-
+# replayed call adds this much of the reference's time per call to the band (``RoundPlan.margin_for``).
+PLACEMENT_MS = 0.00015
 LOOKS = (6, 8, 12, 16, 24, 32, 48, 64)  # round counts at which a sequential timing may stop
 MIN_ROUNDS = 6
 MAX_ROUNDS = 40
@@ -42,6 +47,7 @@ class RoundPlan:
     max_rounds: int = MAX_ROUNDS
     margin: float = DEFAULT_NOISE_MARGIN
     max_s: float = 0.0
+    graph_calls: int = 0  # of the timed calls, how many are replayed in graphs (``for_calls``)
 
     @classmethod
     def fixed(cls, rounds: int, margin: float = DEFAULT_NOISE_MARGIN) -> RoundPlan:
@@ -52,7 +58,11 @@ class RoundPlan:
     def from_dict(cls, data: dict) -> RoundPlan:
         """The plan a job was sent; ValueError for counts that are not whole pairs in order."""
         plan = cls(
-            int(data["min_rounds"]), int(data["max_rounds"]), float(data["margin"]), float(data.get("max_s") or 0.0)
+            int(data["min_rounds"]),
+            int(data["max_rounds"]),
+            float(data["margin"]),
+            float(data.get("max_s") or 0.0),
+            int(data.get("graph_calls") or 0),
         )
         if not (2 <= plan.min_rounds <= plan.max_rounds) or plan.min_rounds % 2 or plan.max_rounds % 2:
             raise ValueError(f"rounds {plan.min_rounds}..{plan.max_rounds} are not whole pairs in order")
@@ -68,12 +78,24 @@ class RoundPlan:
     def for_calls(self, calls: list[tuple[str, float]]) -> RoundPlan:
         """The plan for what is timed: `calls` are the reference's (timing method, estimated ms) per call (the file's
         own where there is no reference). Where graph replays hold at least half the time, the band is at least
-        ``GRAPH_MARGIN``. Both sides apply it: the job to the calls it timed, the caller to the calls it reported."""
+        ``GRAPH_MARGIN``; each graph-replayed call widens it further by its placement (``margin_for``). Both sides
+        apply it: the job to the calls it timed, the caller to the calls it reported."""
         total = sum(ms for _, ms in calls)
         graphs = sum(ms for method, ms in calls if method == "cuda-graph")
+        plan = replace(self, graph_calls=sum(1 for method, _ in calls if method == "cuda-graph"))
         if total > 0 and graphs >= total / 2 and self.margin < GRAPH_MARGIN:
-            return replace(self, margin=GRAPH_MARGIN)
-        return self
+            return replace(plan, margin=GRAPH_MARGIN)
+        return plan
+
+    def margin_for(self, reference_rounds: list[list[float]]) -> float:
+        """The band of a speedup over these rounds: the plan's margin, or, where calls are replayed in graphs, what
+        their placement alone can shift (``PLACEMENT_MS`` each, over the reference's median time of a round's
+        calls) if that is more. A pure function of the samples, as the stopping rule is."""
+        if not self.graph_calls or not reference_rounds:
+            return self.margin
+        medians = [statistics.median(r[i] for r in reference_rounds) for i in range(len(reference_rounds[0]))]
+        total = sum(medians)
+        return max(self.margin, PLACEMENT_MS * self.graph_calls / total) if total > 0 else self.margin
 
     @property
     def confidence(self) -> float:
@@ -129,7 +151,7 @@ def is_undecided(verdict: str | None) -> bool:
 def decided(reference_rounds: list[list[float]], candidate_rounds: list[list[float]], plan: RoundPlan) -> bool:
     """Is the speedup over these rounds decided (faster, slower or within noise) at the plan's confidence?"""
     _, low, high = interval(paired_ratios(reference_rounds, candidate_rounds), plan.confidence)
-    return not is_undecided(judge(low, high, plan.margin))
+    return not is_undecided(judge(low, high, plan.margin_for(reference_rounds)))
 
 
 def rounds_needed(reference_rounds: list[list[float]], candidate_rounds: list[list[float]], plan: RoundPlan) -> int:
