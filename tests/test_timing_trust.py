@@ -992,3 +992,38 @@ def test_what_placement_shifts_a_microsecond_graph_call_is_no_claim():
     two_ms = RoundPlan(6, 24, 0.008).for_calls([("cuda-graph", 2.0)])  # a graph of long calls: the band it had
     long_calls = [[2.0 * jitter()] for _ in range(6)]
     assert speedup_interval(long_calls, long_calls, two_ms).margin == GRAPH_MARGIN
+
+
+def test_timings_started_together_wait_for_one_measurement_of_the_device(monkeypatch):
+    """Six `geak eval` timings that start at once each asked for the device's peaks: one peaks job measures them, the
+    others wait for it (each such job has the device alone)."""
+    import asyncio
+
+    from geak.evaluator.api import Evaluator
+    from geak.evaluator.options import EvalOptions
+
+    jobs: list[str] = []
+
+    async def go() -> list[Peaks]:
+        ev = Evaluator(EvalOptions(backend="interpreter", spares=0))
+
+        async def runtime_info():
+            return RUNTIME
+
+        async def run(job, **kwargs):
+            jobs.append(job["kind"])
+            await asyncio.sleep(0.05)  # a measurement takes a while: the others arrive meanwhile
+            return JobOutcome("ok", {"peaks": None})
+
+        monkeypatch.setattr(ev.pool, "runtime_info", runtime_info)
+        monkeypatch.setattr(ev.pool, "run", run)
+        monkeypatch.setattr(peaks_cache, "read_cached", lambda info, *a: None)
+        monkeypatch.setattr(peaks_cache, "store", lambda *a: None)
+        try:
+            return await asyncio.gather(*(ev.device_peaks() for _ in range(6)))
+        finally:
+            await ev.aclose()
+
+    found = asyncio.run(go())
+    assert jobs == ["peaks"], jobs
+    assert all(p is found[0] for p in found)
