@@ -105,7 +105,7 @@ async def score_predictions(
 
     async def time_on(slot: EvalSlot) -> None:
         """Once no check runs on `slot` or waits for one: timings of what passed anywhere, ``TIMINGS_AT_ONCE`` at
-        a time, the longest tests first among those waiting (``timing_order``)."""
+        a time, the quickest tests first among those waiting (``timing_order``)."""
         async with changed:
             await changed.wait_for(lambda: unassigned == 0 and slot.active == 0)
         if to_time or not checks_done():
