@@ -486,3 +486,26 @@ def test_a_timed_eval_checks_every_prediction_before_it_times_those_that_passed_
     assert said[0] == f"checking {timed + 1} prediction(s), 3 at once on each of 1 slot(s)", said
     assert said[-1].startswith(f"gpu 0 has no check left to run: timing what passed ({timed} waiting), "
                                f"{TIMINGS_AT_ONCE} at a time"), said  # fmt: skip
+
+
+def test_a_timed_record_says_how_long_the_golden_files_timed_calls_take():
+    """A speedup of µs-scale calls is judged in a wider band: each record says how small its calls are."""
+    import asyncio
+
+    from geak.agent.dataloaders.scoring import Score, time_code
+    from geak.evaluator.results import BenchResult, CallTiming, CheckResult, Speedup
+
+    def call(ms: float) -> CallTiming:
+        return CallTiming("f", "f(f32[8])", ms, 1.0, "cuda-graph", 64, None, None, None, None, "hot")
+
+    class Timed:
+        async def bench(self, **kwargs):
+            speedup = Speedup(1.01, 0.9, 1.1, 6, False, "within noise (±15%)", 0.15)
+            return BenchResult(True, "perf", "cuda", "f.py", "timed", calls=(call(0.001),),
+                               reference_calls=(call(0.001), call(0.002)), speedup=speedup, duration_s=1.234)  # fmt: skip
+
+    score = Score(True, True)
+    check = CheckResult(True, "exec", "cuda", "f.py", "")
+    asyncio.run(time_code(Timed(), "code", Path("f.py"), check, score))
+    assert score.reference_ms == pytest.approx(0.003) and score.timing_s == 1.23
+    assert score.speedup == 1.01 and score.speedup_verdict == "within noise (±15%)"
