@@ -501,8 +501,9 @@ def test_a_timed_record_says_how_long_the_golden_files_timed_calls_take():
     class Timed:
         async def bench(self, **kwargs):
             speedup = Speedup(1.01, 0.9, 1.1, 6, False, "within noise (±15%)", 0.15)
-            return BenchResult(True, "perf", "cuda", "f.py", "timed", calls=(call(0.001),),
-                               reference_calls=(call(0.001), call(0.002)), speedup=speedup, duration_s=1.234)  # fmt: skip
+            reference = (call(0.001), call(0.002))
+            return BenchResult(True, "perf", "cuda", "f.py", "timed", calls=(call(0.001),), reference_calls=reference,
+                               speedup=speedup, duration_s=1.234)  # fmt: skip
 
     score = Score(True, True)
     check = CheckResult(True, "exec", "cuda", "f.py", "")
