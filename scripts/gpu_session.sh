@@ -2,7 +2,7 @@
 # One lease on the GPU machine, in parts (each part fits one 10-minute device call):
 #   bash scripts/gpu_session.sh PART...   with PART in: env native isolation trust evaluator suites tb rocm some lsp
 #                                         eval batch scaling run1 run2 check sanitize profile split
-#                                         search speed eval1 eval2 probecost snapshots
+#                                         search speed aasmall eval1 eval2 probecost snapshots
 # `split` runs groups of parts at once, each on its GPUs: SPLIT="0:tb 1:native,rocm 2:trust 3:eval 4,5:scaling" (logs
 # in $OUT/gpuN.log). A machine with several GPUs then does in one call what one GPU does in several. Groups share the
 # host: on a 4×H200 host, heavy groups side by side (both suites, two `geak eval`s, A/A) ran 10-20× slower than alone,
@@ -117,6 +117,7 @@ part_speed() {  # fresh `geak bench` commands, A/A through one evaluator, the la
   timeout 200 python3 scripts/lsp_bench.py --saves 10 --requests 50 --budget 20 --json > /tmp/geak-speed/lsp.json
   cp /tmp/geak-speed/lsp.json "$OUT/speed/" && head -c 1500 /tmp/geak-speed/lsp.json
 }
+part_aasmall() { speed_report aa-small --repeats "${AA_REPEATS:-2}"; }  # the µs-scale calls' placement band
 part_eval1() { speed_report eval --gpu-ids 0 --eval-parts "${EVAL_PARTS:-timed,no-timing,judge}"; }
 part_eval2() { speed_report eval --gpu-ids 0,1 --eval-parts timed; }  # in `split`, a group of two GPUs
 part_probecost() {  # the probes' cost: suite files checked against themselves with and without them

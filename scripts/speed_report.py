@@ -1,10 +1,13 @@
 """How fast the evaluator's verdicts come, on this machine's GPU (not a test): the figures of issue 18's table.
 
-    python scripts/speed_report.py PART... [--out DIR]     PART in: cli aa eval table
+    python scripts/speed_report.py PART... [--out DIR]     PART in: cli aa aa-small eval table
 
 * cli: `geak bench K --against K` as a user runs it (a fresh command each time, default options) for corpus kernels:
   wall time, the verdict, the rounds taken and the device's noise floor.
 * aa: A/A on corpus kernels and suite files, three times each through one warm evaluator: never faster or slower.
+* aa-small: the same, with `geak eval`'s settings, on the TritonBench-revised files whose 1-3 µs calls came out 2-10%
+  "faster" or "slower" against themselves in a `geak eval` on an H200 (``docs/measurements.md``, eleventh), since
+  judged in the band their placement needs (``docs/timing.md``, the margin).
 * eval: `geak eval` of the TritonBench-revised golden files' kernel code as predictions (every correct one timed),
   the same with `--no-timing`, and a plain GEAK-eval-style judge (``plain_judge.py``) on the same predictions.
   `--gpu-ids 0,1` runs the timed eval on two GPUs; `--file-timeout` is the limit of a check and of a judged run.
@@ -31,6 +34,15 @@ if not TB_DATA.is_dir():
     TB_DATA = ROOT.parent / "shared" / "suites" / "tritonbench_revised"
 TB = TB_DATA / "TritonBench_G_v1"
 CLI_KERNELS = ("vector_add.py", "dropout.py", "softmax_rowwise.py", "layer_norm_fwd.py")
+SMALL_CALLS = tuple(
+    TB / name
+    for name in (
+        "chunk_cumsum_kernel.py", "relu_triton_kernel.py", "matmul_triton2.py", "matrix_transpose.py",
+        "matrix_vector_multip.py", "ksoftmax_triton.py", "add_example.py", "sin_kernel.py", "l2_norm_bwd.py",
+        "swiglu_triton.py", "dequantize_rowwise.py", "l2_norm_triton1.py", "logsumexp_fwd.py",
+        "multinomial_sampling.py", "diag_ssm_triton.py",
+    )
+)  # fmt: skip
 AA_FILES = (
     KERNELS / "vector_add.py",
     KERNELS / "softmax_rowwise.py",
@@ -71,13 +83,16 @@ def part_cli(out: Path) -> dict:
     return {"rows": rows}
 
 
-async def aa_runs(repeats: int) -> list[dict]:
+async def aa_runs(repeats: int, files: tuple[Path, ...] = AA_FILES, batch: bool = False) -> list[dict]:
+    from geak.agent.config import AgentConfig
+    from geak.agent.eval_slots import eval_options
     from geak.evaluator.api import EvalOptions, Evaluator
 
+    options = eval_options(AgentConfig(), "gpu", 0) if batch else EvalOptions()
     rows = []
-    async with Evaluator(EvalOptions()) as ev:
+    async with Evaluator(options) as ev:
         for repeat in range(repeats):
-            for path in AA_FILES:
+            for path in files:
                 if not path.exists():
                     continue
                 started = time.perf_counter()
@@ -87,14 +102,14 @@ async def aa_runs(repeats: int) -> list[dict]:
                 rows.append({"file": path.name, "repeat": repeat, "ok": b.ok, "seconds": seconds,
                              "verdict": s.verdict if s else None, "ratio": s.ratio if s else None,
                              "interval": [s.low, s.high] if s else None, "rounds": s.rounds if s else None,
-                             "message": b.message[:300]})  # fmt: skip
+                             "margin": s.margin if s else None, "message": b.message[:300]})  # fmt: skip
                 said = f"{s.ratio:.4f}x [{s.low:.4f}, {s.high:.4f}] {s.verdict} ({s.rounds} rounds)" if s else b.message
                 print(f"A/A {path.name} #{repeat + 1}: {seconds} s, {said[:300]}", flush=True)
     return rows
 
 
-def part_aa(out: Path, repeats: int) -> dict:
-    rows = asyncio.run(aa_runs(repeats))
+def part_aa(out: Path, repeats: int, files: tuple[Path, ...] = AA_FILES, batch: bool = False) -> dict:
+    rows = asyncio.run(aa_runs(repeats, files, batch))
     claimed = [r for r in rows if r["verdict"] in ("faster", "slower")]
     return {"rows": rows, "files": len({r["file"] for r in rows}), "repeats": repeats, "claimed": len(claimed)}
 
@@ -231,7 +246,7 @@ def part_table(out: Path) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("parts", nargs="+", choices=("cli", "aa", "eval", "table"))
+    parser.add_argument("parts", nargs="+", choices=("cli", "aa", "aa-small", "eval", "table"))
     parser.add_argument("--out", type=Path, default=Path("speed_report"))
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--gpu-ids", default="0")
@@ -252,6 +267,8 @@ def main() -> int:
             found = part_cli(args.out)
         elif part == "aa":
             found = part_aa(args.out, args.repeats)
+        elif part == "aa-small":
+            found = part_aa(args.out, args.repeats, SMALL_CALLS, batch=True)
         else:
             found = part_eval(args.out / "eval", args.gpu_ids, args.jobs_per_gpu, args.eval_parts.split(","),
                               args.eval_timeout, args.file_timeout)  # fmt: skip
