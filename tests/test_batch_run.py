@@ -510,3 +510,40 @@ def test_a_timed_record_says_how_long_the_golden_files_timed_calls_take():
     asyncio.run(time_code(Timed(), "code", Path("f.py"), check, score))
     assert score.reference_ms == pytest.approx(0.003) and score.timing_s == 1.23
     assert score.speedup == 1.01 and score.speedup_verdict == "within noise (±15%)"
+
+
+def test_an_eval_without_timing_says_nothing_of_timings_on_several_slots(tmp_path):
+    """With two GPUs and `--no-timing`, the slot that finishes its checks first has nothing to time, and says so by
+    saying nothing of timings."""
+    import asyncio
+
+    from geak.agent.batch_eval import score_predictions
+    from geak.agent.dataloaders import BUILT_IN
+    from geak.agent.eval_slots import EvalSlot
+    from geak.evaluator.api import EvalOptions, Evaluator
+
+    class Slow(Evaluator):
+        async def check(self, *args, **kwargs):
+            await asyncio.sleep(1.0)  # gpu 0 is done with its checks first
+            return await super().check(*args, **kwargs)
+
+    async def go() -> list[str]:
+        fast = Evaluator(EvalOptions(backend="interpreter", timeout_s=120, spares=0))
+        slow = Slow(EvalOptions(backend="interpreter", timeout_s=120, spares=0))
+        slots = [EvalSlot(f"gpu {i}", e, gpu=str(i), runtime={"backend": "cuda", "device": "a GPU"})
+                 for i, e in enumerate((fast, slow))]  # fmt: skip
+        preds = tmp_path / "preds.jsonl"
+        code = (GOLDEN / "relu_kernel.py").read_text()
+        preds.write_text("".join(json.dumps({"filename": "relu_kernel.py", "predict": code}) + "\n" for _ in range(2)))
+        said: list[str] = []
+        try:
+            outcome = await score_predictions(
+                BUILT_IN["tritonbench"](TB), preds, slots, tmp_path, timing=False, per_slot=1, on_event=said.append
+            )
+        finally:
+            await asyncio.gather(fast.aclose(), slow.aclose())
+        assert [r["pass_exe"] for r in outcome.records] == [True, True]
+        return said
+
+    said = asyncio.run(go())
+    assert not [s for s in said if "timing" in s], said
