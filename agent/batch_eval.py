@@ -19,9 +19,10 @@ from .eval_slots import EvalSlot
 from .records_file import append_record, read_records, rewrite_records
 from .tasks import all_or_none
 
-# Timings started at once on a slot: their imports and captures share the device and overlap, their measurements take
-# turns, each with the device alone (the pool's ``DeviceShare``), so one's setup is not all on the critical path. On an
-# H100 a timing's two captures took 1-8 s, and its decided rounds 0.1-0.4 s with the device alone.
+# Timings at once on a slot: their imports and captures share the device with the slot's checks and overlap, their
+# measurements take turns, each with the device alone, the jobs sharing it paused meanwhile (the pool's
+# ``DeviceShare``), so one's setup is not all on the critical path. On an H100 a timing's two captures took 1-8 s,
+# and its decided rounds 0.1-0.4 s with the device alone.
 TIMINGS_AT_ONCE = 6
 
 
@@ -46,17 +47,17 @@ async def score_predictions(
     earlier: dict[int, dict[str, Any]] | None = None,
     on_event: Callable[[str], None] | None = None,
 ) -> EvalOutcome:
-    """Score each line of `predictions`: every prediction is checked first, `per_slot` at a time on each slot; once
-    a slot has no check left to run, it times predictions that passed, on any slot, ``TIMINGS_AT_ONCE`` at a time
-    (``timing_order``), until every check is done and every passed prediction timed.
-    A timing has the device alone while it measures, so one waiting among running checks waited for all of them to
-    finish, and held back new ones: timed by a slot whose checks are done, a timing waits only for the other
-    timings' setups and measurements there. Another slot's checks run on another device, and a slot whose last
-    checks run long (a prediction that hangs until the time limit) leaves what passed there to the slots that are
-    free. Records are appended to `results` (JSONL) as they finish (a prediction that passed, once timed) and passed
-    to `on_record(record, total)`. `timing` False: correctness only (call and execution accuracy). `earlier`: records
-    of an interrupted run of the same predictions, by line: those lines are not scored again (``read_earlier``).
-    `on_event` is told what else happens (a prediction that passed waits for its timing; a slot's timings start)."""
+    """Score each line of `predictions`: every prediction is checked, `per_slot` at a time on each slot, and each
+    that passed is timed as soon as a slot has a turn for it: ``TIMINGS_AT_ONCE`` at a time on each slot, the
+    quickest tests first among those waiting (``timing_order``), on whichever slot is free, since a slot whose checks
+    run long (a prediction that hangs until the time limit) need not hold what passed there. A timing measures with
+    the device alone: the checks running on its slot are paused meanwhile and go on after it, their time limits moved
+    on by the pause (the pool's ``DeviceShare``); before, a timing waited for every running check to end, so `geak
+    eval` checked everything first and timed after. Records are appended to `results` (JSONL) as they finish (a
+    prediction that passed, once timed) and passed to `on_record(record, total)`. `timing` False: correctness only
+    (call and execution accuracy). `earlier`: records of an interrupted run of the same predictions, by line: those
+    lines are not scored again (``read_earlier``). `on_event` is told what else happens (each slot's start of its
+    timings, the end of the checks)."""
     say = on_event or (lambda message: None)
     started = time.perf_counter()
     states = suite.load_ps(predictions)
@@ -95,23 +96,20 @@ async def score_predictions(
                 checked = await _check(index, ps, slot, scratch, timing)
                 if checked.timed:
                     to_time.append(checked)
-                    say(f"{ps.filename} passed its check on {slot.name}; timed once a slot has no check left to run")
                 else:
                     finished(checked)
             finally:
                 slot.active -= 1
+                if checks_done() and to_time:
+                    say(f"every prediction checked: {len(to_time)} wait for their timing")
                 async with changed:
                     changed.notify_all()
 
     async def time_on(slot: EvalSlot) -> None:
-        """Once no check runs on `slot` or waits for one: timings of what passed anywhere, ``TIMINGS_AT_ONCE`` at
-        a time, the quickest tests first among those waiting (``timing_order``)."""
-        async with changed:
-            await changed.wait_for(lambda: unassigned == 0 and slot.active == 0)
-        if to_time:  # (none under --no-timing, or on the interpreter)
-            say(f"{slot.name} has no check left to run: timing what passed ({len(to_time)} waiting), "
-                f"{TIMINGS_AT_ONCE} at a time, each measuring with the device alone")  # fmt: skip
+        """Timings of what passed on any slot, ``TIMINGS_AT_ONCE`` at a time, the quickest tests first among those
+        waiting (``timing_order``), until every check is done and every passed prediction timed."""
         at_once = asyncio.Semaphore(TIMINGS_AT_ONCE)
+        first = True
 
         async def time_one(checked: _Checked) -> None:
             try:
@@ -132,6 +130,10 @@ async def score_predictions(
                         break
                     checked = timing_order(to_time)[0]
                     to_time.remove(checked)
+                if first:
+                    say(f"{slot.name} times what passed, {TIMINGS_AT_ONCE} at a time, each measuring with the device "
+                        "alone (its running checks paused meanwhile)")  # fmt: skip
+                    first = False
                 timings.append(asyncio.ensure_future(time_one(checked)))
         except BaseException:
             for task in timings:
@@ -151,12 +153,10 @@ async def score_predictions(
 
 
 def timing_order(checked: list[_Checked]) -> list[_Checked]:
-    """The order predictions are timed in: those whose tests ran quickest in their checks first. Timings started
-    together share the device while each runs its tests again to capture its calls, and none measures until all of
-    them have captured, so the slowest capture holds up the others (on an H100, one batch of six waited at least
-    78 s for one): in this order, timings that start together take alike. Quickest first, since a long test often
-    makes slow calls, whose timing holds the device alone longest (on an H200, two TritonBench-revised int4 matmul
-    files timed first held it for four minutes): the quick ones are scored before them."""
+    """The order predictions waiting for a timing are timed in: those whose tests ran quickest in their checks first.
+    A long test often makes slow calls, whose timing holds the device alone longest (on an H200, two
+    TritonBench-revised int4 matmul files timed first held it for four minutes, every check paused): the quick ones
+    are scored before them."""
     tests_s = lambda c: sum(t.duration_s for t in c.check.tests) if c.check is not None else 0.0
     return sorted(checked, key=lambda c: (tests_s(c), c.record["line"]))
 

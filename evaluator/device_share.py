@@ -1,19 +1,25 @@
 """Who has the device: checks share it, a timing has it alone.
 
 A timing job measured while another job of the same pool runs on the GPU measures the other job too (time-slicing
-between processes delays its kernels, and the wall-clock guard sees the device busy after the call), so what a
-timing job measures waits until the running jobs finish, and no job starts while it measures. A timing job shares
-the device while it imports and captures its calls, and asks for it alone when it starts to measure
-(``Hold.go_alone``; the worker's ``device_wanted`` event). Waiting timings go first, so a stream of checks cannot
-starve them. A job that ran out of GPU memory while sharing the device may only have
-lacked what the others held: the pool runs it once more alone (``out_of_device_memory``).
+between processes delays its kernels, and the wall-clock guard sees the device busy after the call). A timing job
+shares the device while it imports and captures its calls, and asks for it alone when it starts to measure
+(``Hold.go_alone``; the worker's ``device_wanted`` event). Then the jobs sharing the device are paused, not waited
+for: their processes are stopped (``Hold.pause``: SIGSTOP to the job's process group, which frees the host too), and
+go on when the timing lets go, their time limits moved on by the pause. A check that runs a minute (or hangs until
+its limit) so no longer holds every timing behind it. No job starts while a timing measures, and waiting timings go
+first, so a stream of checks cannot starve them. In the job, a timing granted the device waits until what the paused
+jobs had queued on it has drained (``job.timing.wait_until_quiet``); where it does not drain, or the paused jobs'
+memory is what the timing lacked, the timing runs once more the old way, once the sharing jobs have ended
+(``needs_the_device_freed``). A job that ran out of GPU memory while sharing the device may only have lacked what the
+others held: the pool runs it once more alone, the same way (``out_of_device_memory``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 TIMED_KINDS = frozenset({"bench", "screen", "peaks"})  # job kinds (``protocol``) that measure time
@@ -28,51 +34,111 @@ def out_of_device_memory(result: dict[str, Any] | None) -> bool:
     return any(isinstance(e, dict) and any(m in str(e.get("message", "")) for m in OUT_OF_MEMORY) for e in entries)
 
 
+def needs_the_device_freed(result: dict[str, Any] | None) -> bool:
+    """Did a timing that paused the sharing jobs fail for what they held: the device still busy with their queued
+    work, or too little GPU memory left beside theirs?"""
+    if not result:
+        return False
+    said = f"{result.get('error', '')} {(result.get('error_detail') or {}).get('message', '')}"
+    return bool(result.get("device_busy")) or any(m in said for m in OUT_OF_MEMORY)
+
+
 class DeviceShare:
     """A readers-writer lock over one device, timings preferred. A holder that shares it can ask to have it alone
-    (``Hold.go_alone``): it stops sharing, waits until no one else runs, and keeps it alone until it lets go."""
+    (``Hold.go_alone``). With `pause` (a timing), the others sharing it are paused until it lets go; without (a job
+    rerun for lack of memory), it waits until they have ended. Either way it keeps the device alone until it lets go,
+    and no one new starts meanwhile."""
 
     def __init__(self) -> None:
         self._changed = asyncio.Condition()
-        self._sharing = 0
+        self._sharers: set[Hold] = set()
+        self._paused: list[Hold] = []  # the sharers paused for the holder that has the device alone
         self._alone = False
         self._waiting_alone = 0
 
     @contextlib.asynccontextmanager
-    async def use(self, *, alone: bool) -> AsyncIterator[Hold]:
-        hold = Hold(self, alone)
+    async def use(self, *, alone: bool, pause: bool = True) -> AsyncIterator[Hold]:
+        """Share the device, or have it alone (`pause`: by pausing those sharing it, else once they have ended)."""
+        hold = Hold(self, alone, pause)
         async with self._changed:
             if alone:
-                await self._wait_alone()
+                await self._wait_alone(pause)
             else:
                 await self._changed.wait_for(lambda: not self._alone and self._waiting_alone == 0)
-                self._sharing += 1
+                self._sharers.add(hold)
         try:
             yield hold
         finally:
             async with self._changed:
                 if hold.alone:
                     self._alone = False
+                    for other in self._paused:
+                        other.resume()
+                    self._paused = []
                 else:
-                    self._sharing -= 1
+                    self._sharers.discard(hold)
                 self._changed.notify_all()
 
-    async def _wait_alone(self) -> None:
-        """(Holding the condition.) Wait until no one else uses the device, then have it alone."""
+    async def _wait_alone(self, pause: bool) -> None:
+        """(Holding the condition.) Wait until no one else has the device alone (and, without `pause`, until no one
+        shares it), then have it alone, the sharers paused."""
         self._waiting_alone += 1
         try:
-            await self._changed.wait_for(lambda: not self._alone and self._sharing == 0)
+            await self._changed.wait_for(lambda: not self._alone and (pause or not self._sharers))
         finally:
             self._waiting_alone -= 1
         self._alone = True
+        self._paused = list(self._sharers)
+        for other in self._paused:
+            other.pause()
 
 
 class Hold:
-    """One job's use of the device: shared, or alone."""
+    """One job's use of the device: shared, or alone. A sharer can be paused: its job process, once attached
+    (``attach``), is stopped until it is resumed, and ``paused_s`` says how long it has been paused in all."""
 
-    def __init__(self, share: DeviceShare, alone: bool):
+    def __init__(self, share: DeviceShare, alone: bool, pause: bool = True):
         self._share = share
         self.alone = alone
+        self.pause_others = pause
+        self._signal: Callable[[bool], None] | None = None  # stops (True) or continues (False) the job process
+        self._paused_at: float | None = None
+        self._paused_before = 0.0
+
+    def attach(self, signal: Callable[[bool], None]) -> None:
+        """The job process is known: `signal(True)` stops it, `signal(False)` lets it go on (at once if paused)."""
+        self._signal = signal
+        if self._paused_at is not None:
+            signal(True)
+
+    def detach(self) -> None:
+        """The job has said all it will (its result) or is gone: if stopped, it goes on, to exit; it is not stopped
+        again."""
+        if self._paused_at is not None and self._signal is not None:
+            self._signal(False)
+        self._signal = None
+
+    @property
+    def paused(self) -> bool:
+        return self._paused_at is not None
+
+    def paused_s(self) -> float:
+        """How long this holder has been paused, the pause now under way included."""
+        now = time.monotonic()
+        return self._paused_before + (now - self._paused_at if self._paused_at is not None else 0.0)
+
+    def pause(self) -> None:
+        if self._paused_at is None:
+            self._paused_at = time.monotonic()
+            if self._signal is not None:
+                self._signal(True)
+
+    def resume(self) -> None:
+        if self._paused_at is not None:
+            if self._signal is not None:
+                self._signal(False)
+            self._paused_before += time.monotonic() - self._paused_at
+            self._paused_at = None
 
     async def go_alone(self) -> None:
         """From sharing the device to having it alone (at once if it already does)."""
@@ -80,11 +146,11 @@ class Hold:
             return
         share = self._share
         async with share._changed:
-            share._sharing -= 1
+            share._sharers.discard(self)
             share._changed.notify_all()
             try:
-                await share._wait_alone()
+                await share._wait_alone(self.pause_others)
             except BaseException:  # cancelled while waiting: it shares again, as its release expects
-                share._sharing += 1
+                share._sharers.add(self)
                 raise
             self.alone = True

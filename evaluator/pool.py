@@ -26,7 +26,7 @@ from typing import Any
 
 from . import compile_store, job_package
 from . import isolation as sandboxing
-from .device_share import TIMED_KINDS, DeviceShare, Hold, out_of_device_memory
+from .device_share import TIMED_KINDS, DeviceShare, Hold, needs_the_device_freed, out_of_device_memory
 from .redaction import known_secrets, redact, redact_data
 from .shared.isolation_policy import MODES, PROCESS_ONLY, Policy
 
@@ -169,9 +169,17 @@ class _Zygote:
                 await self.proc.wait()
 
     def kill_child(self) -> None:
+        self.signal_child(signal.SIGKILL)
+
+    def signal_child(self, signum: int) -> None:
+        """Send `signum` to the running job process's group (the job and all it started), if one runs."""
         if self.child_pid is not None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.child_pid, signal.SIGKILL)
+                os.killpg(self.child_pid, signum)
+
+    def stop_child(self, stopped: bool) -> None:
+        """Stop the running job (its whole process group), or let it go on (``device_share``'s pauses)."""
+        self.signal_child(signal.SIGSTOP if stopped else signal.SIGCONT)
 
     def fail(self, reason: str) -> None:
         """Mark this zygote unusable and kill it with its job process."""
@@ -297,23 +305,32 @@ class WorkerPool:
         on_event: Callable[[dict[str, Any]], None] | None = None,
     ) -> JobOutcome:
         """Run one job in a fresh process; never raises for what the user's code does. `on_event` receives the
-        "started" event ({"pid": job process}) and the job's "progress" events. A timing job runs alone on the
-        device, and so does, once more, a job that ran out of GPU memory while others shared it
-        (``device_share``)."""
+        "started" event ({"pid": job process}) and the job's "progress" events. A timing job measures with the device
+        alone, the jobs sharing it paused meanwhile; where what they held was in its way (their queued work, their
+        memory), it runs once more, once they have ended. So does a job that ran out of GPU memory while others
+        shared the device (``device_share``)."""
         timed = job.get("kind") in TIMED_KINDS
         if timed and not self.info:
             await self.runtime_info()
         # A timing job shares the device until it asks for it alone, where its zygote can pass the grant on.
         alone = timed and not self.info.get("grants")
-        outcome = await self._run_sharing(job, timeout_s, on_event, alone)
-        if not timed and self.max_concurrent > 1 and out_of_device_memory(outcome.result):
-            outcome = await self._run_sharing(job, timeout_s, on_event, True)
+        outcome = await self._run_sharing(job, timeout_s, on_event, alone, pause=True)
+        if self.max_concurrent > 1 and (
+            needs_the_device_freed(outcome.result) if timed else out_of_device_memory(outcome.result)
+        ):
+            log.info("a %s job runs once more, once the jobs sharing the device have ended", job.get("kind"))
+            outcome = await self._run_sharing(job, timeout_s, on_event, True, pause=False)
         return outcome
 
     async def _run_sharing(
-        self, job: dict[str, Any], timeout_s: float, on_event: Callable[[dict[str, Any]], None] | None, alone: bool
+        self,
+        job: dict[str, Any],
+        timeout_s: float,
+        on_event: Callable[[dict[str, Any]], None] | None,
+        alone: bool,
+        pause: bool,
     ) -> JobOutcome:
-        async with self._device.use(alone=alone) as hold, self._semaphore:
+        async with self._device.use(alone=alone, pause=pause) as hold, self._semaphore:
             zygote = await self._acquire()
             self._keep_warm()
             try:
@@ -332,12 +349,16 @@ class WorkerPool:
     ) -> JobOutcome:
         loop = asyncio.get_running_loop()
         start = loop.time()
-        deadline = start + timeout_s  # moved on by the time a timing job waits for the device
+        # moved on by the time a timing job waits for the device, and (``due``) by the time the job is paused
+        deadline = start + timeout_s
         log_path = zygote.workdir / f"job{zygote.jobs}.log"
         zygote.jobs += 1
         last_progress: dict[str, Any] | None = None
         stall_s: float | None = None  # how long the step now running may stay silent (a probe: ``probe_stall_s``)
-        stall_at: float | None = None
+        stall_at: float | None = None  # (before the pauses from now on)
+
+        def due() -> float:
+            return (min(deadline, stall_at) if stall_at is not None else deadline) + hold.paused_s()
 
         def outcome(status: str, message: str = "", result: dict[str, Any] | None = None) -> JobOutcome:
             secrets = known_secrets()  # nothing a job says leaves here with a secret in it
@@ -353,7 +374,7 @@ class WorkerPool:
         try:
             await zygote.send({"job": job, "log": str(log_path)})
             while True:
-                message = await zygote.receive(min(deadline, stall_at) if stall_at is not None else deadline)
+                message = await _receive_unpaused(zygote, hold, due)
                 if message is None:
                     return outcome("crashed", f"{zygote.failure} while running the job; it will be replaced")
                 event = message.get("event")
@@ -363,14 +384,17 @@ class WorkerPool:
                     deadline += loop.time() - waited_from
                     await zygote.grant_device()
                 elif event in ("started", "progress"):
-                    if event == "progress":
+                    if event == "started":
+                        hold.attach(zygote.stop_child)
+                    else:
                         last_progress = message
                         if "programs" not in message:  # a step starts (a heartbeat only says that it lives)
                             stall_s = _stall_of(message)
-                        stall_at = loop.time() + stall_s if stall_s is not None else None
+                        stall_at = loop.time() + stall_s - hold.paused_s() if stall_s is not None else None
                     if on_event is not None:
                         on_event(redact_data(message))
                 elif event == "result":
+                    hold.detach()  # a job paused after its result would not exit
                     await self._await_exit(zygote)
                     log.info("a %s job ended in %.2f s", job.get("kind"), loop.time() - start)
                     return outcome("ok", result=message)
@@ -392,6 +416,7 @@ class WorkerPool:
             zygote.kill_child()  # the zygote reaps it; its "exited" report is read before the zygote's next job
             raise
         finally:
+            hold.detach()
             with contextlib.suppress(OSError):
                 log_path.unlink()
 
@@ -560,6 +585,22 @@ class WorkerPool:
             "forget": list(launch.forget),
         }
         return [*prefix, launch.python, "-m", job_package.WORKER_MODULE], config, env
+
+
+PAUSED_POLL_S = 0.5  # while a job is paused, how often its wait for a message looks whether it goes on
+
+
+async def _receive_unpaused(zygote: _Zygote, hold: Hold, due: Callable[[], float]) -> dict[str, Any] | None:
+    """The job's next protocol message; TimeoutError once `due()` (loop time, moved on by every pause of the job)
+    has passed while the job was not paused."""
+    loop = asyncio.get_running_loop()
+    while True:
+        at = max(due(), loop.time() + PAUSED_POLL_S) if hold.paused else due()
+        try:
+            return await zygote.receive(at)
+        except TimeoutError:
+            if not hold.paused and loop.time() >= due():
+                raise
 
 
 def _tail(path: Path, limit: int = 4000) -> str:

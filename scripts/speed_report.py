@@ -162,7 +162,7 @@ def timed_eval(args: list[str], folder: Path, timeout_s: float) -> dict:
         for line in proc.stderr:
             at = time.perf_counter() - started
             log.write(f"{at:7.1f} {line}")
-            if checks_end is None and line.startswith("timing the "):
+            if checks_end is None and line.startswith("every prediction checked"):
                 checks_end = at
         proc.wait()
         watchdog.cancel()

@@ -345,9 +345,9 @@ def test_eval_without_timing_scores_correctness_only_even_on_a_gpu(tmp_path):
     assert [(r["pass_call"], r["pass_exe"], r["speedup"]) for r in outcome.records] == [(True, True, None)]
 
 
-def test_a_slot_whose_checks_are_done_times_what_passed_anywhere_while_another_slot_still_checks(tmp_path):
-    """A GPU's timings wait only for that GPU's checks: a slot with none left to run times what passed there, and
-    what passed on a slot still checking (its last check hangs, say), while that check runs."""
+def test_what_passed_is_timed_on_any_slot_while_checks_still_run(tmp_path):
+    """A prediction that passed is timed at once, beside running checks (its timing pauses those of its slot while
+    it measures: ``test_device_share``), on any slot with a turn: a slot whose last check hangs holds nothing back."""
     import asyncio
     import contextlib
 
@@ -359,7 +359,7 @@ def test_a_slot_whose_checks_are_done_times_what_passed_anywhere_while_another_s
     running = {"gpu 0": 0, "gpu 1": 0}
     checks = {"gpu 0": 0, "gpu 1": 0}
     seen: list[tuple[str, dict[str, int]]] = []  # (the slot a timing started on, the checks running then)
-    three_timed_on_gpu_0 = asyncio.Event()
+    three_timed = asyncio.Event()
 
     class Logged(Evaluator):
         def __init__(self, name: str):
@@ -370,17 +370,17 @@ def test_a_slot_whose_checks_are_done_times_what_passed_anywhere_while_another_s
             running[self.name] += 1
             checks[self.name] += 1
             try:
-                if self.name == "gpu 1" and checks["gpu 1"] == 2:  # slow: until gpu 0 has timed three (a minute)
+                if self.name == "gpu 1" and checks["gpu 1"] == 2:  # slow: until three are timed (a minute)
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(three_timed_on_gpu_0.wait(), 60)
+                        await asyncio.wait_for(three_timed.wait(), 60)
                 return await super().check(*args, **kwargs)
             finally:
                 running[self.name] -= 1
 
         async def bench(self, *args, **kwargs):
             seen.append((self.name, dict(running)))
-            if [name for name, _ in seen].count("gpu 0") == 3:
-                three_timed_on_gpu_0.set()
+            if len(seen) == 3:
+                three_timed.set()
             return await super().bench(*args, **kwargs)
 
     async def go():
@@ -398,10 +398,8 @@ def test_a_slot_whose_checks_are_done_times_what_passed_anywhere_while_another_s
 
     outcome = asyncio.run(go())
     assert [r["slot"] for r in outcome.records] == ["gpu 0", "gpu 1", "gpu 0", "gpu 1"], outcome.records
-    assert all(r["pass_exe"] for r in outcome.records)
-    assert [r["timed_on"] for r in outcome.records[:3]] == ["gpu 0"] * 3, outcome.records  # line 1: checked on gpu 1
-    assert [checks_then for name, checks_then in seen[:3]] == [{"gpu 0": 0, "gpu 1": 1}] * 3, seen  # gpu 1 checking
-    assert all(checks_then[name] == 0 for name, checks_then in seen), seen  # never beside a check of its own slot
+    assert all(r["pass_exe"] and r["timed_on"] for r in outcome.records), outcome.records
+    assert len(seen) == 4 and all(checks_then["gpu 1"] >= 1 for _, checks_then in seen[:3]), seen  # gpu 1 checking
 
 
 def test_a_slot_times_the_predictions_whose_tests_ran_quickest_first():
@@ -419,10 +417,10 @@ def test_a_slot_times_the_predictions_whose_tests_ran_quickest_first():
     assert [c.record["line"] for c in order] == [4, 0, 2, 3, 1]
 
 
-def test_a_timed_eval_checks_every_prediction_before_it_times_those_that_passed_a_few_at_a_time(tmp_path, monkeypatch):
-    """A timing has the device alone while it measures: one started among running checks waits for all of them. So
-    `geak eval` checks everything first, then times what passed, a few at once on each slot (their setups overlap,
-    their measurements take turns: the pool's device share, ``test_device_share``)."""
+def test_a_timed_eval_times_what_passed_beside_the_checks_a_few_at_a_time(tmp_path, monkeypatch):
+    """A timing pauses the checks of its slot while it measures, so `geak eval` times a prediction as soon as it has
+    passed, beside the checks still running, a few at once on each slot (their setups overlap, their measurements
+    take turns: the pool's device share, ``test_device_share``)."""
     import asyncio
 
     from geak.agent import batch_eval
@@ -431,10 +429,9 @@ def test_a_timed_eval_checks_every_prediction_before_it_times_those_that_passed_
     from geak.agent.eval_slots import EvalSlot
     from geak.evaluator.api import EvalOptions, Evaluator
 
-    TIMINGS_AT_ONCE = 3  # fewer than the default, for fewer checks on the interpreter
+    TIMINGS_AT_ONCE = 2  # fewer than the default, for fewer checks on the interpreter
     monkeypatch.setattr(batch_eval, "TIMINGS_AT_ONCE", TIMINGS_AT_ONCE)
-    log: list[str] = []
-    running = {"checks": 0, "benches": 0, "most benches": 0}
+    running = {"checks": 0, "benches": 0, "most benches": 0, "beside checks": 0}
 
     class Logged(Evaluator):
         async def check(self, *args, **kwargs):
@@ -443,49 +440,45 @@ def test_a_timed_eval_checks_every_prediction_before_it_times_those_that_passed_
                 return await super().check(*args, **kwargs)
             finally:
                 running["checks"] -= 1
-                log.append("check")
 
         async def bench(self, *args, **kwargs):
-            assert running["checks"] == 0, "a timing started beside a check"
+            running["beside checks"] += running["checks"] > 0
             running["benches"] += 1
             running["most benches"] = max(running["most benches"], running["benches"])
             try:
-                await asyncio.sleep(0.2)  # as a timing's setup takes a while
+                await asyncio.sleep(0.5)  # as a timing's setup takes a while
                 return await super().bench(*args, **kwargs)  # on the interpreter: "timing needs a GPU"
             finally:
                 running["benches"] -= 1
-                log.append("bench")
 
     async def go():
         evaluator = Logged(EvalOptions(backend="interpreter", timeout_s=120, spares=0))
         slot = EvalSlot("gpu 0", evaluator, gpu="0", runtime={"backend": "cuda", "device": "a GPU"})
         preds = tmp_path / "preds.jsonl"
-        names = ("relu_kernel.py",) * (TIMINGS_AT_ONCE + 1)
+        names = ("relu_kernel.py",) * 5
         lines = [{"filename": name, "predict": (GOLDEN / name).read_text()} for name in names]
         lines.insert(1, {"filename": "relu_kernel.py", "predict": ""})  # no code: scored at once, never timed
         preds.write_text("".join(json.dumps(line) + "\n" for line in lines))
         said: list[str] = []
         try:
             outcome = await score_predictions(
-                BUILT_IN["tritonbench"](TB), preds, [slot], tmp_path, per_slot=3, on_event=said.append
+                BUILT_IN["tritonbench"](TB), preds, [slot], tmp_path, per_slot=1, on_event=said.append
             )
         finally:
             await evaluator.aclose()
         return outcome, said
 
     outcome, said = asyncio.run(go())
-    timed = TIMINGS_AT_ONCE + 1
-    assert log == ["check"] * timed + ["bench"] * timed, log
+    assert running["beside checks"] >= 1, running  # a timing started while checks still ran
     assert running["most benches"] == TIMINGS_AT_ONCE, running  # a few at once, never more
     assert [(r["line"], r["pass_exe"]) for r in outcome.records] == [(0, True), (1, False)] + [
-        (line, True) for line in range(2, timed + 1)
+        (line, True) for line in range(2, 6)
     ]
     assert all(r["speedup"] is None for r in outcome.records)  # the interpreter times nothing
     assert "timing needs a GPU" in outcome.records[0]["message"], outcome.records[0]["message"]
     assert all(r["timing_s"] is not None for r in outcome.records if r["pass_exe"])
-    assert said[0] == f"checking {timed + 1} prediction(s), 3 at once on each of 1 slot(s)", said
-    assert said[-1].startswith(f"gpu 0 has no check left to run: timing what passed ({timed} waiting), "
-                               f"{TIMINGS_AT_ONCE} at a time"), said  # fmt: skip
+    assert said[0] == "checking 6 prediction(s), 1 at once on each of 1 slot(s)", said
+    assert said[1].startswith(f"gpu 0 times what passed, {TIMINGS_AT_ONCE} at a time"), said
 
 
 def test_a_timed_record_says_how_long_the_golden_files_timed_calls_take():

@@ -1,4 +1,5 @@
-"""A timing has the device alone: it waits for running checks, and checks that arrive meanwhile wait for it."""
+"""A timing has the device alone: running checks are paused while it measures (their processes stopped, their time
+limits moved on), and checks that arrive meanwhile wait for it. A job rerun for lack of memory waits for them."""
 
 from __future__ import annotations
 
@@ -7,29 +8,89 @@ import asyncio
 from geak.evaluator.device_share import TIMED_KINDS, DeviceShare
 
 
-def test_a_timing_waits_for_running_checks_and_goes_before_later_ones():
+def test_a_timing_pauses_running_checks_and_goes_before_later_ones():
+    async def go() -> tuple[list[str], dict[str, float]]:
+        share, log, paused = DeviceShare(), [], {}
+
+        async def job(name: str, alone: bool, start_after: float, hold_s: float) -> None:
+            await asyncio.sleep(start_after)
+            async with share.use(alone=alone) as hold:
+                hold.attach(lambda stopped: log.append(f"{'stop' if stopped else 'go on'} {name}"))
+                log.append(f"+{name}")
+                await asyncio.sleep(hold_s)
+                log.append(f"-{name}")
+            paused[name] = hold.paused_s()
+
+        await asyncio.gather(
+            job("check1", False, 0.0, 0.15),
+            job("check2", False, 0.0, 0.20),
+            job("bench", True, 0.02, 0.05),
+            job("check3", False, 0.04, 0.01),  # arrives while the timing measures: goes after it
+        )
+        return log, paused
+
+    log, paused = asyncio.run(go())
+    assert log.index("+bench") < min(log.index("-check1"), log.index("-check2"))  # did not wait for them
+    assert {log[log.index("+bench") - 1], log[log.index("+bench") - 2]} == {"stop check1", "stop check2"}
+    assert log[log.index("-bench") + 1 : log.index("-bench") + 3] in (["go on check1", "go on check2"],
+                                                                      ["go on check2", "go on check1"])  # fmt: skip
+    assert log.index("+check3") > log.index("-bench")
+    assert 0.04 < paused["check1"] < 0.15 and 0.04 < paused["check2"] < 0.15, paused
+    assert paused["bench"] == paused["check3"] == 0.0
+
+
+def test_a_job_rerun_for_lack_of_memory_waits_for_the_sharers_to_end():
     async def go() -> list[str]:
         share, log = DeviceShare(), []
 
-        async def job(name: str, alone: bool, start_after: float, hold: float) -> None:
+        async def job(name: str, alone: bool, start_after: float, hold_s: float) -> None:
             await asyncio.sleep(start_after)
-            async with share.use(alone=alone):
+            async with share.use(alone=alone, pause=False) as hold:
+                hold.attach(lambda stopped: log.append(f"stop {name}"))
                 log.append(f"+{name}")
-                await asyncio.sleep(hold)
+                await asyncio.sleep(hold_s)
                 log.append(f"-{name}")
 
         await asyncio.gather(
             job("check1", False, 0.0, 0.05),
             job("check2", False, 0.0, 0.10),
-            job("bench", True, 0.02, 0.05),
-            job("check3", False, 0.04, 0.01),  # arrives while the timing waits: goes after it
+            job("rerun", True, 0.02, 0.05),
+            job("check3", False, 0.04, 0.01),  # arrives while the rerun waits: goes after it
         )
         return log
 
     log = asyncio.run(go())
-    assert log.index("+bench") > max(log.index("-check1"), log.index("-check2"))
-    assert log.index("+check3") > log.index("-bench")
-    assert log.index("-bench") == log.index("+bench") + 1  # nothing ran during the timing
+    assert log.index("+rerun") > max(log.index("-check1"), log.index("-check2"))
+    assert log.index("+check3") > log.index("-rerun")
+    assert log.index("-rerun") == log.index("+rerun") + 1  # nothing ran during it
+    assert not any(entry.startswith("stop") for entry in log)
+
+
+def test_a_sharer_paused_before_its_process_starts_is_stopped_as_it_starts():
+    async def go() -> list[str]:
+        share, log = DeviceShare(), []
+        started, timing_in = asyncio.Event(), asyncio.Event()
+
+        async def check() -> None:
+            async with share.use(alone=False) as hold:
+                started.set()
+                await timing_in.wait()  # its job process starts only now, while the timing measures
+                hold.attach(lambda stopped: log.append("stop" if stopped else "go on"))
+                log.append(f"attached, paused: {hold.paused}")
+                hold.detach()  # its result read: a stopped job goes on, to exit
+                log.append("detached")
+
+        async def timing() -> None:
+            await started.wait()
+            async with share.use(alone=True):
+                timing_in.set()
+                await asyncio.sleep(0.02)
+                log.append("timed")
+
+        await asyncio.gather(check(), timing())
+        return log
+
+    assert asyncio.run(go()) == ["stop", "attached, paused: True", "go on", "detached", "timed"]
 
 
 def test_checks_share_the_device():
@@ -100,15 +161,16 @@ def test_a_gpu_id_counts_among_the_gpus_the_caller_sees(monkeypatch):
         WorkerPool(gpu_id=5, spares=0)
 
 
-def test_a_sharer_that_goes_alone_waits_for_the_others_and_holds_newcomers_back():
+def test_a_sharer_that_goes_alone_pauses_the_others_and_holds_newcomers_back():
     async def go() -> list[str]:
         share, log = DeviceShare(), []
 
-        async def check(name: str, start_after: float, hold: float) -> None:
+        async def check(name: str, start_after: float, hold_s: float) -> None:
             await asyncio.sleep(start_after)
-            async with share.use(alone=False):
+            async with share.use(alone=False) as hold:
+                hold.attach(lambda stopped: log.append(f"{'stop' if stopped else 'go on'} {name}"))
                 log.append(f"+{name}")
-                await asyncio.sleep(hold)
+                await asyncio.sleep(hold_s)
                 log.append(f"-{name}")
 
         async def timing() -> None:
@@ -125,50 +187,67 @@ def test_a_sharer_that_goes_alone_waits_for_the_others_and_holds_newcomers_back(
 
     log = asyncio.run(go())
     assert log.index("+capture") < log.index("-check1")  # captured beside a running check
-    assert log.index("+timed") > log.index("-check1")  # measured only once it was gone
+    assert log.index("stop check1") < log.index("+timed") < log.index("-timed") < log.index("go on check1")
     assert log.index("+check2") > log.index("-timed")  # a check that arrived meanwhile waited
     assert log.index("-timed") == log.index("+timed") + 1
 
 
-def test_a_timing_job_captures_beside_checks_and_measures_alone(tmp_path):
-    """Through the real pool and worker: the timing job's capture overlaps a slow check, and it is granted the device
-    only once the check is done (on the CPU the job then says timing needs a GPU, after the grant)."""
-    import time
+def _jobs(tmp_path, busy: bool = False):
+    """A check whose test sleeps 3 s (`busy`: works 2 s of CPU time instead, which a stopped process does not
+    spend), and a timing job of the same kernel (whose test's calls it captures)."""
     from pathlib import Path
 
     from interrupts import slow_add_native
 
-    from geak.evaluator.api import EvalOptions, Evaluator
+    from geak.evaluator.api import EvalOptions
     from geak.evaluator.bench import bench_job
     from geak.evaluator.check import check_job
     from geak.evaluator.shared.sequential import RoundPlan
     from geak.evaluator.triton_file import read_triton_file
 
-    async def go() -> dict[str, float]:
-        options = EvalOptions(backend="interpreter", timeout_s=60, spares=0, max_concurrent=2, fresh_inputs=False)
+    options = EvalOptions(backend="interpreter", timeout_s=60, spares=0, max_concurrent=2, fresh_inputs=False)
+    slow = slow_add_native(tmp_path, seconds=3.0)
+    check_dir, bench_dir = tmp_path / "check", tmp_path / "bench"
+    for d in (check_dir, bench_dir):
+        (d / "outputs").mkdir(parents=True)
+    owner = read_triton_file(slow)
+    busy_loop = "t = time.process_time()\n    while time.process_time() - t < 2.0:\n        pass"
+    (check_dir / "add_native.py").write_text(slow.read_text().replace("time.sleep(3.0)", busy_loop if busy else
+                                                                      "time.sleep(3.0)"))  # fmt: skip
+    plain = (Path(__file__).parent / "fixtures" / "add_native.py").read_text()
+    (bench_dir / "candidate.py").write_text(plain.split("def bench_add")[0])  # the test's calls are timed
+    check = check_job(check_dir / "add_native.py", "m_check", owner, check_dir, options, None)
+    module = {"label": "candidate", "path": str(bench_dir / "candidate.py"), "module_name": "m_bench",
+              "wrappers": list(owner.entry_points), "kernels": [k.name for k in owner.kernels]}  # fmt: skip
+    timed = read_triton_file(bench_dir / "candidate.py")
+    bench = bench_job([module], timed, options, bench_dir / "outputs", RoundPlan.fixed(6))
+    return options, check, bench
+
+
+def _timing_beside_a_check(tmp_path, rerun: bool = False) -> tuple[dict[str, float], int]:
+    """The timing job starts 0.5 s into the check; when and what each ended with, and the jobs run. `rerun`: the pool
+    finds that the first timing needed the device freed (as where the paused check's work did not drain)."""
+    import time
+    from unittest import mock
+
+    from geak.evaluator import pool as pool_module
+    from geak.evaluator.api import Evaluator
+
+    options, check, bench = _jobs(tmp_path)
+    freed = iter([True, False])
+
+    async def go() -> tuple[dict[str, float], int]:
         marks: dict[str, float] = {}
         async with Evaluator(options) as ev:
-            slow = slow_add_native(tmp_path, seconds=3.0)
-            check_dir, bench_dir = tmp_path / "check", tmp_path / "bench"
-            for d in (check_dir, bench_dir):
-                (d / "outputs").mkdir(parents=True)
-            owner = read_triton_file(slow)
-            (check_dir / "add_native.py").write_text(slow.read_text())
-            plain = (Path(__file__).parent / "fixtures" / "add_native.py").read_text()
-            (bench_dir / "candidate.py").write_text(plain.split("def bench_add")[0])  # the test's calls are timed
-            check = check_job(check_dir / "add_native.py", "m_check", owner, check_dir, options, None)
-            module = {"label": "candidate", "path": str(bench_dir / "candidate.py"), "module_name": "m_bench",
-                      "wrappers": list(owner.entry_points), "kernels": [k.name for k in owner.kernels]}  # fmt: skip
-            timed = read_triton_file(bench_dir / "candidate.py")
-            bench = bench_job([module], timed, options, bench_dir / "outputs", RoundPlan.fixed(6))
 
             def on_bench(event: dict) -> None:
                 if event.get("bench") == "waiting for the device alone":
-                    marks["bench asks"] = time.monotonic()
+                    marks.setdefault("bench asks", time.monotonic())
 
             async def run_check() -> None:
-                await ev.pool.run(check, timeout_s=60)
+                outcome = await ev.pool.run(check, timeout_s=60)
                 marks["check done"] = time.monotonic()
+                marks["check passed"] = float(bool(outcome.result and outcome.result.get("tests")))
 
             async def run_bench() -> None:
                 await asyncio.sleep(0.5)  # the check is under way
@@ -176,9 +255,58 @@ def test_a_timing_job_captures_beside_checks_and_measures_alone(tmp_path):
                 marks["bench done"] = time.monotonic()
                 marks["bench said"] = outcome.result.get("error", "") if outcome.result else outcome.message
 
-            await asyncio.gather(run_check(), run_bench())
-        return marks
+            with mock.patch.object(pool_module, "needs_the_device_freed", lambda result: rerun and next(freed)):
+                await asyncio.gather(run_check(), run_bench())
+            return marks, ev.pool.jobs_run
 
-    marks = asyncio.run(go())
+    return asyncio.run(go())
+
+
+def test_a_timing_job_captures_beside_a_check_and_measures_with_it_paused(tmp_path):
+    """Through the real pool and worker: the timing job's capture overlaps a slow check, and it is granted the device
+    while the check still runs, paused (on the CPU the job then says timing needs a GPU, after the grant)."""
+    marks, jobs = _timing_beside_a_check(tmp_path)
     assert "timing needs a GPU" in marks["bench said"]
-    assert marks["bench asks"] < marks["check done"] < marks["bench done"]
+    assert marks["bench asks"] < marks["bench done"] < marks["check done"]
+    assert marks["check passed"] and jobs == 2
+
+
+def test_a_timing_that_needed_the_device_freed_runs_once_more_after_the_checks(tmp_path):
+    marks, jobs = _timing_beside_a_check(tmp_path, rerun=True)
+    assert "timing needs a GPU" in marks["bench said"]
+    assert marks["bench asks"] < marks["check done"] < marks["bench done"]  # the second waited for the check
+    assert marks["check passed"] and jobs == 3
+
+
+def test_a_paused_check_is_stopped_and_its_time_limit_moves_on(tmp_path):
+    """A check of 2 s of CPU time with a limit of 4 s, paused for 4 s by a timing half a second after it started: its
+    process is stopped meanwhile (state T), and it passes, since its limit moved on by the pause."""
+    from pathlib import Path
+
+    from geak.evaluator.api import Evaluator
+
+    options, check, _ = _jobs(tmp_path, busy=True)
+
+    async def go() -> tuple[str, str]:
+        async with Evaluator(options) as ev:
+            started = asyncio.Event()
+            pid: list[int] = []
+
+            def on_event(event: dict) -> None:
+                if event.get("event") == "started":
+                    pid.append(event["pid"])
+                    started.set()
+
+            checking = asyncio.ensure_future(ev.pool.run(check, timeout_s=4, on_event=on_event))
+            await started.wait()
+            await asyncio.sleep(0.5)
+            async with ev.pool._device.use(alone=True):  # as a timing granted the device
+                await asyncio.sleep(0.5)
+                state = Path(f"/proc/{pid[0]}/stat").read_text().rsplit(")", 1)[1].split()[0]
+                await asyncio.sleep(3.5)
+            outcome = await checking
+            return state, f"{outcome.status}: {outcome.message}"
+
+    state, status = asyncio.run(go())
+    assert state == "T", state  # stopped
+    assert status == "ok: ", status  # paused past its limit of 4 s: timed out, had the limit not moved on

@@ -407,6 +407,26 @@ def device_lag_ms(iters: int = 5) -> float:
     return max(0.0, synced - host)
 
 
+QUIET_LAG_MS = 0.1  # an empty kernel's lag below this, twice in a row: the device serves this job alone
+QUIET_WITHIN_S = 3.0  # how long a timing granted the device waits for the paused jobs' queued work to drain
+
+
+def wait_until_quiet(within_s: float = QUIET_WITHIN_S) -> None:
+    """Once granted the device (``sandbox.DeviceGrant``): wait until an empty kernel no longer lags, twice in a row,
+    since the jobs paused for this timing may have left work queued on the device. DeviceStillBusy after `within_s`
+    (a paused job's kernel that runs on: the pool then times once more, once the sharing jobs have ended)."""
+    end = _host_clock() + within_s
+    quiet = 0
+    while quiet < 2:
+        lag = device_lag_ms()
+        quiet = quiet + 1 if lag < QUIET_LAG_MS else 0
+        if quiet < 2 and _host_clock() > end:
+            raise sandbox.DeviceStillBusy(
+                f"the GPU stayed busy with other work for {within_s:g} s after the jobs sharing it were paused (an "
+                f"empty kernel lagged {lag:.3f} ms)"
+            )
+
+
 def guard(fn: Callable[[], object], median_ms: float, iters: int = 5) -> None:
     """Reject timings that miss work: compare with a host-clock time that waits for the whole device (the median of
     `iters` round trips: a timed median is fooled only where most calls escape, and so is this). A lag is measured

@@ -357,13 +357,25 @@ def _job_process(
     if isinstance(job, CheckJob) and job.cwd and confinement.policy is None:  # sandboxed: in its own directory
         os.chdir(job.cwd)
     try:
-        sandbox.DEVICE_GRANTS.open(send, grant_read)
+        sandbox.DEVICE_GRANTS.open(send, grant_read, _quiet_device(info))
         _provide_rocm_bench(job)
         handler = {"check": run_check, "bench": run_bench, "screen": run_screen, "peaks": run_peaks}[job.kind]
         result = handler(job, info, send)
+    except sandbox.DeviceStillBusy as e:
+        result = {"error": str(e), "device_busy": True}
     except BaseException as e:  # the worker's own failure, reported rather than lost
         result = {"worker_error": "".join(traceback.format_exception(type(e), e, e.__traceback__))}
     send({"event": "result", **result})
+
+
+def _quiet_device(info: Any) -> Callable[[], None] | None:
+    """On a GPU, what a timing granted the device waits for: the paused jobs' queued work drained
+    (``timing.wait_until_quiet``, bound before any user code is imported)."""
+    if info.backend == "interpreter":
+        return None
+    from . import timing
+
+    return timing.wait_until_quiet
 
 
 def _provide_rocm_bench(job: CheckJob | BenchJob | ScreenJob | PeaksJob) -> None:
