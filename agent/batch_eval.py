@@ -47,17 +47,18 @@ async def score_predictions(
     earlier: dict[int, dict[str, Any]] | None = None,
     on_event: Callable[[str], None] | None = None,
 ) -> EvalOutcome:
-    """Score each line of `predictions`: every prediction is checked, `per_slot` at a time on each slot, and each
-    that passed is timed as soon as a slot has a turn for it: ``TIMINGS_AT_ONCE`` at a time on each slot, the
-    quickest tests first among those waiting (``timing_order``), on whichever slot is free, since a slot whose checks
-    run long (a prediction that hangs until the time limit) need not hold what passed there. A timing measures with
-    the device alone: the checks running on its slot are paused meanwhile and go on after it, their time limits moved
-    on by the pause (the pool's ``DeviceShare``); before, a timing waited for every running check to end, so `geak
-    eval` checked everything first and timed after. Records are appended to `results` (JSONL) as they finish (a
-    prediction that passed, once timed) and passed to `on_record(record, total)`. `timing` False: correctness only
-    (call and execution accuracy). `earlier`: records of an interrupted run of the same predictions, by line: those
-    lines are not scored again (``read_earlier``). `on_event` is told what else happens (each slot's start of its
-    timings, the end of the checks)."""
+    """Score each line of `predictions`: every prediction is checked, `per_slot` at a time on each slot, and once
+    every check has started, what passed is timed, ``TIMINGS_AT_ONCE`` at a time on each slot, the quickest tests
+    first among those waiting (``timing_order``), on whichever slot is free, since a slot whose checks run long (a
+    prediction that hangs until the time limit) need not hold what passed there. A timing measures with the device
+    alone: the checks still running on its slot are paused meanwhile and go on after it, their time limits moved on
+    by the pause (the pool's ``DeviceShare``). Timings wait for the checks to have started, not ended: the last ones
+    (often a golden file that hangs until the limit) overlap the timings. Timing from the first pass on, beside every
+    check, took 20% longer on an H200 (``docs/measurements.md``, twelfth). Records are appended to `results`
+    (JSONL) as they finish (a prediction that passed, once timed) and passed to `on_record(record, total)`. `timing`
+    False: correctness only (call and execution accuracy). `earlier`: records of an interrupted run of the same
+    predictions, by line: those lines are not scored again (``read_earlier``). `on_event` is told what else happens
+    (each slot's start of its timings, the end of the checks)."""
     say = on_event or (lambda message: None)
     started = time.perf_counter()
     states = suite.load_ps(predictions)
@@ -92,6 +93,9 @@ async def score_predictions(
             slot = min(slots, key=lambda s: s.active)
             slot.active += 1
             unassigned -= 1
+            if unassigned == 0:  # the last check started: timings may start
+                async with changed:
+                    changed.notify_all()
             try:
                 checked = await _check(index, ps, slot, scratch, timing)
                 if checked.timed:
@@ -106,10 +110,15 @@ async def score_predictions(
                     changed.notify_all()
 
     async def time_on(slot: EvalSlot) -> None:
-        """Timings of what passed on any slot, ``TIMINGS_AT_ONCE`` at a time, the quickest tests first among those
-        waiting (``timing_order``), until every check is done and every passed prediction timed."""
+        """Once every check has started: timings of what passed on any slot, ``TIMINGS_AT_ONCE`` at a time, the
+        quickest tests first among those waiting (``timing_order``), until every check is done and every passed
+        prediction timed."""
+        async with changed:
+            await changed.wait_for(lambda: unassigned == 0)
+        if to_time:  # (none under --no-timing, or on the interpreter)
+            say(f"{slot.name} times what passed ({len(to_time)} waiting), {TIMINGS_AT_ONCE} at a time, each measuring "
+                "with the device alone, its checks still running paused meanwhile")  # fmt: skip
         at_once = asyncio.Semaphore(TIMINGS_AT_ONCE)
-        first = True
 
         async def time_one(checked: _Checked) -> None:
             try:
@@ -130,10 +139,6 @@ async def score_predictions(
                         break
                     checked = timing_order(to_time)[0]
                     to_time.remove(checked)
-                if first:
-                    say(f"{slot.name} times what passed, {TIMINGS_AT_ONCE} at a time, each measuring with the device "
-                        "alone (its running checks paused meanwhile)")  # fmt: skip
-                    first = False
                 timings.append(asyncio.ensure_future(time_one(checked)))
         except BaseException:
             for task in timings:

@@ -89,6 +89,7 @@ def bench_result(
         "reference": reference.path if reference else None,
         "peaks": peaks,
         "isolation": runtime.get("isolation"),
+        "alone_s": outcome.alone_s,
     }
     if outcome.status != "ok" or outcome.result is None:
         where = (outcome.last_progress or {}).get("bench", "")

@@ -2,16 +2,17 @@
 
 A timing job measured while another job of the same pool runs on the GPU measures the other job too (time-slicing
 between processes delays its kernels, and the wall-clock guard sees the device busy after the call). A timing job
-shares the device while it imports and captures its calls, and asks for it alone when it starts to measure
-(``Hold.go_alone``; the worker's ``device_wanted`` event). Then the jobs sharing the device are paused, not waited
-for: their processes are stopped (``Hold.pause``: SIGSTOP to the job's process group, which frees the host too), and
-go on when the timing lets go, their time limits moved on by the pause. A check that runs a minute (or hangs until
-its limit) so no longer holds every timing behind it. No job starts while a timing measures, and waiting timings go
-first, so a stream of checks cannot starve them. In the job, a timing granted the device waits until what the paused
-jobs had queued on it has drained (``job.timing.wait_until_quiet``); where it does not drain, or the paused jobs'
-memory is what the timing lacked, the timing runs once more the old way, once the sharing jobs have ended
-(``needs_the_device_freed``). A job that ran out of GPU memory while sharing the device may only have lacked what the
-others held: the pool runs it once more alone, the same way (``out_of_device_memory``).
+shares the device while it imports and captures its calls, asks for it alone when it starts to measure
+(``Hold.go_alone``; the worker's ``device_wanted`` event), and shares it again once it has measured, before it checks
+the timed calls' outputs and exits (``Hold.share_again``; ``device_released``). Meanwhile the jobs sharing the device
+are paused, not waited for: their processes are stopped (``Hold.pause``: SIGSTOP to the job's process group, which
+frees the host too), and go on when the timing lets go, their time limits moved on by the pause. A check that runs a
+minute (or hangs until its limit) so no longer holds every timing behind it. No job starts while a timing measures,
+and waiting timings go first, so a stream of checks cannot starve them. In the job, a timing granted the device waits
+until what the paused jobs had queued on it has drained (``job.timing.wait_until_quiet``); where it does not drain,
+or the paused jobs' memory is what the timing lacked, the timing runs once more the old way, once the sharing jobs
+have ended (``needs_the_device_freed``). A job that ran out of GPU memory while sharing the device may only have
+lacked what the others held: the pool runs it once more alone, the same way (``out_of_device_memory``).
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ class DeviceShare:
         async with self._changed:
             if alone:
                 await self._wait_alone(pause)
+                hold.alone_from = time.monotonic()
             else:
                 await self._changed.wait_for(lambda: not self._alone and self._waiting_alone == 0)
                 self._sharers.add(hold)
@@ -71,13 +73,19 @@ class DeviceShare:
         finally:
             async with self._changed:
                 if hold.alone:
-                    self._alone = False
-                    for other in self._paused:
-                        other.resume()
-                    self._paused = []
+                    self._let_go(hold)
                 else:
                     self._sharers.discard(hold)
                 self._changed.notify_all()
+
+    def _let_go(self, hold: Hold) -> None:
+        """(Holding the condition.) `hold` no longer has the device alone: the paused go on."""
+        self._alone = False
+        hold.alone = False
+        hold.alone_s += time.monotonic() - hold.alone_from
+        for other in self._paused:
+            other.resume()
+        self._paused = []
 
     async def _wait_alone(self, pause: bool) -> None:
         """(Holding the condition.) Wait until no one else has the device alone (and, without `pause`, until no one
@@ -101,6 +109,8 @@ class Hold:
         self._share = share
         self.alone = alone
         self.pause_others = pause
+        self.alone_from = 0.0
+        self.alone_s = 0.0  # how long it has had the device alone, the spells that ended
         self._signal: Callable[[bool], None] | None = None  # stops (True) or continues (False) the job process
         self._paused_at: float | None = None
         self._paused_before = 0.0
@@ -154,3 +164,15 @@ class Hold:
                 share._sharers.add(self)
                 raise
             self.alone = True
+            self.alone_from = time.monotonic()
+
+    async def share_again(self) -> None:
+        """From having the device alone back to sharing it (its measurement is done): the paused go on, and it may be
+        paused in turn."""
+        if not self.alone:
+            return
+        share = self._share
+        async with share._changed:
+            share._let_go(self)
+            share._sharers.add(self)
+            share._changed.notify_all()

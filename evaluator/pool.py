@@ -50,6 +50,7 @@ class JobOutcome:
     last_progress: dict[str, Any] | None = None
     log_tail: str = ""
     duration_s: float = 0.0
+    alone_s: float = 0.0  # how long the job had the device alone (a timing: its measurement, the other jobs paused)
 
 
 DEVICE_MASKS = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
@@ -369,6 +370,7 @@ class WorkerPool:
                 redact_data(last_progress, secrets),
                 redact(_tail(log_path), secrets),
                 loop.time() - start,
+                hold.alone_s + (loop.time() - hold.alone_from if hold.alone else 0.0),
             )
 
         try:
@@ -383,6 +385,8 @@ class WorkerPool:
                     await hold.go_alone()
                     deadline += loop.time() - waited_from
                     await zygote.grant_device()
+                elif event == "device_released" and job.get("kind") in TIMED_KINDS:
+                    await hold.share_again()
                 elif event in ("started", "progress"):
                     if event == "started":
                         hold.attach(zygote.stop_child)

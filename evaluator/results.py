@@ -206,6 +206,7 @@ class BenchResult:
     duration_s: float = 0.0
     diagnostics: tuple[Diagnostic, ...] = ()
     isolation: str | None = None  # as in CheckResult
+    alone_s: float = 0.0  # how long the timing had the device alone (``device_share``)
 
     @property
     def total_ms(self) -> float | None:

@@ -8,6 +8,8 @@ equivalence margin (measured by an A/A run: ``peaks.noise_margin``), not against
 
 from __future__ import annotations
 
+import math
+
 from .results import Speedup
 from .shared.sequential import RoundPlan, interval, is_undecided, judge, paired_ratios
 
@@ -40,4 +42,31 @@ def speedup_interval(
         margin,
         decided=not undecided,
         confidence=plan.confidence,
+    )
+
+
+def crossed(first: Speedup, second: Speedup) -> Speedup:
+    """The speedup of two timings of one pair, the reference prepared first in `first`, the candidate in `second`:
+    the geometric means of their ratios and of their interval's bounds (as wide as the two on average, where the
+    two together would justify a narrower one), judged against the wider of their margins. Where the variants sit in
+    the job's process shifts µs-scale calls by a few percent towards the one prepared first, and by its mirror in
+    the other order (``docs/timing.md``, the margin): the two orders together cancel it."""
+    mean = lambda a, b: math.sqrt(a * b)
+    low, high = mean(first.low, second.low), mean(first.high, second.high)
+    margin = max(first.margin, second.margin)
+    rounds = first.rounds + second.rounds
+    verdict = judge(low, high, margin)
+    undecided = is_undecided(verdict)
+    if undecided:
+        verdict = f"{verdict} after {rounds} rounds in two timings, each variant prepared first in one"
+    return Speedup(
+        mean(first.ratio, second.ratio),
+        low,
+        high,
+        rounds,
+        verdict in ("faster", "slower"),
+        verdict,
+        margin,
+        decided=not undecided,
+        confidence=first.confidence,
     )

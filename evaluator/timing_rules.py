@@ -29,6 +29,7 @@ FLOPS_MARGIN = 1.5  # declared FLOPs this far above the measured 16-bit matmul r
 WALL_SLACK = 1.05
 WALL_GRACE_MS = 100.0  # event delivery and clock granularity
 REMEASURE_ABOVE = 10.0  # a speedup above this is measured again with fresh inputs before it is reported
+CROSSOVER_WITHIN = 1.25  # a claimed speedup within this factor of 1 is timed again, the candidate prepared first
 
 
 def impossible_speed(who: str, entry: Mapping[str, Any], median_ms: float, peaks: Peaks) -> str | None:

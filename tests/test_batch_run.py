@@ -418,9 +418,9 @@ def test_a_slot_times_the_predictions_whose_tests_ran_quickest_first():
 
 
 def test_a_timed_eval_times_what_passed_beside_the_checks_a_few_at_a_time(tmp_path, monkeypatch):
-    """A timing pauses the checks of its slot while it measures, so `geak eval` times a prediction as soon as it has
-    passed, beside the checks still running, a few at once on each slot (their setups overlap, their measurements
-    take turns: the pool's device share, ``test_device_share``)."""
+    """A timing pauses the checks of its slot while it measures, so `geak eval` times what passed once every check
+    has started, beside the checks still running, a few at once on each slot (their setups overlap, their
+    measurements take turns: the pool's device share, ``test_device_share``)."""
     import asyncio
 
     from geak.agent import batch_eval
@@ -431,10 +431,11 @@ def test_a_timed_eval_times_what_passed_beside_the_checks_a_few_at_a_time(tmp_pa
 
     TIMINGS_AT_ONCE = 2  # fewer than the default, for fewer checks on the interpreter
     monkeypatch.setattr(batch_eval, "TIMINGS_AT_ONCE", TIMINGS_AT_ONCE)
-    running = {"checks": 0, "benches": 0, "most benches": 0, "beside checks": 0}
+    running = {"checks": 0, "benches": 0, "most benches": 0, "beside checks": 0, "started": 0, "before all": 0}
 
     class Logged(Evaluator):
         async def check(self, *args, **kwargs):
+            running["started"] += 1
             running["checks"] += 1
             try:
                 return await super().check(*args, **kwargs)
@@ -443,6 +444,7 @@ def test_a_timed_eval_times_what_passed_beside_the_checks_a_few_at_a_time(tmp_pa
 
         async def bench(self, *args, **kwargs):
             running["beside checks"] += running["checks"] > 0
+            running["before all"] += running["started"] < 5  # not every check had started
             running["benches"] += 1
             running["most benches"] = max(running["most benches"], running["benches"])
             try:
@@ -469,7 +471,8 @@ def test_a_timed_eval_times_what_passed_beside_the_checks_a_few_at_a_time(tmp_pa
         return outcome, said
 
     outcome, said = asyncio.run(go())
-    assert running["beside checks"] >= 1, running  # a timing started while checks still ran
+    assert running["beside checks"] >= 1, running  # a timing started while the last check still ran
+    assert running["before all"] == 0, running  # none before every check had started
     assert running["most benches"] == TIMINGS_AT_ONCE, running  # a few at once, never more
     assert [(r["line"], r["pass_exe"]) for r in outcome.records] == [(0, True), (1, False)] + [
         (line, True) for line in range(2, 6)
@@ -478,7 +481,7 @@ def test_a_timed_eval_times_what_passed_beside_the_checks_a_few_at_a_time(tmp_pa
     assert "timing needs a GPU" in outcome.records[0]["message"], outcome.records[0]["message"]
     assert all(r["timing_s"] is not None for r in outcome.records if r["pass_exe"])
     assert said[0] == "checking 6 prediction(s), 1 at once on each of 1 slot(s)", said
-    assert said[1].startswith(f"gpu 0 times what passed, {TIMINGS_AT_ONCE} at a time"), said
+    assert said[1].startswith(f"gpu 0 times what passed (4 waiting), {TIMINGS_AT_ONCE} at a time"), said
 
 
 def test_a_timed_record_says_how_long_the_golden_files_timed_calls_take():

@@ -1027,3 +1027,111 @@ def test_timings_started_together_wait_for_one_measurement_of_the_device(monkeyp
     found = asyncio.run(go())
     assert jobs == ["peaks"], jobs
     assert all(p is found[0] for p in found)
+
+
+AUTOTUNED_TWINS = """
+import os
+os.environ["TRITON_INTERPRET"] = "1"
+import torch, triton, triton.language as tl
+from geak.evaluator.job import sandbox
+
+sandbox._install_launch_counter()
+
+
+def make():
+    @triton.autotune(configs=[triton.Config({"BLOCK": b}) for b in (256, 128, 64)], key=["n"])
+    @triton.jit
+    def add_one(x_ptr, n, BLOCK: tl.constexpr):
+        tl.static_assert(BLOCK < 256)  # the first config cannot run, as too much shared memory for a device
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)
+    return add_one
+
+
+reference, candidate = make(), make()
+x = torch.zeros(300)
+grid = lambda meta: (triton.cdiv(300, meta["BLOCK"]),)
+with sandbox.tuning_deferred():
+    reference[grid](x, 300)
+    candidate[grid](x, 300)
+print("deferred", len(reference.cache), len(candidate.cache), x.tolist() == [2.0] * 300)
+key = (300, "torch.float32")
+reference.cache[key], candidate.cache[key] = reference.configs[1], candidate.configs[2]  # chosen apart, untwinned
+with sandbox.twins_tuned_alike():
+    reference[grid](x, 300)
+    candidate[grid](x, 300)
+print("twins", candidate.cache[key] is candidate.configs[1])
+"""
+
+
+def test_a_deferred_autotuner_runs_the_first_config_that_runs_and_twins_take_one_choice(tmp_path):
+    """A timing job captures with tuning deferred: a kernel whose first config cannot run runs the next one, with no
+    choice kept (tuning there, on a shared device, chose by noise: an A/A of TritonBench-revised `matmul_triton2.py`
+    came out 1.06x "faster" on an H200). Identical kernels then run the choice the first made, over any of their own.
+    Real Triton on its interpreter, in a process of its own (the patches are the job process's)."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "twins.py"
+    script.write_text(AUTOTUNED_TWINS)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split("\n")[:2] == ["deferred 0 0 True", "twins True"], done.stdout
+
+
+def test_two_timings_in_opposite_orders_cancel_where_the_variants_sit():
+    """An A/A of µs-scale calls came out 1.05x "faster" with the reference prepared first and 0.95x "slower" the
+    other way round, mirrored within 0.3% (on an H200): together, within noise. A real speedup stays one."""
+    from geak.evaluator.results import Speedup
+    from geak.evaluator.speedup import crossed
+
+    def timed(ratio: float, half_width: float) -> Speedup:
+        return Speedup(ratio, ratio - half_width, ratio + half_width, 6, True, "faster", margin=0.02)
+
+    both = crossed(timed(1.0505, 0.004), timed(0.9480, 0.01))
+    assert both.verdict == "within noise (±2%)" and not both.significant and both.rounds == 12, both
+    assert math.isclose(both.ratio, math.sqrt(1.0505 * 0.9480))
+    assert crossed(timed(1.16, 0.01), timed(1.14, 0.01)).verdict == "faster"
+    wide = crossed(timed(1.05, 0.04), timed(1.0, 0.03))
+    assert wide.verdict.startswith("undecided") and "in two timings, each variant prepared first in one" in wide.verdict
+
+
+def test_a_small_claimed_speedup_is_timed_again_with_the_candidate_prepared_first(tmp_path, monkeypatch):
+    """The bench's second timing, the variants' order reversed, and the verdict of both (the evaluator's flow, its
+    timings scripted: the device side is the GPU's)."""
+    import asyncio
+
+    from geak.evaluator.api import EvalOptions, Evaluator
+    from geak.evaluator.results import BenchResult, Speedup
+
+    file = Path(__file__).parent / "fixtures" / "add_native.py"
+    orders: list[bool] = []
+    ratios = {False: 1.06, True: 0.95}
+
+    async def timed(self, texts, *args, candidate_first: bool = False):
+        orders.append(candidate_first)
+        r = ratios[candidate_first]
+        speedup = Speedup(r, r - 0.005, r + 0.005, 6, True, "faster" if r > 1 else "slower", margin=0.02)
+        return BenchResult(True, "perf", "cuda", "f", f"timed {r}", speedup=speedup, alone_s=0.5)
+
+    async def runtime_info():
+        return {"backend": "cuda", "device": "a GPU"}
+
+    async def device_peaks(self, progress=None):
+        return H200
+
+    monkeypatch.setattr(Evaluator, "_timed", timed)
+    monkeypatch.setattr(Evaluator, "device_peaks", device_peaks)
+
+    async def go() -> BenchResult:
+        async with Evaluator(EvalOptions(backend="interpreter", spares=0)) as ev:
+            monkeypatch.setattr(ev.pool, "runtime_info", runtime_info)
+            return await ev.bench(source=file.read_text(), against=file, check_first=False)
+
+    result = asyncio.run(go())
+    assert orders == [False, True]
+    assert result.speedup.verdict.startswith("within noise") and result.alone_s == 1.0, result
+    assert "timed again with the candidate prepared first: 0.950x" in result.message
+    ratios.update({False: 3.0})  # far beyond any placement: timed once
+    orders.clear()
+    assert asyncio.run(go()).speedup.ratio == 3.0 and orders == [False]

@@ -30,6 +30,7 @@ class Score:
     reference_error: str | None = None
     caveats: tuple[str, ...] = ()  # what the check could not judge (e.g. reference outputs it never writes)
     timing_s: float | None = None  # how long its timing took (import, capture, rounds), where it was timed
+    alone_s: float | None = None  # how long of it the timing had the device alone (its slot's other jobs paused)
     reference_ms: float | None = None  # the golden file's timed calls, their medians summed (how small they are)
 
     def to_dict(self) -> dict[str, Any]:
@@ -77,6 +78,7 @@ async def time_code(
     message, the verdicts unchanged)."""
     bench = await evaluator.bench(source=code, against=reference, check_first=False, rounds=rounds)
     score.timing_s = round(bench.duration_s, 2)
+    score.alone_s = round(bench.alone_s, 3)
     if bench.reference_calls:
         score.reference_ms = sum(c.median_ms for c in bench.reference_calls)
     timed = from_bench(check, bench, None)

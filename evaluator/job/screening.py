@@ -79,6 +79,7 @@ def run_screen(job: ScreenJob, info: Any, send) -> dict[str, Any]:
         send({"event": "progress", "screen": "waiting for the device alone"})
         sandbox.DEVICE_GRANTS.wait_alone()
         timing = _rank(reference, [v for v in loaded if v.status == "ok"], calls, plan, deadline, send)
+        sandbox.DEVICE_GRANTS.release()
     return {
         "calls": [{"wrapper": c.wrapper, "signature": c.signature, **costs[i]} for i, c in enumerate(calls)],
         "reference": reference.report(),
