@@ -5,29 +5,30 @@ from __future__ import annotations
 
 import asyncio
 
-from geak.evaluator.device_share import TIMED_KINDS, DeviceShare
+from geak.evaluator.device_share import TIMED_KINDS, DeviceShare, Hold
+
+
+async def logged_job(
+    share: DeviceShare, log: list[str], name: str, alone: bool, start_after: float, hold_s: float, pause: bool = True
+) -> Hold:
+    """A job that holds the device `hold_s` from `start_after`: its start and end, and each stop or go-on of its
+    process, in `log`."""
+    await asyncio.sleep(start_after)
+    async with share.use(alone=alone, pause=pause) as hold:
+        hold.attach(lambda stopped: log.append(f"{'stop' if stopped else 'go on'} {name}"))
+        log.append(f"+{name}")
+        await asyncio.sleep(hold_s)
+        log.append(f"-{name}")
+    return hold
 
 
 def test_a_timing_pauses_running_checks_and_goes_before_later_ones():
     async def go() -> tuple[list[str], dict[str, float]]:
-        share, log, paused = DeviceShare(), [], {}
-
-        async def job(name: str, alone: bool, start_after: float, hold_s: float) -> None:
-            await asyncio.sleep(start_after)
-            async with share.use(alone=alone) as hold:
-                hold.attach(lambda stopped: log.append(f"{'stop' if stopped else 'go on'} {name}"))
-                log.append(f"+{name}")
-                await asyncio.sleep(hold_s)
-                log.append(f"-{name}")
-            paused[name] = hold.paused_s()
-
-        await asyncio.gather(
-            job("check1", False, 0.0, 0.15),
-            job("check2", False, 0.0, 0.20),
-            job("bench", True, 0.02, 0.05),
-            job("check3", False, 0.04, 0.01),  # arrives while the timing measures: goes after it
-        )
-        return log, paused
+        share, log = DeviceShare(), []
+        jobs = {"check1": (False, 0.0, 0.15), "check2": (False, 0.0, 0.20), "bench": (True, 0.02, 0.05),
+                "check3": (False, 0.04, 0.01)}  # check3 arrives while the timing measures: goes after it  # fmt: skip
+        holds = await asyncio.gather(*(logged_job(share, log, name, *how) for name, how in jobs.items()))
+        return log, {name: hold.paused_s() for name, hold in zip(jobs, holds, strict=True)}
 
     log, paused = asyncio.run(go())
     assert log.index("+bench") < min(log.index("-check1"), log.index("-check2"))  # did not wait for them
@@ -42,20 +43,11 @@ def test_a_timing_pauses_running_checks_and_goes_before_later_ones():
 def test_a_job_rerun_for_lack_of_memory_waits_for_the_sharers_to_end():
     async def go() -> list[str]:
         share, log = DeviceShare(), []
-
-        async def job(name: str, alone: bool, start_after: float, hold_s: float) -> None:
-            await asyncio.sleep(start_after)
-            async with share.use(alone=alone, pause=False) as hold:
-                hold.attach(lambda stopped: log.append(f"stop {name}"))
-                log.append(f"+{name}")
-                await asyncio.sleep(hold_s)
-                log.append(f"-{name}")
-
         await asyncio.gather(
-            job("check1", False, 0.0, 0.05),
-            job("check2", False, 0.0, 0.10),
-            job("rerun", True, 0.02, 0.05),
-            job("check3", False, 0.04, 0.01),  # arrives while the rerun waits: goes after it
+            logged_job(share, log, "check1", False, 0.0, 0.05, pause=False),
+            logged_job(share, log, "check2", False, 0.0, 0.10, pause=False),
+            logged_job(share, log, "rerun", True, 0.02, 0.05, pause=False),
+            logged_job(share, log, "check3", False, 0.04, 0.01, pause=False),  # arrives while the rerun waits
         )
         return log
 
@@ -165,14 +157,6 @@ def test_a_sharer_that_goes_alone_pauses_the_others_and_holds_newcomers_back():
     async def go() -> list[str]:
         share, log = DeviceShare(), []
 
-        async def check(name: str, start_after: float, hold_s: float) -> None:
-            await asyncio.sleep(start_after)
-            async with share.use(alone=False) as hold:
-                hold.attach(lambda stopped: log.append(f"{'stop' if stopped else 'go on'} {name}"))
-                log.append(f"+{name}")
-                await asyncio.sleep(hold_s)
-                log.append(f"-{name}")
-
         async def timing() -> None:
             async with share.use(alone=False) as hold:
                 log.append("+capture")  # shares the device while it captures its calls
@@ -182,7 +166,11 @@ def test_a_sharer_that_goes_alone_pauses_the_others_and_holds_newcomers_back():
                 await asyncio.sleep(0.03)
                 log.append("-timed")
 
-        await asyncio.gather(check("check1", 0.0, 0.08), timing(), check("check2", 0.04, 0.01))
+        await asyncio.gather(
+            logged_job(share, log, "check1", False, 0.0, 0.08),
+            timing(),
+            logged_job(share, log, "check2", False, 0.04, 0.01),  # arrives while the timing measures
+        )
         return log
 
     log = asyncio.run(go())
