@@ -516,10 +516,7 @@ def _compile_ahead(tuner: Any, configs: list[Any], args: tuple, kwargs: dict) ->
         from triton.runtime._async_compile import AsyncCompileMode, active_mode
     except ImportError:  # an older Triton: its configs compile when tuned
         return
-    fn = tuner.fn
-    while hasattr(fn, "fn") and not hasattr(fn, "src"):
-        fn = fn.fn
-    if not hasattr(fn, "src") or active_mode.get() is not None:  # interpreted, or compiles already gathered
+    if not hasattr(_kernel_function(tuner), "src") or active_mode.get() is not None:  # interpreted, or gathered
         return
     from .forked_compiles import ForkedCompiles
 
@@ -553,11 +550,18 @@ def _tuning_key(tuner: Any, args: tuple, kwargs: dict) -> tuple[Any, ...] | None
         return None
 
 
+def _kernel_function(tuner: Any) -> Any:
+    """The `@triton.jit` function under an autotuner, through `@triton.heuristics`; under the interpreter, the
+    Python function itself (which has no `src`)."""
+    fn = tuner.fn
+    while not hasattr(fn, "src") and hasattr(fn, "fn"):
+        fn = fn.fn
+    return fn
+
+
 def _fingerprint(tuner: Any) -> tuple[Any, ...]:
     """What makes two autotuned kernels twins: the kernel's source, the configs in order, the tuning keys."""
-    fn = tuner.fn
-    while not hasattr(fn, "src") and hasattr(fn, "fn"):  # through @triton.heuristics (and the interpreter's wrapper)
-        fn = fn.fn
+    fn = _kernel_function(tuner)
     source = getattr(fn, "src", None)
     if source is None:  # the interpreter's: the Python function itself
         try:
