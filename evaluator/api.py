@@ -469,16 +469,17 @@ class Evaluator:
             swapped = await self._timed(
                 texts, owner, rounds, 0, label, reference, check, info, peaks, progress, candidate_first=True
             )
-            if swapped.ok and swapped.speedup is not None:
+            if not swapped.ok or swapped.speedup is None:
+                result = swapped  # its failure is the verdict
+            else:
                 both = crossed(s, swapped.speedup)
-                swapped = replace(
+                result = replace(
                     result,
                     speedup=both,
                     alone_s=result.alone_s + swapped.alone_s,
                     message=f"{result.message}; timed again with the candidate prepared first: "
                     f"{swapped.speedup.ratio:.3f}x; both orders together {both.ratio:.3f}x ({both.verdict})",
                 )
-            result = swapped
         elif result.ok and s is not None and s.ratio > REMEASURE_ABOVE:
             _say(progress, f"a {s.ratio:.1f}x speedup: measuring it again on fresh inputs")
             again = await self._timed(texts, owner, rounds, 1, label, reference, check, info, peaks, progress)

@@ -25,24 +25,9 @@ def speedup_interval(
     wide, where the caller could tell."""
     plan = plan or RoundPlan.fixed(len(reference_rounds))
     ratio, low, high = interval(paired_ratios(reference_rounds, candidate_rounds), plan.confidence)
-    margin = plan.margin_for(reference_rounds)
-    verdict = judge(low, high, margin)
-    undecided = is_undecided(verdict)
-    if undecided:
-        verdict = f"{verdict} after {len(reference_rounds)} rounds"
-        if why_wide:
-            verdict += f": {why_wide}"
-    return Speedup(
-        ratio,
-        low,
-        high,
-        len(reference_rounds),
-        verdict in ("faster", "slower"),
-        verdict,
-        margin,
-        decided=not undecided,
-        confidence=plan.confidence,
-    )
+    undecided_after = f"{len(reference_rounds)} rounds" + (f": {why_wide}" if why_wide else "")
+    return _judged(ratio, low, high, len(reference_rounds), plan.margin_for(reference_rounds), plan.confidence,
+                   undecided_after)  # fmt: skip
 
 
 def crossed(first: Speedup, second: Speedup) -> Speedup:
@@ -52,21 +37,19 @@ def crossed(first: Speedup, second: Speedup) -> Speedup:
     the job's process shifts µs-scale calls by a few percent towards the one prepared first, and by its mirror in
     the other order (``docs/timing.md``, the margin): the two orders together cancel it."""
     mean = lambda a, b: math.sqrt(a * b)
-    low, high = mean(first.low, second.low), mean(first.high, second.high)
-    margin = max(first.margin, second.margin)
     rounds = first.rounds + second.rounds
+    return _judged(mean(first.ratio, second.ratio), mean(first.low, second.low), mean(first.high, second.high),
+                   rounds, max(first.margin, second.margin), first.confidence,
+                   f"{rounds} rounds in two timings, each variant prepared first in one")  # fmt: skip
+
+
+def _judged(
+    ratio: float, low: float, high: float, rounds: int, margin: float, confidence: float, undecided_after: str
+) -> Speedup:
+    """The speedup with its verdict against `margin`; an undecided one says what it was undecided after."""
     verdict = judge(low, high, margin)
     undecided = is_undecided(verdict)
     if undecided:
-        verdict = f"{verdict} after {rounds} rounds in two timings, each variant prepared first in one"
-    return Speedup(
-        mean(first.ratio, second.ratio),
-        low,
-        high,
-        rounds,
-        verdict in ("faster", "slower"),
-        verdict,
-        margin,
-        decided=not undecided,
-        confidence=first.confidence,
-    )
+        verdict = f"{verdict} after {undecided_after}"
+    return Speedup(ratio, low, high, rounds, verdict in ("faster", "slower"), verdict, margin, decided=not undecided,
+                   confidence=confidence)  # fmt: skip
