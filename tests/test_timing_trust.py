@@ -926,6 +926,41 @@ def test_a_stall_of_the_host_is_not_taken_for_work_that_escaped_but_escaping_mos
         host_timer.guard(escapes_four_calls_in_five, median_ms=0.5)
 
 
+def test_a_host_bound_call_of_tens_of_ms_is_estimated_guarded_and_sampled_with_fewer_calls(host_timer, monkeypatch):
+    """TritonBench-revised `matmul_dequant_int4.py` calls take a second each (weights packed in Python): five calls
+    to estimate, five round trips to guard and five calls a sample held one H200 alone for 89 s of a batch run."""
+    import time
+
+    monkeypatch.setattr(host_timer, "_spin", lambda cycles: None)
+    calls = {"n": 0}
+
+    def call(ms: float):
+        def fn():
+            calls["n"] += 1
+            time.sleep(ms / 1e3)
+
+        return fn
+
+    assert host_timer.estimate_ms(call(0.1)) > 0 and calls["n"] == host_timer.ESTIMATE_CALLS
+    calls["n"] = 0
+    assert host_timer.estimate_ms(call(25)) >= 25 and calls["n"] == 2
+    calls["n"] = 0
+    host_timer.guard(call(25), median_ms=25)
+    assert calls["n"] == 3
+    calls["n"] = 0
+    host_timer.guard(call(0.1), median_ms=0.1)
+    assert calls["n"] == 5
+
+    # a batch run's 10 s of rounds to the first look (6 rounds, two variants, one call): 833 ms a call's share
+    share_ms = 10_000 / (6 * 2)
+    assert host_timer.fewest_reps(1060, share_ms) == 1
+    assert host_timer.fewest_reps(220, share_ms) == 3
+    assert host_timer.fewest_reps(2, share_ms) == host_timer.fewest_reps(1060, None) == host_timer.MIN_REPS
+    sets = InputSets(((torch.randn(4),), {}), 1)
+    assert host_timer.make_timer(lambda x: x, sets, 1060, 10.0, None, 1).reps == 1
+    assert host_timer.make_timer(lambda x: x, sets, 0.001, 10.0, None, 1).reps == 1000  # short calls: rep_ms
+
+
 # ----------------------------------------------------------------------------------------- the agent follows
 
 

@@ -37,6 +37,9 @@ GRAPH_BELOW_MS = 0.05
 GRAPH_TARGET_MS = 2.0
 GRAPH_REPLAYS = 5  # replays of ~GRAPH_TARGET_MS whose median is one graph sample
 ESTIMATE_CALLS = 5
+ESTIMATE_ENOUGH_MS = 40.0  # an estimate stops sooner once its calls took this long (at least two calls)
+LONG_CALL_MS = 20.0  # a call this long (a host-bound wrapper: weights packed in Python) is guarded with fewer calls
+MIN_REPS = 5  # calls a flushed sample's median is over, unless the rounds' time limit says fewer (``fewest_reps``)
 ESTIMATE_SPIN_CYCLES = 2_000_000  # ~1 ms of device clock before each estimated call, for its host code to hide in
 TUNING_CALLS = 7  # timed calls per config when an autotuned kernel tunes in a job (``tuning_bench``)
 MAX_INPUT_SETS = 4
@@ -290,15 +293,20 @@ def estimate_ms(fn: Callable[[], object], calls: int = ESTIMATE_CALLS) -> float:
     the wrapper's host code (a device guard, reshapes, allocations: tens of µs) runs while the device is still busy:
     otherwise the flush could end first, the estimate took in the host's time, and a µs-scale call could be timed by
     graph replay in one run and one call at a time in the next (on an H200, TritonBench-revised `swiglu_fwd.py`
-    timed against itself at 1.2, 70 and 5 µs a call in three runs, once "faster")."""
-    return statistics.median(_spun_times(fn, calls))
+    timed against itself at 1.2, 70 and 5 µs a call in three runs, once "faster"). Calls of tens of ms or more stop
+    at two once ``ESTIMATE_ENOUGH_MS`` is spent: a host-bound call of a second took five seconds of the device alone
+    to be estimated, for a choice (one call at a time) that one such call already makes."""
+    return statistics.median(_spun_times(fn, calls, ESTIMATE_ENOUGH_MS))
 
 
-def _spun_times(fn: Callable[[], object], calls: int) -> list[float]:
-    """Device times (ms) of `calls` calls, each after an L2 flush and a spin that hides its host code."""
+def _spun_times(fn: Callable[[], object], calls: int, enough_ms: float | None = None) -> list[float]:
+    """Device times (ms) of `calls` calls, each after an L2 flush and a spin that hides its host code; fewer (at
+    least two) once they took `enough_ms` in all."""
     flush = _flush_buffer()
-    times = []
+    times: list[float] = []
     for _ in range(calls):
+        if enough_ms is not None and len(times) >= 2 and sum(times) >= enough_ms:
+            break
         _zero(flush)
         _spin(ESTIMATE_SPIN_CYCLES)
         start, end = _timing_event(), _timing_event()
@@ -329,13 +337,26 @@ def graph_calls(estimate_ms_: float, sets: int) -> int:
     return max(sets, per - per % sets)
 
 
-def make_timer(fn: Callable, sets: InputSets, estimate: float, rep_ms: float, per_graph: int | None) -> Timer:
-    """A graph timer of `per_graph` calls when given and the call can be captured, else a flushed timer."""
+def fewest_reps(estimate_ms_: float, rounds_ms: float | None) -> int:
+    """The fewest calls a flushed sample of this call may take: ``MIN_REPS``, or fewer (at least one) where that many
+    would make this call alone outlast `rounds_ms`, its share of the rounds' time limit up to the first look (None: no
+    limit). In a batch run the limit is 10 s of rounds; a host-bound call of a second (TritonBench-revised
+    `matmul_dequant_int4.py`) took 60 s of the device alone to its first look, five calls a sample."""
+    if rounds_ms is None:
+        return MIN_REPS
+    return max(1, min(MIN_REPS, int(rounds_ms / max(estimate_ms_, 1e-3))))
+
+
+def make_timer(
+    fn: Callable, sets: InputSets, estimate: float, rep_ms: float, per_graph: int | None, min_reps: int = MIN_REPS
+) -> Timer:
+    """A graph timer of `per_graph` calls when given and the call can be captured, else a flushed timer whose
+    samples take about `rep_ms` of calls, at least `min_reps` (``fewest_reps``)."""
     if per_graph:
         timer = _graph_timer(fn, sets, per_graph)
         if timer is not None:
             return timer
-    reps = max(5, min(1000, int(rep_ms / max(estimate, 1e-3))))
+    reps = max(min_reps, min(1000, int(rep_ms / max(estimate, 1e-3))))
     return Timer(fn, sets, "flushed", reps)
 
 
@@ -427,13 +448,16 @@ def wait_until_quiet(within_s: float = QUIET_WITHIN_S) -> None:
             )
 
 
-def guard(fn: Callable[[], object], median_ms: float, iters: int = 5) -> None:
+def guard(fn: Callable[[], object], median_ms: float, iters: int | None = None) -> None:
     """Reject timings that miss work: compare with a host-clock time that waits for the whole device (the median of
-    `iters` round trips: a timed median is fooled only where most calls escape, and so is this). A lag is measured
+    `iters` round trips, five, three for calls of ``LONG_CALL_MS`` or more: a timed median is fooled only where most
+    calls escape, and so is this). A lag is measured
     once more, over ``GUARD_RETRY`` times the round trips, before it counts: on an H200 whose host was busy
     compiling, an honest ROCm-suite file lagged once (5.3 ms against 2.4 ms), this process stalled in some round
     trips. When the device lags even behind an empty kernel, it is busy with other work (``DeviceBusy``), not fooled
     by the code."""
+    if iters is None:
+        iters = 3 if median_ms >= LONG_CALL_MS else 5
     threads_before = {t.ident for t in threading.enumerate()}
     s, h = _round_trips(fn, iters)
     new_threads = {t.ident for t in threading.enumerate() if t.is_alive()} - threads_before

@@ -698,10 +698,14 @@ def _prepare_timers(job: BenchJob, variants: dict[str, Any], labels: list[str], 
     method for every variant of a call); {"timers", "calls"}, or an error result."""
     import torch
 
+    from ..shared.sequential import RoundPlan
     from . import timing
 
     n_calls = len(variants[labels[0]]["calls"])
     budget = int(torch.cuda.mem_get_info()[0] * 0.4) // (n_calls * len(labels))
+    plan = RoundPlan.from_dict(job.rounds)
+    # each variant's call's share of the rounds' time limit up to the first look (None: no limit)
+    rounds_ms = plan.max_s * 1e3 / (plan.min_rounds * len(labels) * n_calls) if plan.max_s else None
     timers: dict[str, list[Any]] = {label: [] for label in labels}
     per_call: dict[str, list[dict[str, Any]]] = {label: [] for label in labels}
     for i in range(n_calls):
@@ -722,14 +726,15 @@ def _prepare_timers(job: BenchJob, variants: dict[str, Any], labels: list[str], 
             per_call[label].append(entry)
         fastest = min(estimate for _, _, estimate in prepared.values())
         per_graph = timing.graph_calls(fastest, count) if fastest < timing.GRAPH_BELOW_MS else None
+        min_reps = timing.fewest_reps(max(estimate for _, _, estimate in prepared.values()), rounds_ms)
         made = {}
         for label, (fn, sets, estimate) in prepared.items():
             try:
-                made[label] = timing.make_timer(fn, sets, estimate, job.rep_ms, per_graph)
+                made[label] = timing.make_timer(fn, sets, estimate, job.rep_ms, per_graph, min_reps)
             except Exception as e:  # the warm-up before a graph capture faulted
                 return _timed_call_failed(label, base_call.signature, e)
         if len({timer.method for timer in made.values()}) > 1:  # one captured in a graph, another not: time alike
-            made = {label: timing.make_timer(fn, sets, estimate, job.rep_ms, None)
+            made = {label: timing.make_timer(fn, sets, estimate, job.rep_ms, None, min_reps)
                     for label, (fn, sets, estimate) in prepared.items()}  # fmt: skip
         for label, (fn, sets, estimate) in prepared.items():
             timer = made[label]
