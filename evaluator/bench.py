@@ -13,7 +13,7 @@ from .diagnosis import kernel_facts
 from .pool import JobOutcome
 from .results import BenchResult, CallTiming, CheckResult, Diagnostic, Peaks
 from .shared.protocol import BenchJob
-from .shared.sequential import MIN_ROUNDS, RoundPlan, stopped_where_the_rule_says
+from .shared.sequential import MIN_ROUNDS, RoundPlan, futile, stopped_where_the_rule_says
 from .speedup import speedup_interval
 from .triton_file import TritonFile
 
@@ -116,9 +116,13 @@ def bench_result(
                                 "believed")  # fmt: skip
             if not problems:
                 why = why_wide(result, timings, peaks)
+                stopped = None
                 if timed_out:
-                    limit = f"its rounds took the timing's limit of {plan.max_s:g} s"
-                    why = f"{limit}; {why}" if why else limit
+                    stopped = f"its rounds took the timing's limit of {plan.max_s:g} s"
+                elif futile(rounds["reference"], rounds["candidate"], plan):
+                    stopped = f"its rounds vary too much for {plan.max_rounds} rounds to decide it"
+                if stopped:
+                    why = f"{stopped}; {why}" if why else stopped
                 speedup = speedup_interval(rounds["reference"], rounds["candidate"], plan, why)
     except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:  # a malformed (forged?) result
         return BenchResult(ok=False, stage="perf", message=f"the timing job's report is malformed ({e!r})", **base)

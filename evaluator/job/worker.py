@@ -610,7 +610,7 @@ def run_bench(job: BenchJob, info: Any, send) -> dict[str, Any]:
     outputs of late timed-like calls for the caller to compare (``timing_rules``)."""
     import torch
 
-    from ..shared.sequential import RoundPlan, decided
+    from ..shared.sequential import RoundPlan, settled
     from . import sandbox, timing, triton_cache
     from .screening import device_limits
 
@@ -648,7 +648,7 @@ def run_bench(job: BenchJob, info: Any, send) -> dict[str, Any]:
 
         def stop(out: dict[str, list[list[float]]]) -> bool:
             nonlocal timed_out
-            if decided(out["reference"], out["candidate"], plan):
+            if settled(out["reference"], out["candidate"], plan):
                 return True
             timed_out = bool(plan.max_s) and _MONOTONIC() - rounds_from > plan.max_s
             return timed_out
