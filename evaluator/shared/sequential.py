@@ -162,9 +162,9 @@ def decided(reference_rounds: list[list[float]], candidate_rounds: list[list[flo
 
 
 def futile(reference_rounds: list[list[float]], candidate_rounds: list[list[float]], plan: RoundPlan) -> bool:
-    """Would the plan's last look still be undecided, were the pair ratios' spread to shrink to a quarter and their mean
-    to stay?
-    Then the timing stops, undecided, at this look. It can only end a timing without a verdict, never make one:
+    """Would the plan's last look still be undecided, were the pair ratios' spread to shrink to a quarter and their
+    mean to stay? Then the timing stops, undecided, at this look. It can only end a timing without a verdict, never
+    make one:
     TritonBench-revised files whose calls vary by 27-86% between rounds took 24 rounds of a batch run's timing, 120 s
     of one H200 alone over 18 files, to end undecided (``FUTILITY_FROM``, ``FUTILITY_SPREAD``)."""
     from scipy.special import stdtrit
