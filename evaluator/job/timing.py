@@ -452,10 +452,9 @@ def guard(fn: Callable[[], object], median_ms: float, iters: int | None = None) 
     """Reject timings that miss work: compare with a host-clock time that waits for the whole device (the median of
     `iters` round trips, five, three for calls of ``LONG_CALL_MS`` or more: a timed median is fooled only where most
     calls escape, and so is this). A lag is measured once more, over ``GUARD_RETRY`` times the round trips, before
-    it counts: on an H200 whose host was busy
-    compiling, an honest ROCm-suite file lagged once (5.3 ms against 2.4 ms), this process stalled in some round
-    trips. When the device lags even behind an empty kernel, it is busy with other work (``DeviceBusy``), not fooled
-    by the code."""
+    it counts: on an H200 whose host was busy compiling, an honest ROCm-suite file lagged once (5.3 ms against
+    2.4 ms), this process stalled in some round trips. When the device lags even behind an empty kernel, it is busy
+    with other work (``DeviceBusy``), not fooled by the code."""
     if iters is None:
         iters = 3 if median_ms >= LONG_CALL_MS else 5
     threads_before = {t.ident for t in threading.enumerate()}
