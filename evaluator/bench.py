@@ -145,6 +145,8 @@ def bench_result(
         message += f"; speedup {speedup.ratio:.3f}x [{speedup.low:.3f}, {speedup.high:.3f}] ({speedup.verdict})"
     if notes:
         message += "; " + "; ".join(notes)
+    if outcome.ran_again:
+        message += f"; timed once more, once the jobs sharing the GPU had ended ({outcome.ran_again})"
     return BenchResult(
         ok=True,
         stage="perf",

@@ -12,7 +12,8 @@ and waiting timings go first, so a stream of checks cannot starve them. In the j
 until what the paused jobs had queued on it has drained (``job.timing.wait_until_quiet``); where it does not drain,
 or the paused jobs' memory is what the timing lacked, the timing runs once more the old way, once the sharing jobs
 have ended (``needs_the_device_freed``). A job that ran out of GPU memory while sharing the device may only have
-lacked what the others held: the pool runs it once more alone, the same way (``out_of_device_memory``).
+lacked what the others held: the pool runs it once more alone, the same way (``out_of_device_memory``). Either way the
+job's outcome says why (``why_it_runs_again``).
 """
 
 from __future__ import annotations
@@ -42,6 +43,16 @@ def needs_the_device_freed(result: dict[str, Any] | None) -> bool:
         return False
     said = f"{result.get('error', '')} {(result.get('error_detail') or {}).get('message', '')}"
     return bool(result.get("device_busy")) or any(m in said for m in OUT_OF_MEMORY)
+
+
+def why_it_runs_again(result: dict[str, Any] | None, timed: bool) -> str | None:
+    """Why a job that shared the device runs once more, alone, once the jobs sharing it have ended (said in its
+    result); None where it need not."""
+    if timed and result and result.get("device_busy"):
+        return "the GPU stayed busy with the paused jobs' queued work"
+    if needs_the_device_freed(result) if timed else out_of_device_memory(result):
+        return "it ran out of GPU memory beside the jobs sharing the device"
+    return None
 
 
 class DeviceShare:

@@ -20,13 +20,13 @@ import signal
 import sys
 import tempfile
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from . import compile_store, job_package
 from . import isolation as sandboxing
-from .device_share import TIMED_KINDS, DeviceShare, Hold, needs_the_device_freed, out_of_device_memory
+from .device_share import TIMED_KINDS, DeviceShare, Hold, why_it_runs_again
 from .redaction import known_secrets, redact, redact_data
 from .shared.isolation_policy import MODES, PROCESS_ONLY, Policy
 
@@ -51,6 +51,7 @@ class JobOutcome:
     log_tail: str = ""
     duration_s: float = 0.0
     alone_s: float = 0.0  # how long the job had the device alone (a timing: its measurement, the other jobs paused)
+    ran_again: str = ""  # why it ran once more, alone, once the jobs sharing the device had ended ("": it did not)
 
 
 DEVICE_MASKS = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
@@ -316,11 +317,12 @@ class WorkerPool:
         # A timing job shares the device until it asks for it alone, where its zygote can pass the grant on.
         alone = timed and not self.info.get("grants")
         outcome = await self._run_sharing(job, timeout_s, on_event, alone, pause=True)
-        if self.max_concurrent > 1 and (
-            needs_the_device_freed(outcome.result) if timed else out_of_device_memory(outcome.result)
-        ):
-            log.info("a %s job runs once more, once the jobs sharing the device have ended", job.get("kind"))
+        why = why_it_runs_again(outcome.result, timed) if self.max_concurrent > 1 else None
+        if why:
+            log.info("a %s job runs once more, once the jobs sharing the device have ended: %s", job.get("kind"), why)
+            first = outcome
             outcome = await self._run_sharing(job, timeout_s, on_event, True, pause=False)
+            outcome = replace(outcome, alone_s=first.alone_s + outcome.alone_s, ran_again=why)
         return outcome
 
     async def _run_sharing(

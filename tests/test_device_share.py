@@ -103,6 +103,18 @@ def test_checks_share_the_device():
     assert {"bench", "screen", "peaks"} == TIMED_KINDS
 
 
+def test_why_a_job_runs_again_alone_is_said():
+    from geak.evaluator.device_share import why_it_runs_again
+
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
+    assert "queued work" in why_it_runs_again({"error": "the GPU stayed busy", "device_busy": True}, timed=True)
+    assert "out of GPU memory" in why_it_runs_again({"error": "x", "error_detail": {"message": oom}}, timed=True)
+    assert "out of GPU memory" in why_it_runs_again({"tests": [{"kind": "error", "message": oom}]}, timed=False)
+    assert why_it_runs_again({"error": "a call failed while it was timed"}, timed=True) is None
+    assert why_it_runs_again({"device_busy": True}, timed=False) is None  # a check is never stopped for a drain
+    assert why_it_runs_again(None, timed=True) is None
+
+
 def test_out_of_device_memory_is_read_from_tests_probes_and_the_import():
     from geak.evaluator.device_share import out_of_device_memory
 
@@ -242,8 +254,13 @@ def _timing_beside_a_check(tmp_path, rerun: bool = False) -> tuple[dict[str, flo
                 outcome = await ev.pool.run(bench, timeout_s=60, on_event=on_bench)
                 marks["bench done"] = time.monotonic()
                 marks["bench said"] = outcome.result.get("error", "") if outcome.result else outcome.message
+                marks["ran again"] = outcome.ran_again
+                marks["alone"] = outcome.alone_s
 
-            with mock.patch.object(pool_module, "needs_the_device_freed", lambda result: rerun and next(freed)):
+            def why(result, timed):  # the first timing only (a check never asks)
+                return "the GPU stayed busy" if timed and rerun and next(freed) else None
+
+            with mock.patch.object(pool_module, "why_it_runs_again", why):
                 await asyncio.gather(run_check(), run_bench())
             return marks, ev.pool.jobs_run
 
@@ -297,6 +314,7 @@ def test_a_timing_that_needed_the_device_freed_runs_once_more_after_the_checks(t
     assert "timing needs a GPU" in marks["bench said"]
     assert marks["bench asks"] < marks["check done"] < marks["bench done"]  # the second waited for the check
     assert marks["check passed"] and jobs == 3
+    assert marks["ran again"] == "the GPU stayed busy" and marks["alone"] > 0  # said, and both spells counted
 
 
 def test_a_paused_check_is_stopped_and_its_time_limit_moves_on(tmp_path):

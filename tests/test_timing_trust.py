@@ -596,18 +596,21 @@ def job_result(cand_entry: dict, device_ms: float = 500.0, ratio: float = 1.0, m
     }
 
 
-def verdict(result: dict, tmp_path, window_s: float | None = 2.0):
+def verdict(result: dict, tmp_path, window_s: float | None = 2.0, ran_again: str = ""):
     for k in timed_output_sets(4):  # what an honest job saves after its timed batch
         for label, run in (("reference", ""), ("reference", "again"), ("candidate", "")):
             save_outputs(tmp_path, label, k, torch.ones(4), run)
-    outcome = JobOutcome("ok", result)
+    outcome = JobOutcome("ok", result, ran_again=ran_again)
     return bench_result(outcome, "cand.py", None, None, RUNTIME, H200, tmp_path, window_s, PLAN16)
 
 
 def test_an_honest_timing_gets_a_speedup_with_its_noise_floor(tmp_path):
     r = verdict(job_result({}, ratio=1.0), tmp_path)
     assert r.ok and r.speedup and r.speedup.verdict == "within noise (±0.8%)" and not r.speedup.significant
-    assert r.peaks == H200 and "within noise" in r.message
+    assert r.peaks == H200 and "within noise" in r.message and "once more" not in r.message
+    r = verdict(job_result({}, ratio=1.0), tmp_path, ran_again="the GPU stayed busy with the paused jobs' queued work")
+    assert r.message.endswith("timed once more, once the jobs sharing the GPU had ended (the GPU stayed busy with "
+                              "the paused jobs' queued work)")  # fmt: skip
     r = verdict(job_result({}, ratio=1.25), tmp_path)
     assert r.ok and r.speedup.verdict == "faster"
 
