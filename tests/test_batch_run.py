@@ -505,7 +505,7 @@ def test_a_timed_record_says_how_long_the_golden_files_timed_calls_take():
     check = CheckResult(True, "exec", "cuda", "f.py", "")
     asyncio.run(time_code(Timed(), "code", Path("f.py"), check, score))
     assert score.reference_ms == pytest.approx(0.003) and score.timing_s == 1.23
-    assert score.speedup == 1.01 and score.speedup_verdict == "within noise (±15%)"
+    assert score.speedup == 1.01 and score.speedup_verdict == "within noise (±15%)" and score.timed_rounds == 6
 
 
 def test_an_eval_without_timing_says_nothing_of_timings_on_several_slots(tmp_path):

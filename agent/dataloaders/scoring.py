@@ -32,6 +32,7 @@ class Score:
     timing_s: float | None = None  # how long its timing took (import, capture, rounds), where it was timed
     alone_s: float | None = None  # how long of it the timing had the device alone (its slot's other jobs paused)
     reference_ms: float | None = None  # the golden file's timed calls, their medians summed (how small they are)
+    timed_rounds: int | None = None  # the rounds its speedup was judged on (both orders together, where timed twice)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -85,6 +86,7 @@ async def time_code(
     if timed.ok and timed.speedup is not None:
         score.speedup, score.speedup_low, score.speedup_high = timed.speedup, timed.speedup_low, timed.speedup_high
         score.speedup_verdict = timed.speedup_verdict
+        score.timed_rounds = bench.speedup.rounds if bench.speedup else None
         score.stage = "perf"
     else:
         score.message = timed.message
