@@ -34,8 +34,8 @@ MIN_ROUNDS = 6
 MAX_ROUNDS = 40
 # A look may stop a timing for futility (``futile``) from this many rounds on (fewer pairs misjudge the spread),
 # granting the rounds still to come this share of the pair ratios' spread so far. Simulated (200 seeds each), a batch
-# run's 24 rounds then decide at most 1 in 200 fewer timings and take half the rounds where nothing can be decided;
-# a single bench's 40 lose 3-7% of verdicts near the band's edge (within noise at 2% jitter: 126 -> 113 of 200).
+# run's 24 rounds then decide at most 1 in 200 fewer timings and take 12-15 of the 24 rounds where nothing can be
+# decided; a single bench's 40 decide 5-13 in 200 fewer near the band's edge (within noise at 2% jitter: 126 -> 113).
 FUTILITY_FROM = 8
 FUTILITY_SPREAD = 0.25
 UNDECIDED = "undecided"  # how an undecided verdict begins
