@@ -7,6 +7,7 @@ load, ends with one line and no traceback. Once loaded, Ctrl-C is a KeyboardInte
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from typing import TYPE_CHECKING
@@ -68,8 +69,10 @@ class _MaskedCredentials:
 
 
 def _exit_interrupted(signum: int, frame: object) -> None:
-    print("geak: interrupted", file=sys.stderr)
-    raise SystemExit(EXIT_INTERRUPTED)
+    """Ctrl-C while the commands load: one line and exit 130 at once. Only imports run then, with nothing to clean up;
+    a SystemExit raised in the middle of a third-party import could be swallowed by an `except BaseException` there."""
+    print("geak: interrupted", file=sys.stderr, flush=True)
+    os._exit(EXIT_INTERRUPTED)
 
 
 def _version() -> str:
