@@ -11,9 +11,9 @@ minute (or hangs until its limit) so no longer holds every timing behind it. No 
 and waiting timings go first, so a stream of checks cannot starve them. In the job, a timing granted the device waits
 until what the paused jobs had queued on it has drained (``job.timing.wait_until_quiet``); where it does not drain,
 or the paused jobs' memory is what the timing lacked, the timing runs once more the old way, once the sharing jobs
-have ended (``needs_the_device_freed``). A job that ran out of GPU memory while sharing the device may only have
-lacked what the others held: the pool runs it once more alone, the same way (``out_of_device_memory``). Either way the
-job's outcome says why (``why_it_runs_again``).
+have ended. A job that ran out of GPU memory while sharing the device may only have lacked what the others held: the
+pool runs it once more alone, the same way (``out_of_device_memory``). Either way the job's outcome says why
+(``why_it_runs_again``, the one rule for both).
 """
 
 from __future__ import annotations
@@ -36,23 +36,21 @@ def out_of_device_memory(result: dict[str, Any] | None) -> bool:
     return any(isinstance(e, dict) and any(m in str(e.get("message", "")) for m in OUT_OF_MEMORY) for e in entries)
 
 
-def needs_the_device_freed(result: dict[str, Any] | None) -> bool:
-    """Did a timing that paused the sharing jobs fail for what they held: the device still busy with their queued
-    work, or too little GPU memory left beside theirs?"""
-    if not result:
-        return False
-    said = f"{result.get('error', '')} {(result.get('error_detail') or {}).get('message', '')}"
-    return bool(result.get("device_busy")) or any(m in said for m in OUT_OF_MEMORY)
-
-
 def why_it_runs_again(result: dict[str, Any] | None, timed: bool) -> str | None:
     """Why a job that shared the device runs once more, alone, once the jobs sharing it have ended (said in its
-    result); None where it need not."""
-    if timed and result and result.get("device_busy"):
+    result); None where it need not. A timing (`timed`), which paused the sharing jobs, for what they held: the device
+    still busy with their queued work, or too little GPU memory left beside theirs; any other job for lack of
+    memory."""
+    if not result:
+        return None
+    if timed and result.get("device_busy"):
         return "the GPU stayed busy with the paused jobs' queued work"
-    if needs_the_device_freed(result) if timed else out_of_device_memory(result):
-        return "it ran out of GPU memory beside the jobs sharing the device"
-    return None
+    if timed:
+        said = f"{result.get('error', '')} {(result.get('error_detail') or {}).get('message', '')}"
+        short_of_memory = any(m in said for m in OUT_OF_MEMORY)
+    else:
+        short_of_memory = out_of_device_memory(result)
+    return "it ran out of GPU memory beside the jobs sharing the device" if short_of_memory else None
 
 
 class DeviceShare:
