@@ -38,7 +38,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ..shared.isolation_policy import PROCESS_ONLY, Policy
 from ..shared.probe_rules import probe_stall_s
@@ -55,6 +55,9 @@ from ..shared.protocol import (
     timed_output_sets,
 )
 from .bench_capture import Send, capture_bench_calls
+
+if TYPE_CHECKING:
+    from ..shared.sequential import RoundPlan
 
 # Imported once in the zygote so that job processes inherit them instead of importing them per job (relative names:
 # modules of this package). Every job-side module is among them: a job process needs none of their files, which its
@@ -627,18 +630,19 @@ def run_bench(job: BenchJob, info: Any, send) -> dict[str, Any]:
     if info.backend == "interpreter":
         return {"error": "timing needs a GPU: no CUDA or ROCm device is visible"}
     labels = list(variants)
+    planned = RoundPlan.from_dict(job.rounds)
     signatures = {label: [c.signature for c in v["calls"]] for label, v in variants.items()}
     if len({tuple(s) for s in signatures.values()}) > 1:
         return {"error": "the variants' captured calls differ: " + json.dumps(signatures)}
 
     # identical kernels of the variants are tuned once, on the first's calls; each config timed by a few calls
     with sandbox.twins_tuned_alike(), sandbox.tuned_with(timing.tuning_bench):
-        prepared = _prepare_timers(job, variants, labels, send)
+        prepared = _prepare_timers(job, variants, labels, send, planned)
     if "error" in prepared:
         return prepared
     timers, per_call = prepared["timers"], prepared["calls"]
 
-    plan = RoundPlan.from_dict(job.rounds).for_calls(
+    plan = planned.for_calls(
         [(entry["method"], entry["estimate_ms"]) for entry in per_call[labels[0]]]
     )
     stop = None
@@ -693,17 +697,18 @@ def run_bench(job: BenchJob, info: Any, send) -> dict[str, Any]:
     }
 
 
-def _prepare_timers(job: BenchJob, variants: dict[str, Any], labels: list[str], send: Send) -> dict[str, Any]:
+def _prepare_timers(
+    job: BenchJob, variants: dict[str, Any], labels: list[str], send: Send, plan: RoundPlan
+) -> dict[str, Any]:
     """Per captured call and variant: compile and tune it, count and estimate it, and make its timer (the same
-    method for every variant of a call); {"timers", "calls"}, or an error result."""
+    method for every variant of a call, its samples as short as `plan`'s time limit needs); {"timers", "calls"}, or
+    an error result."""
     import torch
 
-    from ..shared.sequential import RoundPlan
     from . import timing
 
     n_calls = len(variants[labels[0]]["calls"])
     budget = int(torch.cuda.mem_get_info()[0] * 0.4) // (n_calls * len(labels))
-    plan = RoundPlan.from_dict(job.rounds)
     # each variant's call's share of the rounds' time limit up to the first look (None: no limit)
     rounds_ms = plan.max_s * 1e3 / (plan.min_rounds * len(labels) * n_calls) if plan.max_s else None
     timers: dict[str, list[Any]] = {label: [] for label in labels}
