@@ -102,6 +102,8 @@ def bench_result(
             message += f": {detail['message']}"
         return BenchResult(ok=False, stage="perf", message=message, **base)
     try:
+        phases_s = {str(k): float(v) for k, v in (result.get("phases_s") or {}).items()}
+        helpers = tuple(str(h) for h in result.get("helpers") or ())
         limits = {k: v for k, v in (result.get("device_limits") or {}).items() if isinstance(v, int)}
         timings = {who: tuple(_call_timing(c, peaks, limits) for c in calls) for who, calls in result["calls"].items()}
         problems, notes = timing_problems(result, timings, peaks, outputs_dir, window_s, tolerances)
@@ -143,6 +145,8 @@ def bench_result(
     message = f"{len(calls)} call(s) timed: {sum(t.median_ms for t in calls):.4f} ms in all"
     if speedup is not None:
         message += f"; speedup {speedup.ratio:.3f}x [{speedup.low:.3f}, {speedup.high:.3f}] ({speedup.verdict})"
+    if helpers:
+        message += f"; not timed: {_helpers_text(helpers)}"
     if notes:
         message += "; " + "; ".join(notes)
     if outcome.ran_again:
@@ -155,8 +159,16 @@ def bench_result(
         reference_calls=timings.get("reference", ()),
         kernel_ms=kernel_ms,
         speedup=speedup,
+        phases_s=phases_s,
+        helpers=helpers,
         **base,
     )
+
+
+def _helpers_text(helpers: tuple[str, ...]) -> str:
+    """The captured calls a timing left out, as a bench message names them."""
+    names = ", ".join(dict.fromkeys(h.split("(", 1)[0] for h in helpers))
+    return f"{len(helpers)} call(s) of {names}, which launch no Triton kernel"
 
 
 def timing_problems(

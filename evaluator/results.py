@@ -207,6 +207,9 @@ class BenchResult:
     diagnostics: tuple[Diagnostic, ...] = ()
     isolation: str | None = None  # as in CheckResult
     alone_s: float = 0.0  # how long the timing had the device alone (``device_share``)
+    # as the job reported them (informational): seconds of its preparing the timers and of its rounds, once granted
+    phases_s: dict[str, float] = field(default_factory=dict)
+    helpers: tuple[str, ...] = ()  # captured calls left untimed: they launch no Triton kernel (``calls_to_time``)
 
     @property
     def total_ms(self) -> float | None:

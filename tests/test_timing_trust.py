@@ -17,7 +17,7 @@ from geak.evaluator import timing_rules as rules
 from geak.evaluator.bench import bench_result
 from geak.evaluator.job.timing import InputSets, factor, interleaved, set_count
 from geak.evaluator.pool import JobOutcome
-from geak.evaluator.results import DEFAULT_NOISE_MARGIN, Peaks
+from geak.evaluator.results import DEFAULT_NOISE_MARGIN, BenchResult, Peaks
 from geak.evaluator.shared.protocol import timed_output_file, timed_output_sets
 from geak.evaluator.shared.sequential import (
     GRAPH_MARGIN,
@@ -615,6 +615,18 @@ def test_an_honest_timing_gets_a_speedup_with_its_noise_floor(tmp_path):
     assert r.ok and r.speedup.verdict == "faster"
 
 
+def test_helpers_left_untimed_and_the_phases_are_reported(tmp_path):
+    result = {**job_result({}), "helpers": ["pack(f16[64,64], 128)", "pack(f16[64,64], 64)"],
+              "phases_s": {"prepare": 0.25, "rounds": 1.5}}  # fmt: skip
+    r = verdict(result, tmp_path)
+    assert r.ok and r.helpers == ("pack(f16[64,64], 128)", "pack(f16[64,64], 64)")
+    assert "; not timed: 2 call(s) of pack, which launch no Triton kernel" in r.message
+    assert r.phases_s == {"prepare": 0.25, "rounds": 1.5}
+    assert BenchResult.from_dict(r.to_dict()) == r
+    forged = verdict({**job_result({}), "phases_s": {"rounds": "soon"}}, tmp_path)
+    assert not forged.ok and "malformed" in forged.message
+
+
 def test_timings_mostly_of_graph_replays_are_judged_in_a_wider_band(tmp_path):
     """Tiny calls replayed in graphs differ systematically by up to ~1.5% between identical files: a 1.6% speedup of
     them is no claim, where the same of flushed calls is."""
@@ -1168,7 +1180,7 @@ def test_a_small_claimed_speedup_is_timed_again_with_the_candidate_prepared_firs
     import asyncio
 
     from geak.evaluator.api import EvalOptions, Evaluator
-    from geak.evaluator.results import BenchResult, Speedup
+    from geak.evaluator.results import Speedup
 
     file = Path(__file__).parent / "fixtures" / "add_native.py"
     orders: list[bool] = []
@@ -1178,7 +1190,8 @@ def test_a_small_claimed_speedup_is_timed_again_with_the_candidate_prepared_firs
         orders.append(candidate_first)
         r = ratios[candidate_first]
         speedup = Speedup(r, r - 0.005, r + 0.005, 6, True, "faster" if r > 1 else "slower", margin=0.02)
-        return BenchResult(True, "perf", "cuda", "f", f"timed {r}", speedup=speedup, alone_s=0.5)
+        phases = {"prepare": 0.1, "rounds": 0.3}
+        return BenchResult(True, "perf", "cuda", "f", f"timed {r}", speedup=speedup, alone_s=0.5, phases_s=phases)
 
     async def runtime_info():
         return {"backend": "cuda", "device": "a GPU"}
@@ -1197,6 +1210,7 @@ def test_a_small_claimed_speedup_is_timed_again_with_the_candidate_prepared_firs
     result = asyncio.run(go())
     assert orders == [False, True]
     assert result.speedup.verdict.startswith("within noise") and result.alone_s == 1.0, result
+    assert result.phases_s == {"prepare": 0.2, "rounds": 0.6}
     assert "timed again with the candidate prepared first: 0.950x" in result.message
     ratios.update({False: 3.0})  # far beyond any placement: timed once
     orders.clear()

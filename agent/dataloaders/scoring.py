@@ -33,6 +33,7 @@ class Score:
     alone_s: float | None = None  # how long of it the timing had the device alone (its slot's other jobs paused)
     reference_ms: float | None = None  # the golden file's timed calls, their medians summed (how small they are)
     timed_rounds: int | None = None  # the rounds its speedup was judged on (both orders together, where timed twice)
+    phases_s: dict[str, float] | None = None  # of alone_s: preparing the timers and the rounds, as the job reported
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -80,6 +81,7 @@ async def time_code(
     bench = await evaluator.bench(source=code, against=reference, check_first=False, rounds=rounds)
     score.timing_s = round(bench.duration_s, 2)
     score.alone_s = round(bench.alone_s, 3)
+    score.phases_s = {k: round(v, 3) for k, v in bench.phases_s.items()} or None
     if bench.reference_calls:
         score.reference_ms = sum(c.median_ms for c in bench.reference_calls)
     timed = from_bench(check, bench, None)

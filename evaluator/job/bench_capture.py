@@ -4,22 +4,27 @@ through pytest), each call of a wrapper function captured with its arguments."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..shared.protocol import BenchJob
+
+if TYPE_CHECKING:  # capture imports torch at its top; the job's modules import it where they use it
+    from .capture import RecordedCall
 
 Send = Callable[[dict[str, Any]], None]
 
 
 def capture_bench_calls(job: BenchJob, spec: dict[str, Any], send: Send, estimate=None) -> dict[str, Any]:
     """Import one variant and run its bench functions (pytest benchmark cases through pytest), capturing the wrapper
-    calls to time: {"module", "recorder", "calls", "kernels"}, or an error result. `estimate(fn)`: the timer's first
-    timing of a benchmarked callable, which `PytestBenchmarker.run_benchmark` reports (None: no GPU)."""
+    calls a timing may time (``calls_to_time`` chooses): {"module", "recorder", "calls", "kernels"}, or an error
+    result. `estimate(fn)`: the timer's first timing of a benchmarked callable, which
+    `PytestBenchmarker.run_benchmark` reports (None: no GPU)."""
     import torch
 
     from . import rocm_bench, sandbox
-    from .capture import CallRecorder
+    from .capture import CallRecorder, unique_calls
 
     seed = job.seed
     label = spec["label"]
@@ -32,7 +37,7 @@ def capture_bench_calls(job: BenchJob, spec: dict[str, Any], send: Send, estimat
             "error_detail": sandbox.describe_error(e, spec["path"], None),
             "label": label,
         }
-    recorder = CallRecorder(module, spec["wrappers"], keep_args=True)
+    recorder = CallRecorder(module, spec["wrappers"], keep_args=True, launches=lambda: sum(sandbox.LAUNCHES.values()))
     collector = rocm_bench.Collector(recorder, estimate)
     recorder.recording = True
     with rocm_bench.collecting(collector):
@@ -53,7 +58,7 @@ def capture_bench_calls(job: BenchJob, spec: dict[str, Any], send: Send, estimat
                     "error_detail": sandbox.describe_error(e, spec["path"], module),
                 }
     recorder.recording = False
-    calls = collector.timed_calls(job.max_calls)
+    calls = unique_calls(collector.timed_calls(), recorder.limit)
     if not calls:
         what = ", ".join(collector.unwrapped()) or ", ".join(job.functions)
         return {
@@ -61,6 +66,31 @@ def capture_bench_calls(job: BenchJob, spec: dict[str, Any], send: Send, estimat
             "is no call to time"
         }
     return {"module": module, "recorder": recorder, "calls": calls, "kernels": set(spec["kernels"])}
+
+
+@dataclass(frozen=True)
+class TimedCalls:
+    """Of one variant's captured calls, those a timing times (`calls`) and the signatures of those it leaves out
+    for launching no Triton kernel (`helpers`)."""
+
+    calls: list[RecordedCall]
+    helpers: list[str]
+
+
+def calls_to_time(calls: list[RecordedCall], limit: int, like: list[str] | None = None) -> TimedCalls:
+    """The calls of `calls` (distinct signatures) a timing times, at most `limit`. `like`: the signatures the
+    reference's calls were chosen by, in their order (every variant times the reference's calls, whatever its own
+    launch). Else those that launched a Triton kernel, unless none did: a call that launches none (a helper that
+    packs weights in Python, say) is not the kernels' time. In TritonBench-revised `matmul_dequant_int4.py`,
+    `quantize_int4` took some 200 ms a call, host-bound, beside a dequantizing kernel of well under a millisecond,
+    so it decided the speedup, and its timing held the device alone for 22 s."""
+    if like is not None:
+        by_signature = {c.signature: c for c in reversed(calls)}
+        return TimedCalls([by_signature[s] for s in like if s in by_signature] or calls[:limit], [])
+    kernels = [c for c in calls if c.launched != 0]
+    if not kernels:
+        return TimedCalls(calls[:limit], [])
+    return TimedCalls(kernels[:limit], [c.signature for c in calls if c.launched == 0])
 
 
 def _bench_pytest(job: BenchJob, spec: dict[str, Any], module, recorder, send: Send) -> dict[str, Any] | None:

@@ -21,7 +21,8 @@ _DEPTH = threading.local()
 
 @dataclass
 class RecordedCall:
-    """A wrapper call with its arguments; `flops`: one call's work where the file's benchmark declares it."""
+    """A wrapper call with its arguments; `flops`: one call's work where the file's benchmark declares it;
+    `launched`: the Triton launches it made (None: not counted, or it did not return)."""
 
     wrapper: str
     spec: dict[str, Any]
@@ -29,16 +30,27 @@ class RecordedCall:
     args: tuple = ()
     kwargs: dict[str, Any] = field(default_factory=dict)
     flops: int | None = None
+    launched: int | None = None
 
 
 class CallRecorder:
     """Replaces a module's wrapper functions by recording proxies. `keep_args` keeps cloned arguments for replay
-    (True: all of them; "integers": only integer and boolean tensors, which fresh probes permute)."""
+    (True: all of them; "integers": only integer and boolean tensors, which fresh probes permute).
+    `launches()`: the Triton launches made so far, by which each recorded call counts its own (``launched``)."""
 
-    def __init__(self, module: ModuleType, wrappers: list[str], *, keep_args: bool | str = False, limit: int = 64):
+    def __init__(
+        self,
+        module: ModuleType,
+        wrappers: list[str],
+        *,
+        keep_args: bool | str = False,
+        limit: int = 64,
+        launches: Callable[[], int] | None = None,
+    ):
         self.module = module
         self.keep_args = keep_args
         self.limit = limit
+        self.launches = launches
         self.calls: list[RecordedCall] = []
         self.recording = False
         self.originals: dict[str, Callable] = {}
@@ -57,9 +69,13 @@ class CallRecorder:
             call = None
             if self.recording and depth == 0 and len(self.calls) < self.limit:
                 call = self._record(name, args, kwargs)
+            before = self.launches() if call is not None and self.launches is not None else None
             _DEPTH.value = depth + 1
             try:
-                return fn(*args, **kwargs)
+                out = fn(*args, **kwargs)
+                if before is not None:
+                    call.launched = self.launches() - before
+                return out
             except BaseException:  # a call that raised (a test of the wrapper's own checks) is no call to replay
                 if call is not None:
                     self.calls.remove(call)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .capture import CallRecorder, RecordedCall, unique_calls
+from .capture import CallRecorder, RecordedCall
 
 SHIM_DIR = Path(__file__).parent / "shims"
 MODULE_NAME = "geak_eval.perf.ROCm.performance_utils_pytest"
@@ -62,18 +62,18 @@ class Collector:
         self.benchmarks.append(Benchmark(op_name, dict(params), flops, first, len(self.recorder.calls)))
         return self.estimate(fn) if self.estimate is not None else math.nan
 
-    def timed_calls(self, limit: int) -> list[RecordedCall]:
-        """The calls to time (distinct signatures, at most `limit`): the wrapper calls the benchmarks made (with
-        the file's FLOP count when a benchmark made exactly one); without benchmarks, every recorded call."""
+    def timed_calls(self) -> list[RecordedCall]:
+        """The calls a timing may time: the wrapper calls the benchmarks made (with the file's FLOP count when a
+        benchmark made exactly one); without benchmarks, every recorded call."""
         if not self.benchmarks:
-            return unique_calls(self.recorder.calls, limit)
+            return list(self.recorder.calls)
         calls: list[RecordedCall] = []
         for b in self.benchmarks:
             made = self.recorder.calls[b.first_call : b.end_call]
             if len(made) == 1 and made[0].flops is None:
                 made[0].flops = b.flops
             calls += made
-        return unique_calls(calls, limit)
+        return calls
 
     def unwrapped(self) -> list[str]:
         """The benchmarks that called no wrapper function (nothing of theirs can be timed)."""

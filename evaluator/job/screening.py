@@ -40,7 +40,7 @@ def run_screen(job: ScreenJob, info: Any, send) -> dict[str, Any]:
     import torch
 
     from . import sandbox, triton_cache
-    from .bench_capture import capture_bench_calls
+    from .bench_capture import calls_to_time, capture_bench_calls
 
     save = torch.save  # bound before any user code is imported
     started = time.monotonic()
@@ -56,7 +56,7 @@ def run_screen(job: ScreenJob, info: Any, send) -> dict[str, Any]:
         captured = capture_bench_calls(job, reference_spec, send)
     if "error" in captured:
         return captured
-    calls = captured["calls"]
+    calls = calls_to_time(captured["calls"], job.max_calls).calls
     reference = _Variant("reference", captured["module"], None, calls, captured["recorder"].originals)
     send({"event": "progress", "screen": f"importing {len(variant_specs)} variants"})
     variants = [_load(spec, calls) for spec in variant_specs]

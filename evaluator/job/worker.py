@@ -54,7 +54,7 @@ from ..shared.protocol import (
     timed_output_file,
     timed_output_sets,
 )
-from .bench_capture import Send, capture_bench_calls
+from .bench_capture import Send, calls_to_time, capture_bench_calls
 
 if TYPE_CHECKING:
     from ..shared.sequential import RoundPlan
@@ -622,11 +622,13 @@ def run_bench(job: BenchJob, info: Any, send) -> dict[str, Any]:
     triton_cache.reuse_autotuning(False)
     # the device is shared until the timing starts: autotuned kernels only compile their configs meanwhile
     with sandbox.tuning_deferred(), sandbox.configs_compiled_ahead():
-        variants = _bench_variants(job, send)
-    if "error" in variants:
-        return variants
+        captured = _bench_variants(job, send)
+    if "error" in captured:
+        return captured
+    variants = captured["variants"]
     send({"event": "progress", "bench": "waiting for the device alone"})
     sandbox.DEVICE_GRANTS.wait_alone()
+    granted = _MONOTONIC()
     if info.backend == "interpreter":
         return {"error": "timing needs a GPU: no CUDA or ROCm device is visible"}
     labels = list(variants)
@@ -647,8 +649,8 @@ def run_bench(job: BenchJob, info: Any, send) -> dict[str, Any]:
     )
     stop = None
     timed_out = False
+    rounds_from = _MONOTONIC()
     if set(labels) == {"reference", "candidate"}:
-        rounds_from = _MONOTONIC()
 
         def stop(out: dict[str, list[list[float]]]) -> bool:
             nonlocal timed_out
@@ -665,6 +667,7 @@ def run_bench(job: BenchJob, info: Any, send) -> dict[str, Any]:
     except Exception as e:  # user code that fails only when timed
         return {"error": "a call failed while it was timed", "error_detail": sandbox.describe_error(e, "", None)}
     send({"event": "progress", "bench": "timed rounds", "batch": "end"})
+    phases_s = {"prepare": rounds_from - granted, "rounds": _MONOTONIC() - rounds_from}
     device_lag_ms = max(lag_before, timing.device_lag_ms())
     sandbox.DEVICE_GRANTS.release()  # measured: the outputs' check and the exit share the device
     for label in labels:
@@ -694,6 +697,8 @@ def run_bench(job: BenchJob, info: Any, send) -> dict[str, Any]:
         "device_lag_ms": device_lag_ms,
         "device_limits": device_limits(),
         "rounds_timed_out": timed_out,
+        "helpers": captured["helpers"],
+        "phases_s": phases_s,
     }
 
 
@@ -788,8 +793,9 @@ def autotune_choices(module) -> dict[str, dict[str, str]]:
 
 
 def _bench_variants(job: BenchJob, send: Send) -> dict[str, Any]:
-    """Load each variant's module and run its bench functions once, capturing the wrapper calls (with cloned
-    arguments); {"error": ...} when one fails."""
+    """Load each variant and run its bench functions once, capturing the wrapper calls (with cloned arguments); every
+    variant times the calls the reference's chose (``calls_to_time``; the first variant's where none is labelled so).
+    {"variants": {label: variant}, "helpers": the signatures left untimed}, or {"error": ...} when one fails."""
     from . import timing
 
     variants: dict[str, Any] = {}
@@ -798,7 +804,12 @@ def _bench_variants(job: BenchJob, send: Send) -> dict[str, Any]:
         if "error" in captured:
             return captured
         variants[spec["label"]] = captured
-    return variants
+    chooser = "reference" if "reference" in variants else next(iter(variants))
+    chosen = calls_to_time(variants[chooser]["calls"], job.max_calls)
+    like = [c.signature for c in chosen.calls]
+    for label, v in variants.items():
+        v["calls"] = chosen.calls if label == chooser else calls_to_time(v["calls"], job.max_calls, like).calls
+    return {"variants": variants, "helpers": chosen.helpers}
 
 
 def _prepare_call(fn, sets, module, base_call) -> tuple[dict[str, Any], float]:
