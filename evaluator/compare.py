@@ -209,11 +209,12 @@ def _compare_tensors(ref, cand, where: str, overrides, undefined) -> Iterator[Mi
 
 
 def _describe(ref, cand, bad, detail: str) -> str:
-    import torch
-
-    count = int(bad.sum())
-    diff = torch.where(bad, (ref.double() - cand.double()).abs().nan_to_num(posinf=1e300), torch.zeros(()))
-    flat = int(diff.flatten().argmax())
+    """Where the worst of the `bad` elements is, weighed in float64 over those elements only (the whole tensors in
+    float64 took 17 s of a `geak eval` caller's 250 s on an H200)."""
+    positions = bad.flatten().nonzero().flatten()
+    diff = (ref.flatten()[positions].double() - cand.flatten()[positions].double()).abs().nan_to_num(posinf=1e300)
+    flat = int(positions[int(diff.argmax())])
+    count = int(positions.numel())
     index = tuple(int(i) for i in _unravel(flat, tuple(ref.shape)))
     at = f"[{', '.join(map(str, index))}]"
     got, want = _item(cand, index), _item(ref, index)
