@@ -19,10 +19,12 @@ from .eval_slots import EvalSlot
 from .records_file import append_record, read_records, rewrite_records
 from .tasks import all_or_none
 
-# Timings at once on a slot: their imports and captures share the device with the slot's checks and overlap, their
-# measurements take turns, each with the device alone, the jobs sharing it paused meanwhile (the pool's
-# ``DeviceShare``), so one's setup is not all on the critical path. On an H100 a timing's two captures took 1-8 s,
-# and its decided rounds 0.1-0.4 s with the device alone.
+# Timings at once on a slot while its checks still run: their imports and captures share the device with the slot's
+# checks and overlap, their measurements take turns, each with the device alone, the jobs sharing it paused meanwhile
+# (the pool's ``DeviceShare``), so one's setup is not all on the critical path. On an H100 a timing's two captures
+# took 1-8 s, and its decided rounds 0.1-0.4 s with the device alone. Once every check has ended, a slot times as
+# many at once as it checked: on an H200, 6 at once had the device alone for 112 s of the 170 s its timings took,
+# the rest waiting for one of the six to be ready to measure.
 TIMINGS_AT_ONCE = 6
 
 
@@ -48,9 +50,10 @@ async def score_predictions(
     on_event: Callable[[str], None] | None = None,
 ) -> EvalOutcome:
     """Score each line of `predictions`: every prediction is checked, `per_slot` at a time on each slot, and once
-    every check has started, what passed is timed, ``TIMINGS_AT_ONCE`` at a time on each slot, the quickest tests
-    first among those waiting (``timing_order``), on whichever slot is free, since a slot whose checks run long (a
-    prediction that hangs until the time limit) need not hold what passed there. A timing measures with the device
+    every check has started, what passed is timed, ``TIMINGS_AT_ONCE`` at a time on each slot (`per_slot` once
+    every check has ended), the quickest tests first among those waiting (``timing_order``), on whichever slot is
+    free, since a slot whose checks run long (a prediction that hangs until the time limit) need not hold what passed
+    there. A timing measures with the device
     alone: the checks still running on its slot are paused meanwhile and go on after it, their time limits moved on
     by the pause (the pool's ``DeviceShare``). Timings wait for the checks to have started, not ended: the last ones
     (often a golden file that hangs until the limit) overlap the timings. Timing from the first pass on, beside every
@@ -110,35 +113,40 @@ async def score_predictions(
                     changed.notify_all()
 
     async def time_on(slot: EvalSlot) -> None:
-        """Once every check has started: timings of what passed on any slot, ``TIMINGS_AT_ONCE`` at a time, the
-        quickest tests first among those waiting (``timing_order``), until every check is done and every passed
-        prediction timed."""
+        """Once every check has started: timings of what passed on any slot, the quickest tests first among those
+        waiting (``timing_order``), ``TIMINGS_AT_ONCE`` at a time while checks still run and as many as the slot's
+        checks were once they have all ended, until every passed prediction is timed."""
         async with changed:
             await changed.wait_for(lambda: unassigned == 0)
         if to_time:  # (none under --no-timing, or on the interpreter)
             say(f"{slot.name} times what passed ({len(to_time)} waiting), {TIMINGS_AT_ONCE} at a time, each measuring "
                 "with the device alone, its checks still running paused meanwhile")  # fmt: skip
-        at_once = asyncio.Semaphore(TIMINGS_AT_ONCE)
+        running = 0
+
+        def room() -> bool:
+            return running < (max(TIMINGS_AT_ONCE, per_slot) if checks_done() else TIMINGS_AT_ONCE)
 
         async def time_one(checked: _Checked) -> None:
+            nonlocal running
             try:
                 await time_code(slot.evaluator, checked.code, checked.reference, checked.check, checked.score, rounds)
                 checked.record.update(checked.score.to_dict(), timed_on=slot.name)
                 finished(checked)
             finally:
-                at_once.release()
+                running -= 1
+                async with changed:
+                    changed.notify_all()
 
         timings: list[asyncio.Task[None]] = []
         try:
             while True:
-                await at_once.acquire()
                 async with changed:
-                    await changed.wait_for(lambda: bool(to_time) or checks_done())
+                    await changed.wait_for(lambda: (bool(to_time) and room()) or (checks_done() and not to_time))
                     if not to_time:
-                        at_once.release()
                         break
                     checked = timing_order(to_time)[0]
                     to_time.remove(checked)
+                    running += 1
                 timings.append(asyncio.ensure_future(time_one(checked)))
         except BaseException:
             for task in timings:
