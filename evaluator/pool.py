@@ -286,8 +286,9 @@ class WorkerPool:
         await asyncio.gather(*starting, return_exceptions=True)  # a zygote that did start is filed as idle
         zygotes = [*self._idle, *self._busy]
         self._idle.clear()
-        for zygote in zygotes:
-            await zygote.dispose()
+        # all at once: a zygote holding a GPU context takes about a second to go; one after another, the end of a
+        # `geak eval` with 14 of them took 12 s on an H200
+        await asyncio.gather(*(zygote.dispose() for zygote in zygotes))
         if not self._kept_cache:
             shutil.rmtree(self._triton_cache, ignore_errors=True)
 
