@@ -81,6 +81,21 @@ PRELOAD = (
 )
 
 _MONOTONIC = time.monotonic  # bound before any user code: a timing's time limit
+
+
+class _Laps:
+    """Seconds spent in each named part of a timing's preparation (what the job reports in ``phases_s``)."""
+
+    def __init__(self) -> None:
+        self.seconds: Counter[str] = Counter()
+
+    @contextlib.contextmanager
+    def lap(self, name: str):
+        started = _MONOTONIC()
+        try:
+            yield
+        finally:
+            self.seconds[name] += _MONOTONIC() - started
 _IMPORTED_AT = time.perf_counter()  # before torch: the zygote's start-up is timed from here
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
@@ -638,8 +653,9 @@ def run_bench(job: BenchJob, info: Any, send) -> dict[str, Any]:
         return {"error": "the variants' captured calls differ: " + json.dumps(signatures)}
 
     # identical kernels of the variants are tuned once, on the first's calls; each config timed by a few calls
+    laps = _Laps()
     with sandbox.twins_tuned_alike(), sandbox.tuned_with(timing.tuning_bench):
-        prepared = _prepare_timers(job, variants, labels, send, planned)
+        prepared = _prepare_timers(job, variants, labels, send, planned, laps)
     if "error" in prepared:
         return prepared
     timers, per_call = prepared["timers"], prepared["calls"]
@@ -667,7 +683,11 @@ def run_bench(job: BenchJob, info: Any, send) -> dict[str, Any]:
     except Exception as e:  # user code that fails only when timed
         return {"error": "a call failed while it was timed", "error_detail": sandbox.describe_error(e, "", None)}
     send({"event": "progress", "bench": "timed rounds", "batch": "end"})
-    phases_s = {"prepare": rounds_from - granted, "rounds": _MONOTONIC() - rounds_from}
+    phases_s = {
+        "prepare": rounds_from - granted,
+        **{f"prepare {part}": seconds for part, seconds in laps.seconds.items()},
+        "rounds": _MONOTONIC() - rounds_from,
+    }
     device_lag_ms = max(lag_before, timing.device_lag_ms())
     sandbox.DEVICE_GRANTS.release()  # measured: the outputs' check and the exit share the device
     for label in labels:
@@ -703,11 +723,11 @@ def run_bench(job: BenchJob, info: Any, send) -> dict[str, Any]:
 
 
 def _prepare_timers(
-    job: BenchJob, variants: dict[str, Any], labels: list[str], send: Send, plan: RoundPlan
+    job: BenchJob, variants: dict[str, Any], labels: list[str], send: Send, plan: RoundPlan, laps: _Laps
 ) -> dict[str, Any]:
     """Per captured call and variant: compile and tune it, count and estimate it, and make its timer (the same
     method for every variant of a call, its samples as short as `plan`'s time limit needs); {"timers", "calls"}, or
-    an error result."""
+    an error result. The parts' seconds go to `laps`."""
     import torch
 
     from . import timing
@@ -727,9 +747,12 @@ def _prepare_timers(
             v = variants[label]
             send({"event": "progress", "bench": f"{label}:{base_call.signature}"})
             fn = v["recorder"].originals[v["calls"][i].wrapper]
-            sets = timing.InputSets(base, count, seed=job.input_seed)
             try:
-                entry, estimate = _prepare_call(fn, sets, v["module"], base_call)
+                with laps.lap("calls"):
+                    sets = timing.InputSets(base, count, seed=job.input_seed)
+                    entry = _prepare_call(fn, sets, v["module"], base_call)
+                with laps.lap("estimates"):
+                    estimate = timing.estimate_ms(lambda fn=fn, sets=sets: sets.call(fn, 0))
             except Exception as e:  # user code failing on the captured call's copies (a fault on other addresses)
                 return _timed_call_failed(label, base_call.signature, e)
             prepared[label] = (fn, sets, estimate)
@@ -738,18 +761,20 @@ def _prepare_timers(
         per_graph = timing.graph_calls(fastest, count) if fastest < timing.GRAPH_BELOW_MS else None
         min_reps = timing.fewest_reps(max(estimate for _, _, estimate in prepared.values()), rounds_ms)
         made = {}
-        for label, (fn, sets, estimate) in prepared.items():
-            try:
-                made[label] = timing.make_timer(fn, sets, estimate, job.rep_ms, per_graph, min_reps)
-            except Exception as e:  # the warm-up before a graph capture faulted
-                return _timed_call_failed(label, base_call.signature, e)
-        if len({timer.method for timer in made.values()}) > 1:  # one captured in a graph, another not: time alike
-            made = {label: timing.make_timer(fn, sets, estimate, job.rep_ms, None, min_reps)
-                    for label, (fn, sets, estimate) in prepared.items()}  # fmt: skip
+        with laps.lap("timers"):
+            for label, (fn, sets, estimate) in prepared.items():
+                try:
+                    made[label] = timing.make_timer(fn, sets, estimate, job.rep_ms, per_graph, min_reps)
+                except Exception as e:  # the warm-up before a graph capture faulted
+                    return _timed_call_failed(label, base_call.signature, e)
+            if len({timer.method for timer in made.values()}) > 1:  # one in a graph, another not: time alike
+                made = {label: timing.make_timer(fn, sets, estimate, job.rep_ms, None, min_reps)
+                        for label, (fn, sets, estimate) in prepared.items()}  # fmt: skip
         for label, (fn, sets, estimate) in prepared.items():
             timer = made[label]
             try:
-                timing.guard(lambda fn=fn, sets=sets: sets.call(fn, 0), estimate)
+                with laps.lap("guards"):
+                    timing.guard(lambda fn=fn, sets=sets: sets.call(fn, 0), estimate)
             except timing.TimingFooled as e:
                 return {"error": f"{label}: {e}", "fooled": not isinstance(e, timing.DeviceBusy), "label": label}
             timers[label].append(timer)
@@ -812,9 +837,8 @@ def _bench_variants(job: BenchJob, send: Send) -> dict[str, Any]:
     return {"variants": variants, "helpers": chosen.helpers}
 
 
-def _prepare_call(fn, sets, module, base_call) -> tuple[dict[str, Any], float]:
-    """Compile (and autotune) outside the timed region, count what the call moves and launches untimed, and
-    estimate its time."""
+def _prepare_call(fn, sets, module, base_call) -> dict[str, Any]:
+    """Compile (and autotune) outside the timed region, and count what the call moves and launches untimed."""
     import torch
 
     from . import sandbox, timing
@@ -844,7 +868,7 @@ def _prepare_call(fn, sets, module, base_call) -> tuple[dict[str, Any], float]:
         torch.cuda.synchronize()
         entry["kernels"] = compiled_facts(sandbox.COMPILED)
     entry["checked_launches"] = dict(sandbox.LAUNCHES - before)
-    return entry, timing.estimate_ms(lambda: sets.call(fn, 0))
+    return entry
 
 
 def _save_timed_outputs(timers, entries: dict[str, list[dict[str, Any]]], out_dir: Path, save) -> None:
