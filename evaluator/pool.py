@@ -286,8 +286,7 @@ class WorkerPool:
         await asyncio.gather(*starting, return_exceptions=True)  # a zygote that did start is filed as idle
         zygotes = [*self._idle, *self._busy]
         self._idle.clear()
-        # all at once: a zygote holding a GPU context takes about a second to go; one after another, the end of a
-        # `geak eval` with 14 of them took 12 s on an H200
+        # all at once: each may take up to 10 s to go (``wait_briefly``), and a GPU's pool holds one per job at once
         await asyncio.gather(*(zygote.dispose() for zygote in zygotes))
         if not self._kept_cache:
             shutil.rmtree(self._triton_cache, ignore_errors=True)
