@@ -22,9 +22,10 @@ from .tasks import all_or_none
 # Timings at once on a slot while its checks still run: their imports and captures share the device with the slot's
 # checks and overlap, their measurements take turns, each with the device alone, the jobs sharing it paused meanwhile
 # (the pool's ``DeviceShare``), so one's setup is not all on the critical path. On an H100 a timing's two captures
-# took 1-8 s, and its decided rounds 0.1-0.4 s with the device alone. Once every check has ended, a slot times as
-# many at once as it checked: on an H200, 6 at once had the device alone for 112 s of the 170 s its timings took,
-# the rest waiting for one of the six to be ready to measure.
+# took 1-8 s, and its decided rounds 0.1-0.4 s with the device alone. As its checks end, a slot times more at once,
+# up to as many as it checked: on an H200, 6 at once had the device alone for 112 s of the 170 s its timings took,
+# the rest waiting for one of the six to be ready to measure; on a fresh machine, a golden file that fails after
+# minutes was still being checked when the last timing ended.
 TIMINGS_AT_ONCE = 6
 
 
@@ -50,8 +51,8 @@ async def score_predictions(
     on_event: Callable[[str], None] | None = None,
 ) -> EvalOutcome:
     """Score each line of `predictions`: every prediction is checked, `per_slot` at a time on each slot, and once
-    every check has started, what passed is timed, ``TIMINGS_AT_ONCE`` at a time on each slot (`per_slot` once
-    every check has ended), the quickest tests first among those waiting (``timing_order``), on whichever slot is
+    every check has started, what passed is timed, ``TIMINGS_AT_ONCE`` at a time on each slot (more as its checks
+    end, up to `per_slot`), the quickest tests first among those waiting (``timing_order``), on whichever slot is
     free, since a slot whose checks run long (a prediction that hangs until the time limit) need not hold what passed
     there. A timing measures with the device
     alone: the checks still running on its slot are paused meanwhile and go on after it, their time limits moved on
@@ -114,8 +115,8 @@ async def score_predictions(
 
     async def time_on(slot: EvalSlot) -> None:
         """Once every check has started: timings of what passed on any slot, the quickest tests first among those
-        waiting (``timing_order``), ``TIMINGS_AT_ONCE`` at a time while checks still run and as many as the slot's
-        checks were once they have all ended, until every passed prediction is timed."""
+        waiting (``timing_order``), as many at once as the slot's checks still running leave of its `per_slot` jobs,
+        at least ``TIMINGS_AT_ONCE``, until every passed prediction is timed."""
         async with changed:
             await changed.wait_for(lambda: unassigned == 0)
         if to_time:  # (none under --no-timing, or on the interpreter)
@@ -123,8 +124,8 @@ async def score_predictions(
                 "with the device alone, its checks still running paused meanwhile")  # fmt: skip
         running = 0
 
-        def room() -> bool:
-            return running < (max(TIMINGS_AT_ONCE, per_slot) if checks_done() else TIMINGS_AT_ONCE)
+        def room() -> bool:  # the slot's jobs at once that its checks leave, at least TIMINGS_AT_ONCE
+            return running < max(TIMINGS_AT_ONCE, per_slot - slot.active)
 
         async def time_one(checked: _Checked) -> None:
             nonlocal running

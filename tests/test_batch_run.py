@@ -420,8 +420,8 @@ def test_a_slot_times_the_predictions_whose_tests_ran_quickest_first():
 def test_a_timed_eval_times_what_passed_beside_the_checks_a_few_at_a_time(tmp_path, monkeypatch):
     """A timing pauses the checks of its slot while it measures, so `geak eval` times what passed once every check
     has started, beside the checks still running, a few at once on each slot (their setups overlap, their
-    measurements take turns: the pool's device share, ``test_device_share``), and as many as the slot checked at
-    once when every check has ended."""
+    measurements take turns: the pool's device share, ``test_device_share``), more as the checks end, up to as
+    many as the slot checked at once."""
     import asyncio
 
     from geak.agent import batch_eval
