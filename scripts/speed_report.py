@@ -176,6 +176,13 @@ def timed_eval(args: list[str], folder: Path, timeout_s: float) -> dict:
                    "timing_s_sum": round(sum(timings), 1)}  # fmt: skip
     if checks_end is not None and timings:
         found["timings_wall_s"] = round(wall - checks_end, 1)
+    if timings:  # the device alone, and its parts as the timing jobs reported them
+        found["alone_s_sum"] = round(sum(r.get("alone_s") or 0.0 for r in records), 1)
+        parts: dict[str, float] = {}
+        for r in records:
+            for part, seconds in (r.get("phases_s") or {}).items():
+                parts[part] = parts.get(part, 0.0) + seconds
+        found["phases_s_sum"] = {part: round(seconds, 1) for part, seconds in sorted(parts.items())}
     summary = folder / "summary.json"
     if not stopped and summary.exists():
         found.update(json.loads(summary.read_text()), wall_s=round(wall, 1))
