@@ -81,21 +81,6 @@ PRELOAD = (
 )
 
 _MONOTONIC = time.monotonic  # bound before any user code: a timing's time limit
-
-
-class _Laps:
-    """Seconds spent in each named part of a timing's preparation (what the job reports in ``phases_s``)."""
-
-    def __init__(self) -> None:
-        self.seconds: Counter[str] = Counter()
-
-    @contextlib.contextmanager
-    def lap(self, name: str):
-        started = _MONOTONIC()
-        try:
-            yield
-        finally:
-            self.seconds[name] += _MONOTONIC() - started
 _IMPORTED_AT = time.perf_counter()  # before torch: the zygote's start-up is timed from here
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
@@ -660,9 +645,7 @@ def run_bench(job: BenchJob, info: Any, send) -> dict[str, Any]:
         return prepared
     timers, per_call = prepared["timers"], prepared["calls"]
 
-    plan = planned.for_calls(
-        [(entry["method"], entry["estimate_ms"]) for entry in per_call[labels[0]]]
-    )
+    plan = planned.for_calls([(entry["method"], entry["estimate_ms"]) for entry in per_call[labels[0]]])
     stop = None
     timed_out = False
     rounds_from = _MONOTONIC()
@@ -674,6 +657,7 @@ def run_bench(job: BenchJob, info: Any, send) -> dict[str, Any]:
                 return True
             timed_out = bool(plan.max_s) and _MONOTONIC() - rounds_from > plan.max_s
             return timed_out
+
     lag_before = timing.device_lag_ms()
     send({"event": "progress", "bench": "timed rounds", "batch": "start"})
     try:
@@ -720,6 +704,21 @@ def run_bench(job: BenchJob, info: Any, send) -> dict[str, Any]:
         "helpers": captured["helpers"],
         "phases_s": phases_s,
     }
+
+
+class _Laps:
+    """Seconds spent in each named part of a timing's preparation (what the job reports in ``phases_s``)."""
+
+    def __init__(self) -> None:
+        self.seconds: Counter[str] = Counter()
+
+    @contextlib.contextmanager
+    def lap(self, name: str):
+        started = _MONOTONIC()
+        try:
+            yield
+        finally:
+            self.seconds[name] += _MONOTONIC() - started
 
 
 def _prepare_timers(
