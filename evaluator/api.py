@@ -471,6 +471,15 @@ class Evaluator:
             )
             if not swapped.ok or swapped.speedup is None:
                 result = swapped  # its failure is the verdict
+            elif _timed_calls(swapped) != _timed_calls(result):  # the candidate, imported first, chose them
+                result = replace(
+                    swapped,
+                    ok=False,
+                    speedup=None,
+                    message="timing rejected: timed again with the candidate prepared first, it timed other calls "
+                    f"({', '.join(_timed_calls(swapped)) or 'none'}) than the first timing "
+                    f"({', '.join(_timed_calls(result))})",
+                )
             else:
                 both = crossed(s, swapped.speedup)
                 result = replace(
@@ -671,6 +680,11 @@ class Evaluator:
     def _module_name(self) -> str:
         self._serial += 1
         return f"kernels_{self._serial}"
+
+
+def _timed_calls(result: BenchResult) -> list[str]:
+    """The signatures of the reference's calls a timing timed (which calls, ``calls_to_time``)."""
+    return [c.signature for c in result.reference_calls]
 
 
 async def _removed(path: Path) -> None:

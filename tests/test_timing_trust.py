@@ -1180,18 +1180,22 @@ def test_a_small_claimed_speedup_is_timed_again_with_the_candidate_prepared_firs
     import asyncio
 
     from geak.evaluator.api import EvalOptions, Evaluator
-    from geak.evaluator.results import Speedup
+    from geak.evaluator.results import CallTiming, Speedup
 
     file = Path(__file__).parent / "fixtures" / "add_native.py"
     orders: list[bool] = []
     ratios = {False: 1.06, True: 0.95}
+    signatures = {False: ["f(f32[8])", "f(f32[64])"], True: ["f(f32[8])", "f(f32[64])"]}
 
     async def timed(self, texts, *args, candidate_first: bool = False):
         orders.append(candidate_first)
         r = ratios[candidate_first]
         speedup = Speedup(r, r - 0.005, r + 0.005, 6, True, "faster" if r > 1 else "slower", margin=0.02)
         phases = {"prepare": 0.1, "rounds": 0.3}
-        return BenchResult(True, "perf", "cuda", "f", f"timed {r}", speedup=speedup, alone_s=0.5, phases_s=phases)
+        calls = tuple(CallTiming("f", sig, 1.0, 1.0, "flushed", 5, None, None, None, None, "cold")
+                      for sig in signatures[candidate_first])  # fmt: skip
+        return BenchResult(True, "perf", "cuda", "f", f"timed {r}", speedup=speedup, alone_s=0.5, phases_s=phases,
+                           calls=calls, reference_calls=calls)  # fmt: skip
 
     async def runtime_info():
         return {"backend": "cuda", "device": "a GPU"}
@@ -1212,6 +1216,11 @@ def test_a_small_claimed_speedup_is_timed_again_with_the_candidate_prepared_firs
     assert result.speedup.verdict.startswith("within noise") and result.alone_s == 1.0, result
     assert result.phases_s == {"prepare": 0.2, "rounds": 0.6}
     assert "timed again with the candidate prepared first: 0.950x" in result.message
+    signatures[True] = ["f(f32[8])"]  # a candidate imported first made a call of the reference look like a helper
+    rejected = asyncio.run(go())
+    assert not rejected.ok and rejected.speedup is None, rejected
+    assert rejected.message == ("timing rejected: timed again with the candidate prepared first, it timed other calls "
+                                "(f(f32[8])) than the first timing (f(f32[8]), f(f32[64]))")  # fmt: skip
     ratios.update({False: 3.0})  # far beyond any placement: timed once
     orders.clear()
     assert asyncio.run(go()).speedup.ratio == 3.0 and orders == [False]
