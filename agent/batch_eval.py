@@ -53,16 +53,16 @@ async def score_predictions(
     """Score each line of `predictions`: every prediction is checked, `per_slot` at a time on each slot, and once
     every check has started, what passed is timed, ``TIMINGS_AT_ONCE`` at a time on each slot (more as its checks
     end, up to `per_slot`), the quickest tests first among those waiting (``timing_order``), on whichever slot is
-    free, since a slot whose checks run long (a prediction that hangs until the time limit) need not hold what passed
-    there. A timing measures with the device
-    alone: the checks still running on its slot are paused meanwhile and go on after it, their time limits moved on
-    by the pause (the pool's ``DeviceShare``). Timings wait for the checks to have started, not ended: the last ones
-    (often a golden file that hangs until the limit) overlap the timings. Timing from the first pass on, beside every
-    check, took 20% longer on an H200 (``docs/measurements.md``, twelfth). Records are appended to `results`
-    (JSONL) as they finish (a prediction that passed, once timed) and passed to `on_record(record, total)`. `timing`
-    False: correctness only (call and execution accuracy). `earlier`: records of an interrupted run of the same
-    predictions, by line: those lines are not scored again (``read_earlier``). `on_event` is told what else happens
-    (each slot's start of its timings, the end of the checks)."""
+    free, since a slot whose checks run long (a prediction that hangs until the time limit) need not hold what
+    passed there. A timing measures with the device alone: the checks still running on its slot are paused meanwhile
+    and go on after it, their time limits moved on by the pause (the pool's ``DeviceShare``). Timings wait for the
+    checks to have started, not ended: the last ones (often a golden file that hangs until the limit) overlap the
+    timings. Timing from the first pass on, beside every check, took 20% longer on an H200
+    (``docs/measurements.md``, twelfth). Records are appended to `results` (JSONL) as they finish (a prediction that
+    passed, once timed) and passed to `on_record(record, total)`. `timing` False: correctness only (call and
+    execution accuracy). `earlier`: records of an interrupted run of the same predictions, by line: those lines are
+    not scored again (``read_earlier``). `on_event` is told what else happens (each slot's start of its timings, the
+    end of the checks)."""
     say = on_event or (lambda message: None)
     started = time.perf_counter()
     states = suite.load_ps(predictions)
@@ -120,8 +120,8 @@ async def score_predictions(
         async with changed:
             await changed.wait_for(lambda: unassigned == 0)
         if to_time:  # (none under --no-timing, or on the interpreter)
-            say(f"{slot.name} times what passed ({len(to_time)} waiting), {TIMINGS_AT_ONCE} at a time, each measuring "
-                "with the device alone, its checks still running paused meanwhile")  # fmt: skip
+            say(f"{slot.name} times what passed ({len(to_time)} waiting), {TIMINGS_AT_ONCE} at a time, more as "
+                "its checks end, each measuring with the device alone, its checks still running paused meanwhile")
         running = 0
 
         def room() -> bool:  # the slot's jobs at once that its checks leave, at least TIMINGS_AT_ONCE

@@ -486,7 +486,10 @@ class Evaluator:
                     result,
                     speedup=both,
                     alone_s=result.alone_s + swapped.alone_s,
-                    phases_s={k: result.phases_s.get(k, 0.0) + v for k, v in swapped.phases_s.items()},
+                    phases_s={
+                        k: result.phases_s.get(k, 0.0) + swapped.phases_s.get(k, 0.0)
+                        for k in {**result.phases_s, **swapped.phases_s}
+                    },
                     message=f"{result.message}; timed again with the candidate prepared first: "
                     f"{swapped.speedup.ratio:.3f}x; both orders together {both.ratio:.3f}x ({both.verdict})",
                 )
