@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,7 +88,10 @@ async def score_predictions(
         if on_record is not None:
             on_record(checked.record, len(states))
 
-    unassigned = len(states) - len(earlier)  # checks not yet given a slot
+    lines = [i for i in range(len(states)) if i not in earlier]
+    references = {i: reference_file(states[i], scratch) for i in lines if states[i].solution}
+    unchecked = Counter(references.values())  # per reference, its predictions not yet checked
+    unassigned = len(lines)  # checks not yet given a slot
     changed = asyncio.Condition()  # a check ended, or a passed prediction waits for its timing
     checks_done = lambda: unassigned == 0 and all(s.active == 0 for s in slots)
 
@@ -108,6 +112,8 @@ async def score_predictions(
                     finished(checked)
             finally:
                 slot.active -= 1
+                if index in references:
+                    await _checked_against(references[index], unchecked, slots)
                 if checks_done() and to_time:
                     say(f"every prediction checked: {len(to_time)} wait for their timing")
                 async with changed:
@@ -158,7 +164,7 @@ async def score_predictions(
 
     await all_or_none(
         [
-            *(check(i, states[i]) for i in _slow_first(states, earlier, slots, scratch)),
+            *(check(i, states[i]) for i in _slow_first(lines, references, slots)),
             *(time_on(slot) for slot in slots),
         ]
     )
@@ -175,18 +181,22 @@ def timing_order(checked: list[_Checked]) -> list[_Checked]:
     return sorted(checked, key=lambda c: (tests_s(c), c.record["line"]))
 
 
-def _slow_first(
-    states: list[ProblemState], earlier: dict[int, dict[str, Any]], slots: list[EvalSlot], scratch: Path
-) -> list[int]:
+def _slow_first(lines: list[int], references: dict[int, Path], slots: list[EvalSlot]) -> list[int]:
     """The lines to check, those whose golden file's own run took longest when it last ran here first (the rest in
     order): a golden file that hangs to the time limit, started late, holds up every timing after it. The checks
     start in this order (the slots' semaphore wakes its waiters first come, first served)."""
-    lines = [i for i in range(len(states)) if i not in earlier]
     if not slots:
         return lines
-    references = {i: reference_file(states[i], scratch) for i in lines if states[i].solution}
     seconds = slots[0].evaluator.known_reference_seconds(sorted(set(references.values())))
     return sorted(lines, key=lambda i: -seconds.get(references.get(i, Path()), 0.0))
+
+
+async def _checked_against(reference: Path, unchecked: Counter[Path], slots: list[EvalSlot]) -> None:
+    """One more prediction of `reference` checked: once none is left, every slot forgets its run of the reference,
+    whose outputs (gigabytes over a suite's references, on an H200) are not needed by the timings."""
+    unchecked[reference] -= 1
+    if unchecked[reference] == 0:
+        await asyncio.gather(*(slot.evaluator.forget_reference(reference) for slot in slots))
 
 
 @dataclass

@@ -84,6 +84,11 @@ class EvalActor:
             return {"bad_input": str(e)}
         return result.to_dict()
 
+    async def forget_reference(self, ref_name: str | None, ref_text: str | None) -> None:
+        reference = self._reference(ref_name, ref_text)
+        if self.evaluator is not None and reference is not None:
+            await self.evaluator.forget_reference(reference)
+
     async def close(self) -> None:
         if self.evaluator is not None:
             await self.evaluator.aclose()
@@ -91,8 +96,8 @@ class EvalActor:
 
 
 class RayEvaluator:
-    """The driver's side: the `Evaluator` interface (runtime, check, bench, screen, known_reference_seconds, aclose),
-    served by one actor."""
+    """The driver's side: the `Evaluator` interface (runtime, check, bench, screen, forget_reference,
+    known_reference_seconds, aclose), served by one actor."""
 
     def __init__(self, actor: Any):
         self.actor = actor
@@ -111,6 +116,9 @@ class RayEvaluator:
     async def screen(self, against, variants, *, baseline=None, deadline_s=60.0, finalists=2, progress=None):
         data = await self.actor.screen.remote(*_ref(against), variants, baseline, deadline_s, finalists)
         return ScreenResult.from_dict(_raise_bad_input(data))
+
+    async def forget_reference(self, file: str | Path) -> None:
+        await self.actor.forget_reference.remote(*_ref(file))
 
     def known_reference_seconds(self, references: list[Path]) -> dict[Path, float]:
         """None known here: each node keeps its references' costs in its own compile store."""

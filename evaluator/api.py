@@ -123,6 +123,41 @@ class Evaluator:
                 duration_s=time.perf_counter() - started,
             )
         ref_run = await self._reference_run(reference, progress) if reference is not None else None
+        if ref_run is not None:
+            ref_run.users += 1  # its outputs stay until this check ends, even if it is forgotten meanwhile
+        try:
+            return await self._check_candidate(candidate, reference, ref_run, label, progress, started)
+        finally:
+            if ref_run is not None:
+                ref_run.users -= 1
+                if ref_run.forgotten and not ref_run.users:
+                    await _removed(ref_run.outputs)
+
+    async def forget_reference(self, file: str | Path) -> None:
+        """Drop the kept run of `file` as a reference (its outputs stay on disk until the evaluator closes): for work
+        over many references, once no check against it is to come. A check against it still running keeps it until
+        that check ends; a later check runs the reference again."""
+        try:
+            key = _text_key(self._read(file, "reference").compose().text)
+        except BadInput:
+            return
+        ref_run = self._references.pop(key, None)
+        if ref_run is None:
+            return
+        ref_run.forgotten = True
+        if not ref_run.users:
+            await _removed(ref_run.outputs)
+
+    async def _check_candidate(
+        self,
+        candidate: TritonFile,
+        reference: TritonFile | None,
+        ref_run: check_stage.ReferenceRun | None,
+        label: str,
+        progress: Progress | None,
+        started: float,
+    ) -> CheckResult:
+        """`check`'s verdict once the reference (if any) has run."""
         if ref_run is not None and ref_run.not_checkable is not None:
             ref_verdict = ref_run.not_checkable
             return replace(

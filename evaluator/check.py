@@ -95,6 +95,8 @@ class ReferenceRun:
     poison: bool = True  # False: its tests read memory nothing wrote, so jobs run without poisoned allocations
     reran: bool = False  # ran again after a candidate disagreed with it (``rerun_variation``)
     own: CheckResult | None = None  # its verdict as a file alone (the same tests: ``Evaluator.check_against_self``)
+    users: int = 0  # checks against it now running
+    forgotten: bool = False  # dropped by ``Evaluator.forget_reference``: its outputs go once `users` is 0
 
 
 def test_reproduction(
