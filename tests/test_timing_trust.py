@@ -1126,13 +1126,21 @@ def make():
     return add_one
 
 
+@triton.jit
+def plain(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
 reference, candidate = make(), make()
 x = torch.zeros(300)
 grid = lambda meta: (triton.cdiv(300, meta["BLOCK"]),)
 with sandbox.tuning_deferred(), sandbox.configs_compiled_ahead():  # the interpreter compiles nothing ahead
+    plain[(1,)](x, 300, BLOCK=512)
     reference[grid](x, 300)
     candidate[grid](x, 300)
 print("deferred", len(reference.cache), len(candidate.cache), x.tolist() == [2.0] * 300)
+print("untuned", dict(sandbox.DEFERRED_TUNINGS))
 key = (300, "torch.float32")
 reference.cache[key], candidate.cache[key] = reference.configs[1], candidate.configs[2]  # chosen apart, untwinned
 with sandbox.twins_tuned_alike():
@@ -1145,8 +1153,9 @@ print("twins", candidate.cache[key] is candidate.configs[1])
 def test_a_deferred_autotuner_runs_the_first_config_that_runs_and_twins_take_one_choice(tmp_path):
     """A timing job captures with tuning deferred: a kernel whose first config cannot run runs the next one, with no
     choice kept (tuning there, on a shared device, chose by noise: an A/A of TritonBench-revised `matmul_triton2.py`
-    came out 1.06x "faster" on an H200). Identical kernels then run the choice the first made, over any of their own.
-    Real Triton on its interpreter, in a process of its own (the patches are the job process's)."""
+    came out 1.06x "faster" on an H200), and is counted (a timing then makes its calls ready with the device alone,
+    where it tunes). Identical kernels then run the choice the first made, over any of their own. Real Triton on its
+    interpreter, in a process of its own (the patches are the job process's)."""
     import subprocess
     import sys
 
@@ -1154,7 +1163,8 @@ def test_a_deferred_autotuner_runs_the_first_config_that_runs_and_twins_take_one
     script.write_text(AUTOTUNED_TWINS)
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split("\n")[:2] == ["deferred 0 0 True", "twins True"], done.stdout
+    lines = done.stdout.split("\n")
+    assert lines[:3] == ["deferred 0 0 True", "untuned {'add_one': 2}", "twins True"], done.stdout
 
 
 def test_two_timings_in_opposite_orders_cancel_where_the_variants_sit():
@@ -1224,3 +1234,27 @@ def test_a_small_claimed_speedup_is_timed_again_with_the_candidate_prepared_firs
     ratios.update({False: 3.0})  # far beyond any placement: timed once
     orders.clear()
     assert asyncio.run(go()).speedup.ratio == 3.0 and orders == [False]
+
+
+def test_a_graph_captured_before_the_grant_is_timed_only_where_every_variant_has_one_of_a_suiting_size():
+    """A timing captures the graphs of short calls while the device is still shared, sized by the calls' least time
+    there; with the device alone, each call's estimate says how many calls a graph should hold. The graphs made
+    ahead are timed only where every variant has one within a factor of two of that (replays of 1-4 ms where 2 ms is
+    asked), else made again; either way none is kept in the ready calls."""
+    from geak.evaluator.job.worker import _made_ahead, _Ready
+
+    def ready(*sizes: int | None) -> dict[str, _Ready]:
+        return {
+            f"v{i}": _Ready(None, None, {}, None if n is None else SimpleNamespace(per_graph=n))
+            for i, n in enumerate(sizes)
+        }
+
+    calls = ready(100, 100)
+    graphs = {label: r.graph for label, r in calls.items()}
+    assert _made_ahead(calls, 120) == graphs and all(r.graph is None for r in calls.values())
+    assert _made_ahead(ready(100, 100), 200) is not None and _made_ahead(ready(100, 100), 50) is not None
+    assert _made_ahead(ready(100, 100), 201) is None  # the device alone says twice as many calls and more
+    assert _made_ahead(ready(100, 100), 49) is None
+    assert _made_ahead(ready(100, None), 100) is None  # one variant could not be captured ahead
+    calls = ready(100, 100)
+    assert _made_ahead(calls, None) is None and all(r.graph is None for r in calls.values())  # timed one by one

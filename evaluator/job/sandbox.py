@@ -243,6 +243,7 @@ LAUNCHES: Counter[str] = Counter()
 LAUNCH_STREAMS: Counter[int] = Counter()  # launches per GPU stream handle, within `streams_tracked`
 KERNEL_EVENTS: list[tuple[str, Any, Any]] = []  # (kernel, start event, end event) per launch, within `kernels_timed`
 COMPILED: list[tuple[str, Any]] = []  # (kernel, its launch's CompiledKernel) per launch, within `compiled_kept`
+DEFERRED_TUNINGS: Counter[str] = Counter()  # autotuned launches that ran untuned, within `tuning_deferred`, by kernel
 _GHOST = threading.Event()  # set: kernel launches are counted but do nothing (see `ghost_kernels`)
 _TRACK_STREAMS = threading.Event()
 _TIME_KERNELS = threading.Event()
@@ -454,6 +455,8 @@ def _install_tuning_deferral() -> None:
             _compile_ahead(self, every, args, kwargs)
         # deferred: the first config that runs (none chosen, none kept), as a shared device would choose by noise
         others = [c for c in every if c is not only] if _DEFER_TUNING.is_set() else []
+        if _DEFER_TUNING.is_set():
+            DEFERRED_TUNINGS[_kernel_name(_kernel_function(self))] += 1
         for config in (only, *others):
             self.configs = [config]
             try:

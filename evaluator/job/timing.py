@@ -318,6 +318,12 @@ def _spun_times(fn: Callable[[], object], calls: int, enough_ms: float | None = 
     return times
 
 
+def least_ms(fn: Callable[[], object], calls: int = ESTIMATE_CALLS) -> float:
+    """The shortest of a few calls timed as ``estimate_ms`` times them: on a device other jobs share, the call least
+    slowed by them (what a graph's size is chosen by before the device is granted: ``worker``)."""
+    return min(_spun_times(fn, calls, ESTIMATE_ENOUGH_MS))
+
+
 def tuning_bench(kernel_call: Callable[[], object], quantiles: tuple[float, ...] | None = None) -> Any:
     """What `@triton.autotune` kernels are tuned with in timing jobs (the device alone) and in checks on a GPU
     (``sandbox.tuned_with``): each config's median over ``TUNING_CALLS`` calls timed as ``estimate_ms`` times them,
@@ -353,14 +359,16 @@ def make_timer(
     """A graph timer of `per_graph` calls when given and the call can be captured, else a flushed timer whose
     samples take about `rep_ms` of calls, at least `min_reps` (``fewest_reps``)."""
     if per_graph:
-        timer = _graph_timer(fn, sets, per_graph)
+        timer = graph_timer(fn, sets, per_graph)
         if timer is not None:
             return timer
     reps = max(min_reps, min(1000, int(rep_ms / max(estimate, 1e-3))))
     return Timer(fn, sets, "flushed", reps)
 
 
-def _graph_timer(fn: Callable, sets: InputSets, per_graph: int) -> Timer | None:
+def graph_timer(fn: Callable, sets: InputSets, per_graph: int) -> Timer | None:
+    """A timer replaying a graph of `per_graph` calls cycling over `sets` (every set warmed up first); None where
+    the call cannot be captured."""
     timer = Timer(fn, sets, "cuda-graph", GRAPH_REPLAYS, per_graph)
     try:
         timer._refresh_all(0)

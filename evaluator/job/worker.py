@@ -620,27 +620,30 @@ def run_bench(job: BenchJob, info: Any, send) -> dict[str, Any]:
     save = torch.save  # bound before any user code is imported
     sandbox.set_poisoning(False)
     triton_cache.reuse_autotuning(False)
+    laps, ahead_laps = _Laps(), _Laps()
     # the device is shared until the timing starts: autotuned kernels only compile their configs meanwhile
     with sandbox.tuning_deferred(), sandbox.configs_compiled_ahead():
         captured = _bench_variants(job, send)
-    if "error" in captured:
-        return captured
-    variants = captured["variants"]
+        if "error" in captured:
+            return captured
+        variants = captured["variants"]
+        labels = list(variants)
+        signatures = {label: [c.signature for c in v["calls"]] for label, v in variants.items()}
+        if len({tuple(s) for s in signatures.values()}) > 1:
+            return {"error": "the variants' captured calls differ: " + json.dumps(signatures)}
+        ready = _made_ready_ahead(job, variants, labels, send, ahead_laps) if info.backend != "interpreter" else None
     send({"event": "progress", "bench": "waiting for the device alone"})
     sandbox.DEVICE_GRANTS.wait_alone()
     granted = _MONOTONIC()
     if info.backend == "interpreter":
         return {"error": "timing needs a GPU: no CUDA or ROCm device is visible"}
-    labels = list(variants)
     planned = RoundPlan.from_dict(job.rounds)
-    signatures = {label: [c.signature for c in v["calls"]] for label, v in variants.items()}
-    if len({tuple(s) for s in signatures.values()}) > 1:
-        return {"error": "the variants' captured calls differ: " + json.dumps(signatures)}
 
     # identical kernels of the variants are tuned once, on the first's calls; each config timed by a few calls
-    laps = _Laps()
     with sandbox.twins_tuned_alike(), sandbox.tuned_with(timing.tuning_bench):
-        prepared = _prepare_timers(job, variants, labels, send, planned, laps)
+        if ready is None:
+            ready = _ready_calls(job, variants, labels, send, laps)
+        prepared = ready if "error" in ready else _prepare_timers(job, ready["calls"], labels, planned, laps)
     if "error" in prepared:
         return prepared
     timers, per_call = prepared["timers"], prepared["calls"]
@@ -668,6 +671,7 @@ def run_bench(job: BenchJob, info: Any, send) -> dict[str, Any]:
         return {"error": "a call failed while it was timed", "error_detail": sandbox.describe_error(e, "", None)}
     send({"event": "progress", "bench": "timed rounds", "batch": "end"})
     phases_s = {
+        **{f"ahead {part}": seconds for part, seconds in ahead_laps.seconds.items()},
         "prepare": rounds_from - granted,
         **{f"prepare {part}": seconds for part, seconds in laps.seconds.items()},
         "rounds": _MONOTONIC() - rounds_from,
@@ -721,27 +725,32 @@ class _Laps:
             self.seconds[name] += _MONOTONIC() - started
 
 
-def _prepare_timers(
-    job: BenchJob, variants: dict[str, Any], labels: list[str], send: Send, plan: RoundPlan, laps: _Laps
-) -> dict[str, Any]:
-    """Per captured call and variant: compile and tune it, count and estimate it, and make its timer (the same
-    method for every variant of a call, its samples as short as `plan`'s time limit needs); {"timers", "calls"}, or
-    an error result. The parts' seconds go to `laps`."""
+@dataclass
+class _Ready:
+    """One variant's captured call made ready to time: its original function, its input sets, what its untimed call
+    counted (the entry its timing reports), and a graph timer captured before the device was granted, if any."""
+
+    fn: Any
+    sets: Any
+    entry: dict[str, Any]
+    graph: Any = None
+
+
+def _ready_calls(job: BenchJob, variants: dict[str, Any], labels: list[str], send: Send, laps: _Laps) -> dict[str, Any]:
+    """Per captured call, each variant's `_Ready` (its input sets made, compiled and tuned, its untimed call
+    counted): {"calls": [{label: _Ready}]}, or an error result. The seconds go to `laps`."""
     import torch
 
     from . import timing
 
     n_calls = len(variants[labels[0]]["calls"])
     budget = int(torch.cuda.mem_get_info()[0] * 0.4) // (n_calls * len(labels))
-    # each variant's call's share of the rounds' time limit up to the first look (None: no limit)
-    rounds_ms = plan.max_s * 1e3 / (plan.min_rounds * len(labels) * n_calls) if plan.max_s else None
-    timers: dict[str, list[Any]] = {label: [] for label in labels}
-    per_call: dict[str, list[dict[str, Any]]] = {label: [] for label in labels}
+    calls: list[dict[str, _Ready]] = []
     for i in range(n_calls):
         base_call = variants[labels[0]]["calls"][i]  # every variant times the same input values
         base = (base_call.args, base_call.kwargs)
         count = timing.set_count(timing.tensor_bytes(base), budget)
-        prepared = {}
+        calls.append({})
         for label in labels:
             v = variants[label]
             send({"event": "progress", "bench": f"{label}:{base_call.signature}"})
@@ -749,40 +758,110 @@ def _prepare_timers(
             try:
                 with laps.lap("calls"):
                     sets = timing.InputSets(base, count, seed=job.input_seed)
-                    entry = _prepare_call(fn, sets, v["module"], base_call)
-                with laps.lap("estimates"):
-                    estimate = timing.estimate_ms(lambda fn=fn, sets=sets: sets.call(fn, 0))
+                    calls[i][label] = _Ready(fn, sets, _prepare_call(fn, sets, v["module"], base_call))
             except Exception as e:  # user code failing on the captured call's copies (a fault on other addresses)
                 return _timed_call_failed(label, base_call.signature, e)
-            prepared[label] = (fn, sets, estimate)
-            per_call[label].append(entry)
-        fastest = min(estimate for _, _, estimate in prepared.values())
-        per_graph = timing.graph_calls(fastest, count) if fastest < timing.GRAPH_BELOW_MS else None
-        min_reps = timing.fewest_reps(max(estimate for _, _, estimate in prepared.values()), rounds_ms)
-        made = {}
+    return {"calls": calls}
+
+
+def _made_ready_ahead(
+    job: BenchJob, variants: dict[str, Any], labels: list[str], send: Send, laps: _Laps
+) -> dict[str, Any] | None:
+    """`_ready_calls` while the device is still shared, with the graphs of calls short enough for one captured too
+    (sized by each call's least time there): the preparation the device alone would otherwise wait for (on an H200,
+    a quarter of a suite's timings' time alone went to graph captures). None, to make them ready once granted,
+    where an autotuned kernel has not tuned yet (its first call tunes, with the device alone) or a call failed here
+    (it fails there again, and says why)."""
+    from . import sandbox, timing
+
+    if sandbox.DEFERRED_TUNINGS:
+        return None
+    try:
+        ready = _ready_calls(job, variants, labels, send, laps)
+        if "error" in ready or sandbox.DEFERRED_TUNINGS:
+            return None
         with laps.lap("timers"):
-            for label, (fn, sets, estimate) in prepared.items():
-                try:
-                    made[label] = timing.make_timer(fn, sets, estimate, job.rep_ms, per_graph, min_reps)
-                except Exception as e:  # the warm-up before a graph capture faulted
-                    return _timed_call_failed(label, base_call.signature, e)
+            for by_label in ready["calls"]:
+                least = min(timing.least_ms(lambda r=r: r.sets.call(r.fn, 0)) for r in by_label.values())
+                if least >= timing.GRAPH_BELOW_MS:
+                    continue
+                any_ready = next(iter(by_label.values()))
+                per_graph = timing.graph_calls(least, len(any_ready.sets))
+                for r in by_label.values():
+                    r.graph = timing.graph_timer(r.fn, r.sets, per_graph)
+                if any(r.graph is None for r in by_label.values()):
+                    for r in by_label.values():
+                        r.graph = None
+    except Exception:
+        return None
+    return ready
+
+
+def _prepare_timers(
+    job: BenchJob, calls: list[dict[str, _Ready]], labels: list[str], plan: RoundPlan, laps: _Laps
+) -> dict[str, Any]:
+    """Per captured call and variant (made ready: `_Ready`): estimate it and make its timer (the same method for
+    every variant of a call, its samples as short as `plan`'s time limit needs; a graph captured ahead where its
+    size suits the estimate), then guard it; {"timers", "calls"}, or an error result. The parts' seconds go to
+    `laps`."""
+    from . import timing
+
+    # each variant's call's share of the rounds' time limit up to the first look (None: no limit)
+    rounds_ms = plan.max_s * 1e3 / (plan.min_rounds * len(labels) * len(calls)) if plan.max_s else None
+    timers: dict[str, list[Any]] = {label: [] for label in labels}
+    per_call: dict[str, list[dict[str, Any]]] = {label: [] for label in labels}
+    for by_label in calls:
+        estimates = {}
+        for label, r in by_label.items():
+            per_call[label].append(r.entry)
+            try:
+                with laps.lap("estimates"):
+                    estimates[label] = timing.estimate_ms(lambda r=r: r.sets.call(r.fn, 0))
+            except Exception as e:  # user code failing on the captured call's copies (a fault on other addresses)
+                return _timed_call_failed(label, r.entry["signature"], e)
+        count = len(next(iter(by_label.values())).sets)
+        fastest = min(estimates.values())
+        per_graph = timing.graph_calls(fastest, count) if fastest < timing.GRAPH_BELOW_MS else None
+        min_reps = timing.fewest_reps(max(estimates.values()), rounds_ms)
+        with laps.lap("timers"):
+            made = _made_ahead(by_label, per_graph)
+            if made is None:
+                made = {}
+                for label, r in by_label.items():
+                    try:
+                        made[label] = timing.make_timer(r.fn, r.sets, estimates[label], job.rep_ms, per_graph, min_reps)
+                    except Exception as e:  # the warm-up before a graph capture faulted
+                        return _timed_call_failed(label, r.entry["signature"], e)
             if len({timer.method for timer in made.values()}) > 1:  # one in a graph, another not: time alike
-                made = {label: timing.make_timer(fn, sets, estimate, job.rep_ms, None, min_reps)
-                        for label, (fn, sets, estimate) in prepared.items()}  # fmt: skip
-        for label, (fn, sets, estimate) in prepared.items():
+                made = {label: timing.make_timer(r.fn, r.sets, estimates[label], job.rep_ms, None, min_reps)
+                        for label, r in by_label.items()}  # fmt: skip
+        for label, r in by_label.items():
             timer = made[label]
             try:
                 with laps.lap("guards"):
-                    timing.guard(lambda fn=fn, sets=sets: sets.call(fn, 0), estimate)
+                    timing.guard(lambda r=r: r.sets.call(r.fn, 0), estimates[label])
             except timing.TimingFooled as e:
                 return {"error": f"{label}: {e}", "fooled": not isinstance(e, timing.DeviceBusy), "label": label}
             timers[label].append(timer)
-            per_call[label][i].update(
-                method=timer.method, input_sets=len(sets), per_graph=timer.per_graph, estimate_ms=estimate
+            r.entry.update(
+                method=timer.method, input_sets=len(r.sets), per_graph=timer.per_graph, estimate_ms=estimates[label]
             )
             if job.profile:
-                per_call[label][i]["kernel_ms"] = timing.kernel_times(lambda fn=fn, sets=sets: sets.call(fn, 0))
+                r.entry["kernel_ms"] = timing.kernel_times(lambda r=r: r.sets.call(r.fn, 0))
     return {"timers": timers, "calls": per_call}
+
+
+def _made_ahead(by_label: dict[str, _Ready], per_graph: int | None) -> dict[str, Any] | None:
+    """The graph timers captured ahead for a call, where every variant has one and their size is within a factor of
+    two of `per_graph` (replays of 1-4 ms where 2 ms is asked); None: make them now. A graph not used is freed."""
+    graphs = {label: r.graph for label, r in by_label.items()}
+    for r in by_label.values():
+        r.graph = None
+    if per_graph is None or any(g is None for g in graphs.values()):
+        return None
+    if not all(per_graph / 2 <= g.per_graph <= per_graph * 2 for g in graphs.values()):
+        return None
+    return graphs
 
 
 def _timed_call_failed(label: str, signature: str, e: BaseException) -> dict[str, Any]:
