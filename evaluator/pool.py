@@ -271,8 +271,9 @@ class WorkerPool:
     # ------------------------------------------------------------------------------------------ lifecycle
 
     async def runtime_info(self) -> dict[str, Any]:
-        """Backend, device name and architecture, as reported by a warm zygote."""
+        """Backend, device name and architecture, as reported by a warm zygote (the spares start meanwhile)."""
         if not self.info:
+            self._keep_warm()
             async with self._semaphore:
                 zygote = await self._acquire()
                 await self._release(zygote)

@@ -48,6 +48,7 @@ def test_each_gpu_evaluator_runs_jobs_per_gpu_jobs_at_once(monkeypatch):
     slots = local_slots(run, AgentConfig())
     assert [(s.name, s.gpu, s.evaluator.pool.max_concurrent) for s in slots] == [("gpu 0", "0", 3), ("gpu 1", "1", 3)]
     assert [s.evaluator.pool.host_jobs for s in slots] == [6, 6]  # their jobs' thread pools share the host's cores
+    assert [s.evaluator.pool.spares for s in slots] == [3, 3]  # all start with the first
 
     async def close() -> None:
         await asyncio.gather(*(s.evaluator.aclose() for s in slots))

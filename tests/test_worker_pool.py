@@ -256,6 +256,7 @@ def test_closing_the_pool_leaves_no_process_or_directory(tmp_path):
         pool = WorkerPool(backend="interpreter", spares=2, max_concurrent=2)
         info = await pool.runtime_info()
         assert info["backend"] == "interpreter" and info["arch"] is None
+        assert len(pool._idle) + len(pool._starting) == 2  # the spare started beside the first
         outcomes = await asyncio.gather(
             pool.run(job_for(ADD, tmp_path, "a"), timeout_s=60),
             pool.run(job_for(ADD, tmp_path, "b"), timeout_s=60),
