@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import json
+import math
 import os
 import select
 import signal
@@ -632,6 +633,8 @@ def run_bench(job: BenchJob, info: Any, send) -> dict[str, Any]:
         if len({tuple(s) for s in signatures.values()}) > 1:
             return {"error": "the variants' captured calls differ: " + json.dumps(signatures)}
         ready = _made_ready_ahead(job, variants, labels, send, ahead_laps) if info.backend != "interpreter" else None
+        if ready is not None and "error" in ready:
+            return ready
     send({"event": "progress", "bench": "waiting for the device alone"})
     sandbox.DEVICE_GRANTS.wait_alone()
     granted = _MONOTONIC()
@@ -769,32 +772,50 @@ def _made_ready_ahead(
 ) -> dict[str, Any] | None:
     """`_ready_calls` while the device is still shared, with the graphs of calls short enough for one captured too
     (sized by each call's least time there): the preparation the device alone would otherwise wait for (on an H200,
-    a quarter of a suite's timings' time alone went to graph captures). None, to make them ready once granted,
-    where an autotuned kernel has not tuned yet (its first call tunes, with the device alone) or a call failed here
-    (it fails there again, and says why)."""
-    from . import sandbox, timing
+    a quarter of a suite's timings' time alone went to graph captures). None, to make them ready once granted, where
+    an autotuned kernel has not tuned yet (its first call tunes, with the device alone). A call that fails here is
+    the timing's error at once (a fault leaves the device unusable to the job: TritonBench-revised
+    `sgmv_expand_slice.py` on an H200); one for lack of memory beside the sharing jobs runs again alone (the pool)."""
+    from . import sandbox
 
     if sandbox.DEFERRED_TUNINGS:
         return None
-    try:
-        ready = _ready_calls(job, variants, labels, send, laps)
-        if "error" in ready or sandbox.DEFERRED_TUNINGS:
-            return None
-        with laps.lap("timers"):
-            for by_label in ready["calls"]:
-                least = min(timing.least_ms(lambda r=r: r.sets.call(r.fn, 0)) for r in by_label.values())
-                if least >= timing.GRAPH_BELOW_MS:
-                    continue
-                any_ready = next(iter(by_label.values()))
-                per_graph = timing.graph_calls(least, len(any_ready.sets))
-                for r in by_label.values():
-                    r.graph = timing.graph_timer(r.fn, r.sets, per_graph)
-                if any(r.graph is None for r in by_label.values()):
-                    for r in by_label.values():
-                        r.graph = None
-    except Exception:
+    ready = _ready_calls(job, variants, labels, send, laps)
+    if "error" in ready:
+        return ready
+    if sandbox.DEFERRED_TUNINGS:
         return None
+    with laps.lap("timers"):
+        for by_label in ready["calls"]:
+            failed = _graphs_ahead(by_label)
+            if failed is not None:
+                return failed
     return ready
+
+
+def _graphs_ahead(by_label: dict[str, _Ready]) -> dict[str, Any] | None:
+    """Each variant's graph of a call short enough for one, sized by the call's least time on the shared device (none
+    where a variant's cannot be captured); the error result of a call that failed, else None."""
+    from . import timing
+
+    least = math.inf
+    for label, r in by_label.items():
+        try:
+            least = min(least, timing.least_ms(lambda r=r: r.sets.call(r.fn, 0)))
+        except Exception as e:  # user code failing on the captured call's copies (a fault on other addresses)
+            return _timed_call_failed(label, r.entry["signature"], e)
+    if least >= timing.GRAPH_BELOW_MS:
+        return None
+    per_graph = timing.graph_calls(least, len(next(iter(by_label.values())).sets))
+    for label, r in by_label.items():
+        try:
+            r.graph = timing.graph_timer(r.fn, r.sets, per_graph)
+        except Exception as e:  # the warm-up before the capture faulted
+            return _timed_call_failed(label, r.entry["signature"], e)
+    if any(r.graph is None for r in by_label.values()):
+        for r in by_label.values():
+            r.graph = None
+    return None
 
 
 def _prepare_timers(
