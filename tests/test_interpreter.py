@@ -19,7 +19,7 @@ INTERP = FIXTURES / "interp"
 SUITES = Path(os.environ.get("GEAK_SUITES", Path(__file__).resolve().parents[2] / "shared" / "suites"))
 TRITONBENCH = SUITES / "tritonbench_revised" / "TritonBench_G_v1"
 
-# (file, against) -> verdict; one Evaluator (one warm worker) for the module
+# (file, against) -> verdict; one Evaluator (two warm workers) for the module
 CASES = {
     "torch_cuda": (INTERP / "torch_cuda.py", None),
     "driver": (INTERP / "driver.py", None),
@@ -41,8 +41,9 @@ TIMEOUT_S = 6
 @pytest.fixture(scope="module")
 def verdicts() -> dict[str, CheckResult]:
     async def go():
-        async with Evaluator(EvalOptions(backend="interpreter", timeout_s=TIMEOUT_S, spares=0)) as ev:
-            return {name: await ev.check(file, against=against) for name, (file, against) in CASES.items()}
+        async with Evaluator(EvalOptions(backend="interpreter", timeout_s=TIMEOUT_S, spares=0, max_concurrent=2)) as ev:
+            found = await asyncio.gather(*(ev.check(file, against=against) for file, against in CASES.values()))
+            return dict(zip(CASES, found, strict=True))
 
     return asyncio.run(go())
 

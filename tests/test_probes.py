@@ -121,7 +121,7 @@ HANG_LIMIT_S = 12
 
 def _checked(candidate: str, reference: str, progress: list[str]):
     async def go():
-        opts = EvalOptions(backend="interpreter", timeout_s=HANG_LIMIT_S, spares=0)
+        opts = EvalOptions(backend="interpreter", timeout_s=HANG_LIMIT_S, spares=0, probe_stall_s=3)
         async with Evaluator(opts) as ev:
             return await ev.check(source=candidate, against=FIXTURES / reference, progress=progress.append)
 
@@ -130,7 +130,7 @@ def _checked(candidate: str, reference: str, progress: list[str]):
 
 def test_a_probe_the_reference_hangs_on_in_its_twins_run_leaves_and_the_twin_passes_without_it():
     said: list[str] = []
-    r = check(HANGS, HANGS, progress=said.append, timeout_s=HANG_LIMIT_S)
+    r = check(HANGS, HANGS, progress=said.append, timeout_s=HANG_LIMIT_S, probe_stall_s=3)
     assert r.ok, r.message
     assert any(m.startswith("running the tests of") and "again without other sizes #4 sub(f32[2999]" in m
                for m in said), said  # fmt: skip
