@@ -52,7 +52,7 @@ def test_a_compile_that_fails_in_its_child_fails_and_the_others_go_on(tmp_path):
     report = executor.run(time.monotonic() + 60)
     with pytest.raises(RuntimeError, match="failed in a forked process"):
         bad.result()
-    assert good.result() == "ok" and (report.compiled, report.failed) == (1, 1)
+    assert good.result() == "ok" and (report.compiled, report.failed, report.failed_at) == (1, 1, {0})
 
 
 def test_the_deadline_kills_a_slow_compile_and_what_never_started(tmp_path):

@@ -485,6 +485,27 @@ def test_identical_autotuned_kernels_of_two_variants_are_tuned_once():
     assert log == [(1024,), (1024,), (4096,), (4096,)]  # the twin tuned nothing; the changed kernel tuned itself
 
 
+def test_an_autotuned_kernel_tunes_among_the_configs_that_compiled_ahead_and_fails_as_triton_would_if_none_did():
+    """Configs that failed to compile in forked processes are not compiled again by the tuning (a check of
+    TritonBench-revised `triton_linear_activation.py` compiled 88 configs failing in ptxas one by one, a minute on an
+    H200); where every one failed, the first runs alone and raises what Triton raises. The tuner's configs are its
+    own again after."""
+    from geak.evaluator.job import sandbox
+
+    tuner = SimpleNamespace(configs=["B64", "B128", "B256"])
+    seen: list[list[str]] = []
+
+    def original(t, *args, **kwargs):
+        seen.append(list(t.configs))
+        return t.configs[-1]
+
+    assert sandbox._tuned_without(tuner, original, ["B128"], (), {}) == "B256"
+    assert sandbox._tuned_without(tuner, original, [], (), {}) == "B256"
+    assert sandbox._tuned_without(tuner, original, ["B64", "B128", "B256"], (), {}) == "B64"
+    assert seen == [["B64", "B256"], ["B64", "B128", "B256"], ["B64"]]
+    assert tuner.configs == ["B64", "B128", "B256"]
+
+
 def test_a_timing_jobs_autotuner_times_its_configs_with_the_short_benchmark_unless_its_file_gave_one(monkeypatch):
     """Triton's default benchmark spends 125 ms a config (10-11 s a tuning key of a 48-config file on an H100, most
     of its timing): within ``tuned_with`` a real Autotuner without a benchmark of its own uses the given one, and

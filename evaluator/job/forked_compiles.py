@@ -62,6 +62,7 @@ class CompileReport:
     compiled: int = 0
     failed: int = 0
     not_in_time: set[int] = field(default_factory=set)  # indices of the submissions
+    failed_at: set[int] = field(default_factory=set)  # indices of the submissions whose compile raised in its child
 
 
 class ForkedCompiles(Executor):
@@ -135,6 +136,7 @@ class ForkedCompiles(Executor):
                 pending.set_exception(RuntimeError(code))
             else:
                 pending.set_exception(RuntimeError(f"its compile failed in a forked process (exit code {code})"))
+                report.failed_at.add(index)
         report.compiled = sum(1 for p in self.queued if p.exception() is None)
         report.failed = report.submitted - report.compiled - len(report.not_in_time)
         self.queued, self._next, self._running, self._outcome, self._frozen = [], 0, {}, {}, False

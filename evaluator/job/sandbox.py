@@ -311,11 +311,13 @@ def tuning_deferred():
 
 @contextlib.contextmanager
 def configs_compiled_ahead():
-    """Within it (and ``tuning_deferred``), an autotuned kernel's launch first compiles every one of its configs for
-    the call, in forked processes at once (``forked_compiles``): a timing job's capture, while the device is shared,
-    so that its tuning, with the device alone, only times them. On an H200, compiling the configs one by one while
-    tuning held the device alone for 3 s (TritonBench-revised `matmul_triton2.py`, 8 configs) to 20 s
-    (`int4_matmul.py`, 36), every other job of its GPU paused meanwhile."""
+    """Within it, an autotuned kernel's launch that would tune (or, within ``tuning_deferred``, defer its tuning)
+    first compiles every one of its configs for the call, in forked processes at once (``forked_compiles``), and its
+    tuning leaves out those that failed to compile there. A timing job's capture, while the device is shared, so that
+    its tuning, with the device alone, only times them: on an H200, compiling the configs one by one while tuning held
+    the device alone for 3 s (TritonBench-revised `matmul_triton2.py`, 8 configs) to 20 s (`int4_matmul.py`, 36),
+    every other job of its GPU paused meanwhile. A check on a GPU, whose first run of an autotuned file compiles every
+    config."""
     _COMPILE_AHEAD.set()
     try:
         yield
@@ -450,7 +452,9 @@ def _install_tuning_deferral() -> None:
             return _tuned_like_twins(self, original, args, kwargs)
         only = _untuned_config(self, args, kwargs)
         if only is None:
-            return original(self, *args, **kwargs)
+            if not _COMPILE_AHEAD.is_set() or _tuning_key(self, args, kwargs) in self.cache:
+                return original(self, *args, **kwargs)
+            return _tuned_without(self, original, _compile_ahead(self, every, args, kwargs), args, kwargs)
         if _COMPILE_AHEAD.is_set() and _DEFER_TUNING.is_set():
             _compile_ahead(self, every, args, kwargs)
         # deferred: the first config that runs (none chosen, none kept), as a shared device would choose by noise
@@ -508,29 +512,47 @@ def _tuned_like_twins(tuner: Any, original: Callable[..., Any], args: tuple, kwa
                 known[key] = tuner.configs.index(config)
 
 
-COMPILE_AHEAD_WORKERS = 8  # forked processes compiling one autotuned kernel's configs at once
+COMPILE_AHEAD_WORKERS = 8  # forked processes compiling one autotuned kernel's configs at once, at most
 COMPILE_AHEAD_S = 120.0  # what is not compiled by then compiles when tuned
 
 
-def _compile_ahead(tuner: Any, configs: list[Any], args: tuple, kwargs: dict) -> None:
-    """Compile every config of `tuner` for this call (``configs_compiled_ahead``); what fails to compile here is
-    left to the tuning, which says why. Not on the interpreter, which compiles nothing."""
+def _compile_ahead(tuner: Any, configs: list[Any], args: tuple, kwargs: dict) -> list[Any]:
+    """Compile every config of `tuner` for this call (``configs_compiled_ahead``), in forked processes, as many at
+    once as the host's idle cores allow (2 to ``COMPILE_AHEAD_WORKERS``); returns the configs whose compile raised
+    (their tuning need not compile them again); what else fails here is left to the tuning, which says why. Not on
+    the interpreter, which compiles nothing."""
     try:
         from triton.runtime._async_compile import AsyncCompileMode, active_mode
     except ImportError:  # an older Triton: its configs compile when tuned
-        return
+        return []
     if not hasattr(_kernel_function(tuner), "src") or active_mode.get() is not None:  # interpreted, or gathered
-        return
+        return []
     from .forked_compiles import ForkedCompiles
 
-    executor = ForkedCompiles(min(len(configs), COMPILE_AHEAD_WORKERS))
+    idle = (os.cpu_count() or 2) - os.getloadavg()[0]
+    executor = ForkedCompiles(min(len(configs), max(2, min(COMPILE_AHEAD_WORKERS, int(idle)))))
+    submitted: list[Any] = []  # the config of each submitted compile, in order
     with AsyncCompileMode(executor, ignore_errors=True):
         try:
             for config in configs:
                 with contextlib.suppress(Exception):
                     tuner.fn.run(*args, **{**kwargs, "warmup": True}, **config.all_kwargs())
+                submitted += [config] * (len(executor.queued) - len(submitted))
         finally:
-            executor.run(time.monotonic() + COMPILE_AHEAD_S)
+            report = executor.run(time.monotonic() + COMPILE_AHEAD_S)
+    return [submitted[i] for i in sorted(report.failed_at)]
+
+
+def _tuned_without(tuner: Any, original: Callable[..., Any], failed: list[Any], args: tuple, kwargs: dict) -> Any:
+    """Tune `tuner` among its configs that did not fail to compile ahead (``_compile_ahead``); where all did, run the
+    first alone, which fails there as Triton would (TritonBench-revised `triton_linear_activation.py` on an H200: 88
+    configs failing in ptxas, compiled one by one in its check, took a minute)."""
+    every = tuner.configs
+    tuner.configs = [c for c in every if c not in failed] or every[:1]
+    try:
+        return original(tuner, *args, **kwargs)
+    finally:
+        tuner.configs = every
 
 
 def _untuned_config(tuner: Any, args: tuple, kwargs: dict) -> Any:

@@ -445,12 +445,13 @@ def run_check(job: CheckJob, info: Any, send) -> dict[str, Any]:
     """Run a file's tests (and repeats and probes, as the job says), each test's outcome and output kept. On a GPU,
     `@triton.autotune` kernels tune with the timing job's short benchmark (``timing.tuning_bench``): the device is
     shared here, so no choice made in a check is by speed, and Triton's 125 ms a config spent seconds a tuning key
-    (10-11 s for a 48-config file's timing on an H100)."""
+    (10-11 s for a 48-config file's timing on an H100). Their configs compile at once in forked processes first
+    (``sandbox.configs_compiled_ahead``), and those that fail there are not tuned."""
     if info.backend == "interpreter":
         return _run_check(job, info, send)
     from . import sandbox, timing
 
-    with sandbox.tuned_with(timing.tuning_bench):
+    with sandbox.tuned_with(timing.tuning_bench), sandbox.configs_compiled_ahead():
         return _run_check(job, info, send)
 
 
