@@ -20,9 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 TIMED_KINDS = frozenset({"bench", "screen", "peaks"})  # job kinds (``protocol``) that measure time
 OUT_OF_MEMORY = ("CUDA out of memory", "HIP out of memory", "OutOfMemoryError", "hipErrorOutOfMemory")
@@ -91,7 +94,9 @@ class DeviceShare:
         """(Holding the condition.) `hold` no longer has the device alone: the paused go on."""
         self._alone = False
         hold.alone = False
-        hold.alone_s += time.monotonic() - hold.alone_from
+        spell = time.monotonic() - hold.alone_from
+        hold.alone_s += spell
+        log.debug("the device is shared again after %.3f s alone (%d waiting for it)", spell, self._waiting_alone)
         for other in self._paused:
             other.resume()
         self._paused = []
@@ -108,6 +113,7 @@ class DeviceShare:
         self._paused = list(self._sharers)
         for other in self._paused:
             other.pause()
+        log.debug("the device is alone for a job (%d paused, %d more waiting)", len(self._paused), self._waiting_alone)
 
 
 class Hold:
