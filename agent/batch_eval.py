@@ -24,12 +24,10 @@ from .tasks import all_or_none
 # checks and overlap, their measurements take turns, each with the device alone, the jobs sharing it paused meanwhile
 # (the pool's ``DeviceShare``), so one's setup is not all on the critical path. On an H100 a timing's two captures
 # took 1-8 s, and its decided rounds 0.1-0.4 s with the device alone. As its checks end, a slot times more at once,
-# up to the jobs its evaluator runs at once (`at_once`): a timing prepares only while no other measures (every job
-# sharing the device is paused meanwhile), so the time no timing is ready to measure shrinks with the timings that
-# prepare together. On an H200, 6 at once had the device alone for 112 s of the 170 s its timings took, and 14 at
-# once for 120 s of 182 s; the host was 85-93% idle meanwhile.
+# up to as many as it checked: on an H200, 6 at once had the device alone for 112 s of the 170 s its timings took,
+# the rest waiting for one of the six to be ready to measure; on a fresh machine, a golden file that fails after
+# minutes was still being checked when the last timing ended.
 TIMINGS_AT_ONCE = 6
-TIMING_ROOM = 2  # `geak eval`'s evaluators run this many times as many jobs at once as they check: its timings' room
 
 
 @dataclass
@@ -50,23 +48,22 @@ async def score_predictions(
     results: Path | None = None,
     on_record: Callable[[dict[str, Any], int], None] | None = None,
     per_slot: int = 2,
-    at_once: int | None = None,
     earlier: dict[int, dict[str, Any]] | None = None,
     on_event: Callable[[str], None] | None = None,
 ) -> EvalOutcome:
-    """Score each line of `predictions`: every prediction is checked, `per_slot` at a time on each slot, and once every
-    check has started, what passed is timed, ``TIMINGS_AT_ONCE`` at a time on each slot (more as its checks end, up
-    to `at_once`, the jobs each slot's evaluator runs at once: default `per_slot`), the quickest tests first among
-    those waiting (``timing_order``), on whichever slot is free, since a slot whose checks run long (a prediction
-    that hangs until the time limit) need not hold what passed there. A timing measures with the device alone: the
-    checks still running on its slot are paused meanwhile and go on after it, their time limits moved on by the
-    pause (the pool's ``DeviceShare``). Timings wait for the checks to have started, not ended: the last ones (often
-    a golden file that hangs until the limit) overlap the timings. Timing from the first pass on, beside every
-    check, took 20% longer on an H200 (``docs/measurements.md``, twelfth). Records are appended to `results` (JSONL)
-    as they finish (a prediction that passed, once timed) and passed to `on_record(record, total)`. `timing` False:
-    correctness only (call and execution accuracy). `earlier`: records of an interrupted run of the same
-    predictions, by line: those lines are not scored again (``read_earlier``). `on_event` is told what else happens
-    (each slot's start of its timings, the end of the checks)."""
+    """Score each line of `predictions`: every prediction is checked, `per_slot` at a time on each slot, and once
+    every check has started, what passed is timed, ``TIMINGS_AT_ONCE`` at a time on each slot (more as its checks
+    end, up to `per_slot`), the quickest tests first among those waiting (``timing_order``), on whichever slot is
+    free, since a slot whose checks run long (a prediction that hangs until the time limit) need not hold what
+    passed there. A timing measures with the device alone: the checks still running on its slot are paused meanwhile
+    and go on after it, their time limits moved on by the pause (the pool's ``DeviceShare``). Timings wait for the
+    checks to have started, not ended: the last ones (often a golden file that hangs until the limit) overlap the
+    timings. Timing from the first pass on, beside every check, took 20% longer on an H200
+    (``docs/measurements.md``, twelfth). Records are appended to `results` (JSONL) as they finish (a prediction that
+    passed, once timed) and passed to `on_record(record, total)`. `timing` False: correctness only (call and
+    execution accuracy). `earlier`: records of an interrupted run of the same predictions, by line: those lines are
+    not scored again (``read_earlier``). `on_event` is told what else happens (each slot's start of its timings, the
+    end of the checks)."""
     say = on_event or (lambda message: None)
     started = time.perf_counter()
     states = suite.load_ps(predictions)
@@ -124,7 +121,7 @@ async def score_predictions(
 
     async def time_on(slot: EvalSlot) -> None:
         """Once every check has started: timings of what passed on any slot, the quickest tests first among those
-        waiting (``timing_order``), as many at once as the slot's checks still running leave of its `at_once` jobs,
+        waiting (``timing_order``), as many at once as the slot's checks still running leave of its `per_slot` jobs,
         at least ``TIMINGS_AT_ONCE``, until every passed prediction is timed."""
         async with changed:
             await changed.wait_for(lambda: unassigned == 0)
@@ -133,8 +130,8 @@ async def score_predictions(
                 "its checks end, each measuring with the device alone, its checks still running paused meanwhile")
         running = 0
 
-        def room() -> bool:  # the jobs at once its checks leave the slot, at least TIMINGS_AT_ONCE
-            return running < max(TIMINGS_AT_ONCE, (at_once or per_slot) - slot.active)
+        def room() -> bool:  # the slot's jobs at once that its checks leave, at least TIMINGS_AT_ONCE
+            return running < max(TIMINGS_AT_ONCE, per_slot - slot.active)
 
         async def time_one(checked: _Checked) -> None:
             nonlocal running

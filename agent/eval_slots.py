@@ -92,9 +92,9 @@ def slot_gpus(run: RunConfig) -> list[int]:
     return [] if run.backend == "interpreter" else (run.gpu_ids if run.gpu_ids is not None else visible_gpu_ids())
 
 
-def local_slots(run: RunConfig, agent: AgentConfig, jobs_at_once: int | None = None) -> list[EvalSlot]:
-    """One evaluator per GPU (``slot_gpus``) running `jobs_at_once` jobs at once (default `run.jobs_per_gpu`), else
-    `run.workers` interpreter evaluators."""
+def local_slots(run: RunConfig, agent: AgentConfig) -> list[EvalSlot]:
+    """One evaluator per GPU (``slot_gpus``) running `run.jobs_per_gpu` jobs at once, else `run.workers` interpreter
+    evaluators."""
     gpus = slot_gpus(run)
     if not gpus:
         if run.backend == "gpu":
@@ -109,5 +109,5 @@ def local_slots(run: RunConfig, agent: AgentConfig, jobs_at_once: int | None = N
     on_host = run.jobs_per_gpu * len(gpus)  # every slot's jobs share the host's cores
     # every worker a slot runs at once starts with its first (a fresh H200's first took 8 s, the rest then started
     # beside the first checks)
-    at_once = dict(max_concurrent=jobs_at_once or run.jobs_per_gpu, spares=run.jobs_per_gpu, host_jobs=on_host)
+    at_once = dict(max_concurrent=run.jobs_per_gpu, spares=run.jobs_per_gpu, host_jobs=on_host)
     return [EvalSlot(f"gpu {g}", Evaluator(replace(eval_options(agent, "gpu", g), **at_once)), str(g)) for g in gpus]

@@ -39,9 +39,8 @@ def register(commands) -> None:
     parser.add_argument("--gpu-ids", type=lambda t: [int(x) for x in t.split(",") if x.strip()], default=None)
     parser.add_argument("--workers", type=int, default=1, help="interpreter evaluators without a GPU (default 1)")
     parser.add_argument("--jobs-per-gpu", type=whole_number(1, "a whole number of at least 1"), default=None,
-                        metavar="N", help="predictions checked at once on each GPU (once they are checked, twice as "
-                        "many are timed at once, each measuring alone; default: as many as the cores allow, two left "
-                        "over, 2 to 16)")
+                        metavar="N", help="predictions checked at once on each GPU (timings run alone; default: as "
+                        "many as the cores allow, two left over, 2 to 16)")
     parser.add_argument("--timeout", type=float, default=300.0, metavar="S", help="time limit of one check")
     parser.add_argument("--rounds", type=whole_number(3, "a whole number of at least 3"), default=None,
                         help="interleaved timing rounds (default: until each speedup is decided, 6 to 40)")
@@ -136,7 +135,7 @@ def _earlier_records(args: argparse.Namespace) -> dict[int, dict]:
 
 
 async def _evaluate(args: argparse.Namespace, suite, agent: AgentConfig, earlier: dict[int, dict]):
-    from geak.agent.batch_eval import TIMING_ROOM, score_predictions
+    from geak.agent.batch_eval import score_predictions
     from geak.agent.eval_slots import EvalSlot, eval_jobs_per_gpu, eval_options, local_slots, slot_gpus
     from geak.agent.run_config import RunConfig
 
@@ -152,7 +151,7 @@ async def _evaluate(args: argparse.Namespace, suite, agent: AgentConfig, earlier
         if jobs is None:
             gpus = slot_gpus(run_cfg)
             jobs = run_cfg.jobs_per_gpu = eval_jobs_per_gpu(len(gpus)) if gpus else 2
-        slots = local_slots(run_cfg, agent, jobs_at_once=TIMING_ROOM * jobs)
+        slots = local_slots(run_cfg, agent)
     done = len(earlier)
 
     def on_record(record, total) -> None:
@@ -179,7 +178,6 @@ async def _evaluate(args: argparse.Namespace, suite, agent: AgentConfig, earlier
                 results=args.output / "records.jsonl" if args.output else None,
                 on_record=on_record,
                 per_slot=jobs or 2 if slots and slots[0].gpu is not None else 2,
-                at_once=TIMING_ROOM * jobs if jobs and slots and slots[0].gpu is not None else None,
                 earlier=earlier,
                 on_event=None if args.json else lambda message: err_console().print(message, style="dim", markup=False),
             )

@@ -489,55 +489,6 @@ def test_a_timed_eval_times_what_passed_beside_the_checks_a_few_at_a_time(tmp_pa
     assert said[1].startswith(f"gpu 0 times what passed (2 waiting), {TIMINGS_AT_ONCE} at a time"), said
 
 
-def test_once_its_checks_end_a_slot_times_as_many_at_once_as_its_evaluator_runs(tmp_path, monkeypatch):
-    """`geak eval`'s evaluators run twice as many jobs at once as they check (``TIMING_ROOM``): a timing prepares
-    only while no other measures, so once the checks end, a slot times up to `at_once` at a time, not `per_slot`."""
-    import asyncio
-
-    from geak.agent import batch_eval
-    from geak.agent.batch_eval import TIMING_ROOM, score_predictions
-    from geak.agent.dataloaders import BUILT_IN
-    from geak.agent.eval_slots import EvalSlot
-    from geak.evaluator.results import BenchResult, CheckResult, TestOutcome
-
-    monkeypatch.setattr(batch_eval, "TIMINGS_AT_ONCE", 1)
-    running = {"checks": 0, "benches": 0, "most benches": 0, "most beside checks": 0}
-
-    class Quick:  # checks pass at once; each timing takes a while
-        async def check(self, **kwargs):
-            running["checks"] += 1
-            await asyncio.sleep(0.05)
-            running["checks"] -= 1
-            test = TestOutcome("test_relu", True, launches={"relu_kernel": 1})
-            return CheckResult(True, "exec", "cuda", "f.py", "", tests=(test,))
-
-        async def bench(self, **kwargs):
-            running["benches"] += 1
-            running["most benches"] = max(running["most benches"], running["benches"])
-            if running["checks"]:
-                running["most beside checks"] = max(running["most beside checks"], running["benches"])
-            await asyncio.sleep(0.5)
-            running["benches"] -= 1
-            return BenchResult(False, "perf", "cuda", "f.py", "timing needs the device", duration_s=0.5)
-
-        async def forget_reference(self, file):
-            pass
-
-        def known_reference_seconds(self, references):
-            return {}
-
-    preds = tmp_path / "preds.jsonl"
-    code = (GOLDEN / "relu_kernel.py").read_text()
-    preds.write_text("".join(json.dumps({"filename": "relu_kernel.py", "predict": code}) + "\n" for _ in range(8)))
-    slot = EvalSlot("gpu 0", Quick(), gpu="0", runtime={"backend": "cuda", "device": "a GPU"})
-    outcome = asyncio.run(
-        score_predictions(BUILT_IN["tritonbench"](TB), preds, [slot], tmp_path, per_slot=2, at_once=2 * TIMING_ROOM)
-    )
-    assert all(r["pass_exe"] and r["timing_s"] is not None for r in outcome.records), outcome.records
-    assert running["most beside checks"] <= 2 * TIMING_ROOM - 1, running  # the checks running leave the rest
-    assert running["most benches"] == 2 * TIMING_ROOM, running  # not per_slot: the evaluator's jobs at once
-
-
 def test_a_timed_record_says_how_long_the_golden_files_timed_calls_take():
     """A speedup of µs-scale calls is judged in a wider band: each record says how small its calls are."""
     import asyncio
