@@ -25,8 +25,9 @@ from .tasks import all_or_none
 # (the pool's ``DeviceShare``), so one's setup is not all on the critical path. On an H100 a timing's two captures
 # took 1-8 s, and its decided rounds 0.1-0.4 s with the device alone. As its checks end, a slot times more at once,
 # up to as many as it checked: on an H200, 6 at once had the device alone for 112 s of the 170 s its timings took,
-# the rest waiting for one of the six to be ready to measure; on a fresh machine, a golden file that fails after
-# minutes was still being checked when the last timing ended.
+# 13 at once for 89 s of 151 s, the rest waiting for one to be ready to measure. More is not faster: with 29 at once
+# on each of two H200s, fewer timings were made ready per second of that waiting (2.1 against 2.7), as their
+# preparations contend for the device while none measures.
 TIMINGS_AT_ONCE = 6
 
 
