@@ -452,7 +452,8 @@ def _install_tuning_deferral() -> None:
             return _tuned_like_twins(self, original, args, kwargs)
         only = _untuned_config(self, args, kwargs)
         if only is None:
-            if not _COMPILE_AHEAD.is_set() or _tuning_key(self, args, kwargs) in self.cache:
+            key = _tuning_key(self, args, kwargs) if _COMPILE_AHEAD.is_set() else None
+            if key is None or key in self.cache:  # not compiling ahead, or tuned for this key already
                 return original(self, *args, **kwargs)
             return _tuned_without(self, original, _compile_ahead(self, every, args, kwargs), args, kwargs)
         if _COMPILE_AHEAD.is_set() and _DEFER_TUNING.is_set():
