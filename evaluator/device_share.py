@@ -62,7 +62,8 @@ class DeviceShare:
     rerun for lack of memory), it waits until they have ended. Either way it keeps the device alone until it lets go,
     and no one new starts meanwhile."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str = "the device") -> None:
+        self.name = name  # in its debug lines (``scripts/spell_timeline.py`` reads them)
         self._changed = asyncio.Condition()
         self._sharers: set[Hold] = set()
         self._paused: list[Hold] = []  # the sharers paused for the holder that has the device alone
@@ -96,7 +97,7 @@ class DeviceShare:
         hold.alone = False
         spell = time.monotonic() - hold.alone_from
         hold.alone_s += spell
-        log.debug("the device is shared again after %.3f s alone (%d waiting for it)", spell, self._waiting_alone)
+        log.debug("%s: shared again after %.3f s alone (%d waiting for it)", self.name, spell, self._waiting_alone)
         for other in self._paused:
             other.resume()
         self._paused = []
@@ -113,7 +114,7 @@ class DeviceShare:
         self._paused = list(self._sharers)
         for other in self._paused:
             other.pause()
-        log.debug("the device is alone for a job (%d paused, %d more waiting)", len(self._paused), self._waiting_alone)
+        log.debug("%s: alone for a job (%d paused, %d more waiting)", self.name, len(self._paused), self._waiting_alone)
 
 
 class Hold:

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     import argparse
 
 EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+LOG_FORMAT = "%(relativeCreated)8.0f ms %(levelname)s %(name)s: %(message)s"  # `-v` lines (scripts/spell_timeline.py)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,7 +29,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Check, time and optimize Triton kernels against their own embedded unit tests.",
     )
     parser.add_argument("--version", action="version", version=f"geak {_version()}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log what happens to stderr")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="log what happens to stderr (-vv: GEAK's debug lines too, e.g. each spell a timing has "
+                        "the GPU alone)")  # fmt: skip
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (cli_check, cli_bench, cli_optimize, cli_serve, cli_run, cli_eval, cli_service):
         module.register(commands)
@@ -48,8 +51,10 @@ def main(argv: list[str] | None = None) -> int:
         logging.basicConfig(
             level=logging.INFO if args.verbose else logging.WARNING,
             stream=sys.stderr,
-            format="%(relativeCreated)8.0f ms %(levelname)s %(name)s: %(message)s",
+            format=LOG_FORMAT,
         )
+        if args.verbose > 1:
+            logging.getLogger("geak").setLevel(logging.DEBUG)
         for handler in logging.getLogger().handlers:
             handler.addFilter(_MaskedCredentials())
         return args.run(args)

@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigError, SuiteError, DataloaderError) as e:
         print(f"geak run: {e}", file=sys.stderr)
         return 2
-    batch_progress = BatchProgress(enabled=not args.json, verbose=args.verbose)
+    batch_progress = BatchProgress(enabled=not args.json, verbose=bool(args.verbose))
     batch = BatchRun(run_cfg, agent_cfg, loader, resume=args.resume, progress=batch_progress)
     try:
         with batch_progress:

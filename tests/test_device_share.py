@@ -349,3 +349,48 @@ def test_a_paused_check_is_stopped_and_its_time_limit_moves_on(tmp_path):
     state, status = asyncio.run(go())
     assert state == "T", state  # stopped
     assert status == "ok: ", status  # paused past its limit of 4 s: timed out, had the limit not moved on
+
+
+def test_each_spell_alone_is_logged_for_the_spell_timeline(tmp_path):
+    """`geak -vv` shows when a GPU goes alone for a timing (how many jobs it paused, how many more wait) and when it
+    is shared again; `scripts/spell_timeline.py` reads those lines back into each GPU's spells and gaps."""
+    import json
+    import logging
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from geak.server.cli import LOG_FORMAT
+
+    path = tmp_path / "eval.log"
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    logger = logging.getLogger("geak.evaluator.device_share")
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+
+    async def go() -> None:
+        share, log = DeviceShare("GPU 3"), []
+        jobs = {"check": (False, 0.0, 0.3), "bench1": (True, 0.02, 0.05), "bench2": (True, 0.03, 0.05)}
+        await asyncio.gather(*(logged_job(share, log, name, *how) for name, how in jobs.items()))
+
+    try:
+        asyncio.run(go())
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(logging.NOTSET)
+        handler.close()
+    lines = path.read_text().splitlines()
+    assert "DEBUG geak.evaluator.device_share: GPU 3: alone for a job (1 paused, 0 more waiting)" in lines[0], lines
+    assert "GPU 3: shared again after" in lines[1] and lines[1].endswith("s alone (1 waiting for it)"), lines
+    script = Path(__file__).parents[1] / "scripts" / "spell_timeline.py"
+    done = subprocess.run([sys.executable, str(script), str(path), "--json"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    timeline = json.loads(done.stdout)
+    assert timeline["device"] == "GPU 3" and timeline["spells"] == 2, timeline
+    assert timeline["ended_with_one_waiting"] == 1 and timeline["alone_s"] >= 0.09, timeline
+    assert timeline["gaps_s"] < 0.05, timeline  # the second timing was waiting: it went alone at once
+    empty = tmp_path / "empty.log"
+    empty.write_text("nothing here\n")
+    refused = subprocess.run([sys.executable, str(script), str(empty)], capture_output=True, text=True)
+    assert refused.returncode == 2 and "no spell" in refused.stderr

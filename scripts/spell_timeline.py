@@ -1,0 +1,115 @@
+"""The timeline of a batch's timings from `geak -vv`'s log (not a test): each spell a GPU was alone for a timing, how
+many other timings waited when it ended, and the gaps between spells, when none was ready to measure.
+
+    geak -vv eval PREDICTIONS --suite tritonbench --data DIR 2> eval.log
+    python scripts/spell_timeline.py eval.log [--json]
+
+Measured this way on an H200 (`docs/measurements.md`, fifteenth): no other timing was waiting at the end of any of 163
+spells, and the gaps added up to 54 s beside 108 s alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import re
+import statistics
+import sys
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+LINE = r"(\d+) ms DEBUG geak\.evaluator\.device_share: (.+): "  # the CLI's LOG_FORMAT, then the device's name
+ALONE = re.compile(LINE + r"alone for a job \((\d+) paused")
+SHARED = re.compile(LINE + r"shared again after [\d.]+ s alone \((\d+) waiting")
+
+
+@dataclass(frozen=True)
+class Spell:
+    device: str
+    start_s: float
+    end_s: float
+    paused: int  # jobs paused for it
+    waiting: int  # timings waiting for the device when it ended (the next then goes alone at once)
+
+
+@dataclass(frozen=True)
+class Timeline:
+    device: str
+    spells: int
+    first_s: float
+    last_s: float
+    alone_s: float
+    gaps_s: float
+    gap_median_s: float
+    gap_p90_s: float
+    gap_max_s: float
+    ended_with_one_waiting: int
+
+
+def spells(lines: list[str]) -> list[Spell]:
+    """The spells in a log, per device in the order they began (a spell without its end is left out)."""
+    began: dict[str, tuple[float, int]] = {}
+    found: list[Spell] = []
+    for line in lines:
+        if m := ALONE.search(line):
+            began[m.group(2)] = (int(m.group(1)) / 1e3, int(m.group(3)))
+        elif (m := SHARED.search(line)) and m.group(2) in began:
+            start, paused = began.pop(m.group(2))
+            found.append(Spell(m.group(2), start, int(m.group(1)) / 1e3, paused, int(m.group(3))))
+    return found
+
+
+def timelines(found: list[Spell]) -> list[Timeline]:
+    by_device: dict[str, list[Spell]] = defaultdict(list)
+    for spell in found:
+        by_device[spell.device].append(spell)
+    out = []
+    for device, own in sorted(by_device.items()):
+        gaps = sorted(max(0.0, b.start_s - a.end_s) for a, b in itertools.pairwise(own)) or [0.0]
+        out.append(
+            Timeline(
+                device=device,
+                spells=len(own),
+                first_s=own[0].start_s,
+                last_s=own[-1].end_s,
+                alone_s=round(sum(s.end_s - s.start_s for s in own), 3),
+                gaps_s=round(sum(gaps), 3),
+                gap_median_s=round(statistics.median(gaps), 3),
+                gap_p90_s=round(gaps[int(0.9 * (len(gaps) - 1))], 3),
+                gap_max_s=round(gaps[-1], 3),
+                ended_with_one_waiting=sum(1 for s in own if s.waiting > 0),
+            )
+        )
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("log", type=Path, help="stderr of `geak -vv eval ...` (or run, check, bench)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object per device")
+    args = parser.parse_args(argv)
+    try:
+        lines = args.log.read_text(errors="replace").splitlines()
+    except OSError as e:
+        print(f"spell_timeline: {e}", file=sys.stderr)
+        return 2
+    found = timelines(spells(lines))
+    if not found:
+        print("spell_timeline: no spell in the log (was it written by `geak -vv`?)", file=sys.stderr)
+        return 2
+    for t in found:
+        if args.json:
+            print(json.dumps(asdict(t)))
+            continue
+        print(
+            f"{t.device}: {t.spells} spells alone from {t.first_s:.1f} s to {t.last_s:.1f} s, {t.alone_s:.1f} s alone, "
+            f"{t.gaps_s:.1f} s of gaps (median {t.gap_median_s:.3f} s, 90th percentile {t.gap_p90_s:.3f} s, longest "
+            f"{t.gap_max_s:.3f} s); {t.ended_with_one_waiting} ended with another timing waiting"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
