@@ -65,8 +65,9 @@ async def check_many(
             async with limit:
                 report = (lambda message: on_progress(file, message)) if on_progress else None
                 try:
-                    if against_self:
+                    if against_self:  # its own reference: its run is not needed once it is checked
                         alone, result = await evaluator.check_against_self(file, progress=report)
+                        await evaluator.forget_reference(file)
                     else:
                         alone, result = None, await evaluator.check(file, against=against, progress=report)
                     shown = result or alone

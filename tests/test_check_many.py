@@ -112,3 +112,28 @@ def test_against_self_the_files_slowest_here_before_start_first_and_verdicts_kee
     assert first[0] == slow, first  # started first
     assert [Path(v.file) for v in verdicts] == given  # reported in the order given
     assert [v.verdict for v in verdicts] == ["pass" if f.name == "add_native.py" else "fail" for f in given]
+
+
+def test_against_self_each_files_run_is_forgotten_once_it_is_checked(monkeypatch):
+    """A suite against itself keeps no file's outputs once that file is checked (on an H200 a suite's references'
+    outputs otherwise sat on disk until the end: `docs/measurements.md`, fifteenth)."""
+    import asyncio
+
+    from geak.evaluator.api import EvalOptions, Evaluator
+    from geak.server.check_many import check_many
+
+    forgotten: list[str] = []
+    left: list[list[Path]] = []
+    forget = Evaluator.forget_reference
+
+    async def logged(self, file):
+        await forget(self, file)
+        forgotten.append(Path(file).name)
+        left.append(list(self._scratch.iterdir()))
+
+    monkeypatch.setattr(Evaluator, "forget_reference", logged)
+    options = EvalOptions(backend="interpreter", timeout_s=60, spares=0, max_concurrent=1)
+    files = [FIXTURES / "add_native.py", FIXTURES / "wrong_output.py"]
+    verdicts = asyncio.run(check_many(files, options, against_self=True))
+    assert [v.verdict for v in verdicts] == ["pass", "fail"]
+    assert sorted(forgotten) == ["add_native.py", "wrong_output.py"] and left == [[], []], (forgotten, left)
