@@ -227,6 +227,7 @@ class BatchRun:
                 done += 1
                 self._emit("candidate", event.message, problem=ps.filename, slot=slot.name, done=done, budget=budget)
 
+        candidates: CandidateEvaluator | None = None
         try:
             reference = reference_file(ps, self.out / "references")
             cfg = self.agent.model_copy(update={"output_path": self.out / "problems"})
@@ -251,6 +252,9 @@ class BatchRun:
         except Exception as e:  # a bug must not take the other problems down; it is recorded and logged
             log.exception("problem %s failed", ps.filename)
             record["error"] = f"{type(e).__name__}: {e}"
+        finally:
+            if candidates is not None:
+                await candidates.release()
         record["wall_s"] = round(time.perf_counter() - started, 2)
         return record
 

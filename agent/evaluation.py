@@ -60,6 +60,11 @@ class CandidateEvaluator:
         self.baseline_s = time.perf_counter() - started
         return from_bench(check, bench, self.baseline_ms)
 
+    async def release(self) -> None:
+        """Forget the original's run as a reference (its outputs, on disk): the evaluator outlives this problem (a
+        batch's slot, the editor's server)."""
+        await self.evaluator.forget_reference(self.original_path)
+
     @property
     def diagnosis(self) -> str:
         """Why the original is slow: its slowest call on the roofline, what the compiler made of its kernels."""

@@ -87,15 +87,9 @@ class OptimizeSession:
             corpus = await asyncio.to_thread(KernelCorpus.load, cfg.corpus_path)
         own = self.evaluator is None
         evaluator = Evaluator(eval_options(cfg, self.backend)) if own else self.evaluator
+        candidates = CandidateEvaluator(evaluator, self.file, original=original)
         try:
-            self._agent = GeakAgent(
-                cfg,
-                CandidateEvaluator(evaluator, self.file, original=original),
-                model,
-                corpus,
-                progress=self.progress,
-                kernel=self.kernel,
-            )
+            self._agent = GeakAgent(cfg, candidates, model, corpus, progress=self.progress, kernel=self.kernel)
             if self._stop_requested:
                 self._agent.stop()
             return await self._agent.optimize(resume=resume)
@@ -104,3 +98,5 @@ class OptimizeSession:
                 await model.aclose()
             if own:
                 await evaluator.aclose()
+            else:
+                await candidates.release()

@@ -184,3 +184,22 @@ def test_session_refuses_a_kernel_the_file_does_not_have(tmp_path):
     session = OptimizeSession(ORIGINAL, AgentConfig(output_path=tmp_path), backend="interpreter", kernel="nope")
     with pytest.raises(BadInput, match=r"no @triton\.jit kernel named 'nope'"):
         asyncio.run(session.run())
+
+
+def test_a_session_on_a_shared_evaluator_forgets_its_original_as_a_reference(tmp_path, scripted_llm):
+    """The editor's server keeps one evaluator for every Optimize: a session run on it leaves none of its original's
+    reference outputs behind (a later session runs the reference again)."""
+    from geak.agent.session import OptimizeSession
+    from geak.evaluator.api import EvalOptions, Evaluator
+
+    scripted_llm.reply(reply(code(0.8)))
+
+    async def go() -> tuple[list[str], list]:
+        async with Evaluator(EvalOptions(backend="interpreter", timeout_s=60, spares=0)) as ev:
+            session = OptimizeSession(ORIGINAL, config(scripted_llm, tmp_path, max_iteration=1), evaluator=ev)
+            result = await session.run()
+            return [c.evaluation.message for c in result.candidates], list(ev._scratch.iterdir())
+
+    checked, left = asyncio.run(go())
+    assert len(checked) == 1 and "outputs match the reference" in checked[0], checked  # the original ran as one
+    assert left == [], left

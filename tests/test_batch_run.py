@@ -35,10 +35,21 @@ def results(folder: Path) -> list[dict]:
     return [json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines()]
 
 
-def test_run_search_mode_over_fixture_suite(tmp_path, capsys):
+def test_run_search_mode_over_fixture_suite(tmp_path, capsys, monkeypatch):
+    from geak.evaluator.api import Evaluator
+
+    forgotten: list[str] = []
+    forget = Evaluator.forget_reference
+
+    async def logged(self, file):  # each problem's reference, once its problem is done (the slot outlives it)
+        forgotten.append(Path(file).name)
+        await forget(self, file)
+
+    monkeypatch.setattr(Evaluator, "forget_reference", logged)
     out = tmp_path / "run"
     cfg = write_config(tmp_path / "run.yaml", suite="tritonbench", data_path=TB, output_path=out, search_time_s=2)
     assert main(["run", str(cfg), "--json"]) == 0
+    assert sorted(forgotten) == ["add_example.py", "hip_only.py", "relu_kernel.py", "row_sum.py"], forgotten
     summary = json.loads(capsys.readouterr().out)["summary"]
     rows = {r["filename"]: r for r in results(out)}
     assert sorted(rows) == ["add_example.py", "hip_only.py", "relu_kernel.py", "row_sum.py"]
