@@ -739,6 +739,10 @@ class _Ready:
     entry: dict[str, Any]
     graph: Any = None
 
+    def once(self) -> Any:
+        """One untimed call on the first input set (what is estimated, guarded and profiled)."""
+        return self.sets.call(self.fn, 0)
+
 
 def _ready_calls(job: BenchJob, variants: dict[str, Any], labels: list[str], send: Send, laps: _Laps) -> dict[str, Any]:
     """Per captured call, each variant's `_Ready` (its input sets made, compiled and tuned, its untimed call
@@ -802,7 +806,7 @@ def _graphs_ahead(by_label: dict[str, _Ready]) -> dict[str, Any] | None:
     least = math.inf
     for label, r in by_label.items():
         try:
-            least = min(least, timing.least_ms(lambda r=r: r.sets.call(r.fn, 0)))
+            least = min(least, timing.least_ms(r.once))
         except Exception as e:  # user code failing on the captured call's copies (a fault on other addresses)
             return _timed_call_failed(label, r.entry["signature"], e)
     if least >= timing.GRAPH_BELOW_MS:
@@ -838,7 +842,7 @@ def _prepare_timers(
             per_call[label].append(r.entry)
             try:
                 with laps.lap("estimates"):
-                    estimates[label] = timing.estimate_ms(lambda r=r: r.sets.call(r.fn, 0))
+                    estimates[label] = timing.estimate_ms(r.once)
             except Exception as e:  # user code failing on the captured call's copies (a fault on other addresses)
                 return _timed_call_failed(label, r.entry["signature"], e)
         count = len(next(iter(by_label.values())).sets)
@@ -861,7 +865,7 @@ def _prepare_timers(
             timer = made[label]
             try:
                 with laps.lap("guards"):
-                    timing.guard(lambda r=r: r.sets.call(r.fn, 0), estimates[label])
+                    timing.guard(r.once, estimates[label])
             except timing.TimingFooled as e:
                 return {"error": f"{label}: {e}", "fooled": not isinstance(e, timing.DeviceBusy), "label": label}
             timers[label].append(timer)
@@ -869,7 +873,7 @@ def _prepare_timers(
                 method=timer.method, input_sets=len(r.sets), per_graph=timer.per_graph, estimate_ms=estimates[label]
             )
             if job.profile:
-                r.entry["kernel_ms"] = timing.kernel_times(lambda r=r: r.sets.call(r.fn, 0))
+                r.entry["kernel_ms"] = timing.kernel_times(r.once)
     return {"timers": timers, "calls": per_call}
 
 
