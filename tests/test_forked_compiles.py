@@ -3,6 +3,7 @@ cache on disk), then in the job process; failures and the deadline stay the vari
 GPU target runs in a child without a GPU."""
 
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -47,12 +48,18 @@ def test_a_compile_that_fails_in_its_child_fails_and_the_others_go_on(tmp_path):
     def broken():
         raise ValueError("bad tile")
 
+    def crashes():
+        os.kill(os.getpid(), signal.SIGKILL)
+
     executor = ForkedCompiles(4)
     bad, good = executor.submit(broken), executor.submit(recorder(tmp_path / "ok.log", "ok"))
+    crashed = executor.submit(crashes)
     report = executor.run(time.monotonic() + 60)
-    with pytest.raises(RuntimeError, match="failed in a forked process"):
-        bad.result()
-    assert good.result() == "ok" and (report.compiled, report.failed, report.failed_at) == (1, 1, {0})
+    for failed in (bad, crashed):
+        with pytest.raises(RuntimeError, match="failed in a forked process"):
+            failed.result()
+    assert good.result() == "ok" and (report.compiled, report.failed) == (1, 2)
+    assert report.failed_at == {0}  # the compile that raised, not the child that was killed
 
 
 def test_the_deadline_kills_a_slow_compile_and_what_never_started(tmp_path):

@@ -136,7 +136,8 @@ class ForkedCompiles(Executor):
                 pending.set_exception(RuntimeError(code))
             else:
                 pending.set_exception(RuntimeError(f"its compile failed in a forked process (exit code {code})"))
-                report.failed_at.add(index)
+                if code == 1:  # the child's compile raised (``_fork``), not a crash or a kill
+                    report.failed_at.add(index)
         report.compiled = sum(1 for p in self.queued if p.exception() is None)
         report.failed = report.submitted - report.compiled - len(report.not_in_time)
         self.queued, self._next, self._running, self._outcome, self._frozen = [], 0, {}, {}, False
