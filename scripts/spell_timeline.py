@@ -87,7 +87,7 @@ def timelines(found: list[Spell]) -> list[Timeline]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("log", type=Path, help="stderr of `geak -vv eval ...` (or run, check, bench)")
+    parser.add_argument("log", type=Path, help="stderr of `geak -vv eval ...` or `geak -vv run ...`")
     parser.add_argument("--json", action="store_true", help="print one JSON object per device")
     args = parser.parse_args(argv)
     try:
