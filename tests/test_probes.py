@@ -262,6 +262,47 @@ def _recorded(fn, *args, **kwargs):
     return recorder.calls[0], recorder.originals["f"]
 
 
+def test_only_the_first_call_of_a_signature_is_described_and_kept_for_probes():
+    def f(x, index, n):
+        if n < 0:
+            raise ValueError("n")
+        return x
+
+    module = types.ModuleType("m")
+    module.f = f
+    recorder = CallRecorder(module, ["f"], keep_args="integers")
+    recorder.recording = True
+    x, index = torch.tensor([1.0, -3.0]), torch.tensor([4, 2])
+    try:
+        module.f(x, index, -1)  # raised: no call to replay, so the next of its signature is its first
+    except ValueError:
+        pass
+    module.f(x, index, 2)
+    module.f(x * 2, index + 1, 2)  # the same signature again
+    module.f(torch.zeros(3), index, 3)  # another
+    first, again, other = recorder.calls
+    assert first.spec["args"][0] == {"t": "tensor", "shape": [2], "stride": [1], "dtype": "float32",
+                                     "contiguous": True, "nonneg": False, "scale": 3.0}  # fmt: skip
+    assert first.spec["args"][1]["min"] == 2 and torch.equal(first.args[1], index) and first.args[0] is None
+    assert "scale" not in again.spec["args"][0] and "min" not in again.spec["args"][1] and again.args == ()
+    assert other.spec["args"][0]["scale"] == 0.0 and torch.equal(other.args[1], index)
+    assert [c.signature for c in recorder.unique_calls(8)] == [first.signature, other.signature]
+
+
+def test_a_timing_capture_describes_no_values_and_a_recorder_without_room_records_nothing():
+    module = types.ModuleType("m")
+    module.f = lambda x: x
+    timing = CallRecorder(module, ["f"], keep_args=True, describe_values=False)
+    timing.recording = True
+    module.f(torch.tensor([1.0, 2.0]))
+    module.f(torch.tensor([1.0, 2.0]))
+    assert [set(c.spec["args"][0]) for c in timing.calls] == [{"t", "shape", "stride", "dtype", "contiguous"}] * 2
+    assert all(torch.equal(c.args[0], torch.tensor([1.0, 2.0])) for c in timing.calls)  # both kept for replay
+    replaying = CallRecorder(module, ["f"], keep_args="integers", limit=0)
+    replaying.recording = True
+    assert module.f(torch.tensor([3.0])).item() == 3.0 and replaying.calls == []
+
+
 def test_shape_variants_change_shared_sizes_and_sizes_as_scalars_together_but_not_tiles():
     def f(x, y, n, BLOCK_SIZE):
         return x

@@ -37,7 +37,9 @@ def capture_bench_calls(job: BenchJob, spec: dict[str, Any], send: Send, estimat
             "error_detail": sandbox.describe_error(e, spec["path"], None),
             "label": label,
         }
-    recorder = CallRecorder(module, spec["wrappers"], keep_args=True, launches=lambda: sum(sandbox.LAUNCHES.values()))
+    recorder = CallRecorder(
+        module, spec["wrappers"], keep_args=True, describe_values=False, launches=lambda: sum(sandbox.LAUNCHES.values())
+    )
     collector = rocm_bench.Collector(recorder, estimate)
     recorder.recording = True
     with rocm_bench.collecting(collector):

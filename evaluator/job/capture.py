@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 _DEPTH = threading.local()
+RECORDED_CALLS = 64  # the wrapper calls a recorder keeps at most
 
 
 @dataclass
@@ -35,8 +36,11 @@ class RecordedCall:
 
 class CallRecorder:
     """Replaces a module's wrapper functions by recording proxies. `keep_args` keeps cloned arguments for replay
-    (True: all of them; "integers": only integer and boolean tensors, which fresh probes permute).
-    `launches()`: the Triton launches made so far, by which each recorded call counts its own (``launched``)."""
+    (True: all of them; "integers": only the integer and boolean tensors of the first call of each signature, which
+    fresh probes permute). `limit`: the calls recorded at most (0: none). `describe_values`: the first call of each
+    signature (``unique_calls``: those fresh probes are drawn for) also describes its tensors' values (``arg_spec``),
+    each read back from the device; a timing's capture, which draws no probe, need not. `launches()`: the Triton
+    launches made so far, by which each recorded call counts its own (``launched``)."""
 
     def __init__(
         self,
@@ -44,12 +48,14 @@ class CallRecorder:
         wrappers: list[str],
         *,
         keep_args: bool | str = False,
-        limit: int = 64,
+        limit: int = RECORDED_CALLS,
+        describe_values: bool = True,
         launches: Callable[[], int] | None = None,
     ):
         self.module = module
         self.keep_args = keep_args
         self.limit = limit
+        self.describe_values = describe_values
         self.launches = launches
         self.calls: list[RecordedCall] = []
         self.recording = False
@@ -86,9 +92,15 @@ class CallRecorder:
         return proxy
 
     def _record(self, name: str, args: tuple, kwargs: dict) -> RecordedCall:
-        spec = {"args": [arg_spec(a) for a in args], "kwargs": {k: arg_spec(v) for k, v in kwargs.items()}}
-        call = RecordedCall(name, spec, signature(name, args, kwargs))
-        if self.keep_args:
+        called = signature(name, args, kwargs)
+        first = all(c.signature != called for c in self.calls)
+        values = self.describe_values and first
+        spec = {
+            "args": [arg_spec(a, values) for a in args],
+            "kwargs": {k: arg_spec(v, values) for k, v in kwargs.items()},
+        }
+        call = RecordedCall(name, spec, called)
+        if self.keep_args is True or (self.keep_args == "integers" and first):
             only_integers = self.keep_args == "integers"
             call.args = tuple(_clone(a, only_integers) for a in args)
             call.kwargs = {k: _clone(v, only_integers) for k, v in kwargs.items()}
@@ -167,8 +179,9 @@ def signature(name: str, args: tuple, kwargs: dict) -> str:
     return f"{name}({', '.join(parts)})"
 
 
-def arg_spec(value: Any) -> dict[str, Any]:
-    """A JSON description of an argument, enough to draw fresh values of the same kind."""
+def arg_spec(value: Any, values: bool = True) -> dict[str, Any]:
+    """A JSON description of an argument, enough to draw fresh values of the same kind; without `values`, a tensor's
+    layout only (no range, sign or scale, each of which waits for the device)."""
     if isinstance(value, torch.Tensor):
         t = value.detach()
         spec: dict[str, Any] = {
@@ -178,6 +191,8 @@ def arg_spec(value: Any) -> dict[str, Any]:
             "dtype": dtype_name(t.dtype),
             "contiguous": t.is_contiguous(),
         }
+        if not values:
+            return spec
         if t.numel() and not t.is_floating_point() and not t.is_complex() and t.dtype != torch.bool:
             spec["min"], spec["max"] = int(t.min()), int(t.max())
         elif t.numel() and t.is_floating_point():
@@ -186,9 +201,9 @@ def arg_spec(value: Any) -> dict[str, Any]:
             spec["scale"] = float(finite.abs().max()) if finite.numel() else 1.0
         return spec
     if isinstance(value, (list, tuple)):
-        return {"t": type(value).__name__, "items": [arg_spec(v) for v in value]}
+        return {"t": type(value).__name__, "items": [arg_spec(v, values) for v in value]}
     if isinstance(value, dict) and all(isinstance(k, str) for k in value):
-        return {"t": "dict", "items": {k: arg_spec(v) for k, v in value.items()}}
+        return {"t": "dict", "items": {k: arg_spec(v, values) for k, v in value.items()}}
     if isinstance(value, torch.dtype):
         return {"t": "dtype", "v": dtype_name(value)}
     if isinstance(value, (bool, int, float, str)) or value is None:

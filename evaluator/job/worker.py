@@ -459,7 +459,7 @@ def _run_check(job: CheckJob, info: Any, send) -> dict[str, Any]:
     import torch
 
     from . import sandbox, triton_cache
-    from .capture import CallRecorder, to_portable
+    from .capture import RECORDED_CALLS, CallRecorder, to_portable
     from .probes import make_probes, replay_probes
 
     started = time.perf_counter()
@@ -485,7 +485,9 @@ def _run_check(job: CheckJob, info: Any, send) -> dict[str, Any]:
     except BaseException as e:
         result["import_error"] = sandbox.describe_error(e, path, None)
         return result
-    recorder = CallRecorder(module, job.wrappers, keep_args="integers")
+    # Only a reference's run draws probes from its calls; another check replays the probes it is given.
+    making = "make" in (job.probes or {})
+    recorder = CallRecorder(module, job.wrappers, keep_args="integers", limit=RECORDED_CALLS if making else 0)
     fatal = ended = None  # why nothing more can run; why nothing more is run (``CheckJob.stop_kinds``)
 
     def record(entry: dict[str, Any], error: BaseException | None) -> str | None:
@@ -544,7 +546,7 @@ def _run_check(job: CheckJob, info: Any, send) -> dict[str, Any]:
         describe = lambda e: sandbox.describe_error(e, path, module)["message"]
         stall_s = probe_stall_s(job.probe_stall_s, check_s)
         probe_starting = lambda name: starting(name, stall_s)  # the caller ends a probe silent longer as hung
-        if "make" in probes:
+        if making:
             make = probes["make"]
             hung = frozenset(make.get("hung", ()))  # where an earlier run of this reference hung
             made = make_probes(recorder, make["seed"], seed, job.max_calls, out_dir, gpu, describe, check_s,
