@@ -1,11 +1,12 @@
 """The screening's compiles in forked processes: each queued compile runs in a child first (which fills Triton's
 cache on disk), then in the job process; failures and the deadline stay the variant's; a real Triton compile for a
-GPU target runs in a child without a GPU."""
+GPU target runs in a child without a GPU, and one already in the cache is read with no child."""
 
 import os
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -121,3 +122,50 @@ def test_a_real_triton_compile_for_a_gpu_target_runs_in_a_child_without_a_gpu(tm
     assert report.compiled == 1, future.exception()
     kernel = future.result()
     assert kernel.hash and list((tmp_path / "cache").rglob("*.cubin"))  # the child's binary, read back here
+
+
+def test_a_compile_already_in_the_cache_is_read_here_and_no_process_is_forked_for_it(tmp_path, monkeypatch):
+    triton = pytest.importorskip("triton")
+    import triton.language as tl
+    from triton._C.libtriton import get_cache_invalidating_env_vars
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    from triton.compiler.compiler import make_backend
+    from triton.runtime.cache import get_cache_key
+
+    from geak.evaluator.job import sandbox
+    from geak.evaluator.job.forked_compiles import compile_mode, in_triton_cache
+
+    ptxas = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
+    if not ptxas.exists():
+        pytest.skip("this Triton has no NVIDIA compiler (ptxas) to compile for a GPU target")
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
+
+    @triton.jit
+    def triple(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 3, mask=offs < n)
+
+    target = GPUTarget("cuda", 90, 32)
+    source = ASTSource(triple, {"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32"}, {"BLOCK": 128})
+    backend = make_backend(target)
+    options = backend.parse_options({"num_warps": 4})
+    key = get_cache_key(source, backend, options, get_cache_invalidating_env_vars())
+    forks: list[int] = []
+    real_fork = sandbox.fork_process
+    monkeypatch.setattr(sandbox, "fork_process", lambda: forks.append(1) or real_fork())
+
+    def submitted() -> Any:
+        executor = ForkedCompiles(2)
+        mode = compile_mode(executor)
+        compile_ = lambda: triton.compile(source, target=target, options=options.__dict__)
+        with mode:
+            future = mode.submit(key, compile_, lambda kernel: None, lambda kernel: None)
+            report = executor.run(time.monotonic() + 120)
+        return future.result(), report
+
+    assert not in_triton_cache(key)
+    first, report = submitted()  # compiled in a child, as before
+    assert report.compiled == 1 and forks == [1] and in_triton_cache(key)
+    again, report = submitted()  # read here: no process forked for it
+    assert report.compiled == 1 and forks == [1] and again.hash == first.hash

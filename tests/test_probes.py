@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import types
 
+import pytest
 import torch
 from fixture_check import FIXTURES, check_fixture
 
@@ -273,10 +274,8 @@ def test_only_the_first_call_of_a_signature_is_described_and_kept_for_probes():
     recorder = CallRecorder(module, ["f"], keep_args="integers")
     recorder.recording = True
     x, index = torch.tensor([1.0, -3.0]), torch.tensor([4, 2])
-    try:
+    with pytest.raises(ValueError):
         module.f(x, index, -1)  # raised: no call to replay, so the next of its signature is its first
-    except ValueError:
-        pass
     module.f(x, index, 2)
     module.f(x * 2, index + 1, 2)  # the same signature again
     module.f(torch.zeros(3), index, 3)  # another

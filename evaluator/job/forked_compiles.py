@@ -11,11 +11,14 @@ itself, which finds the binary in that cache and only reads it.
 A child never touches the GPU: Triton's compile is given its target and needs no device (the job process opened its
 GPU context before the fork, and no GPU context survives one). A child that fails, crashes or is killed at the
 deadline only loses its own compile: the variant then compiles at its first run, or is not run (``not_in_time``).
+A compile already in the job's Triton cache (seeded from a trusted run that compiled it) is read in the job process
+when its turn comes, with no fork (``compile_mode``).
 """
 
 from __future__ import annotations
 
 import gc
+import hashlib
 import os
 import signal
 import time
@@ -35,11 +38,13 @@ class NotCompiledInTime(RuntimeError):
 
 class _Pending(Future):
     """A submitted compile. Asked for its result before ``run`` (a wrapper that reads its launch's kernel), it
-    compiles in this process at once rather than wait for a run that this very thread would have to start."""
+    compiles in this process at once rather than wait for a run that this very thread would have to start. `here`:
+    already compiled (``_Cached``), read in this process when its turn comes."""
 
-    def __init__(self, fn: Callable[[], Any]):
+    def __init__(self, fn: Callable[[], Any], here: bool = False):
         super().__init__()
         self.fn = fn
+        self.here = here
 
     def settle_here(self) -> None:
         if self.done():
@@ -78,7 +83,7 @@ class ForkedCompiles(Executor):
         self._frozen = False
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
-        pending = _Pending(lambda: fn(*args, **kwargs))
+        pending = _Pending(lambda: fn(*args, **kwargs), here=isinstance(fn, _Cached))
         self.queued.append(pending)
         return pending
 
@@ -93,6 +98,9 @@ class ForkedCompiles(Executor):
             index, self._next = self._next, self._next + 1
             pending = self.queued[index]
             if pending.done():  # asked for early, compiled here
+                continue
+            if pending.here:  # in the cache: read, no process forked for it
+                pending.settle_here()
                 continue
             if not self._frozen:
                 gc.freeze()  # the children's collections leave the parent's objects (and their pages) alone
@@ -155,3 +163,42 @@ class ForkedCompiles(Executor):
             pass
         finally:
             os._exit(code)
+
+
+class _Cached:
+    """A compile whose result is in Triton's cache already (``compile_mode``)."""
+
+    def __init__(self, fn: Callable[[], Any]):
+        self.fn = fn
+
+    def __call__(self) -> Any:
+        return self.fn()
+
+
+def compile_mode(executor: ForkedCompiles) -> Any:
+    """Triton's ``AsyncCompileMode`` over `executor`, compile errors ignored there (a config or variant that fails
+    raises at its run), in which a compile already in the job's Triton cache is marked to be read in the job process
+    rather than forked for: a fork copies the page tables of a process holding a GPU context, which on an H200 a
+    timing job paid for each config of an autotuned kernel that its check had compiled. Raises ImportError on a
+    Triton without the mode."""
+    from triton.runtime._async_compile import AsyncCompileMode
+
+    class CachedInPlace(AsyncCompileMode):
+        def submit(self, key: Any, compile_fn: Callable[[], Any], *rest: Any) -> Any:
+            if key not in self.future_kernels and in_triton_cache(key):
+                compile_fn = _Cached(compile_fn)
+            return super().submit(key, compile_fn, *rest)
+
+    return CachedInPlace(executor, ignore_errors=True)
+
+
+def in_triton_cache(key: Any) -> bool:
+    """Is the kernel of Triton's cache key `key` compiled in the current Triton cache (its folder, named as
+    ``triton.compiler.compile`` names it, holds a group file)? False where that cannot be told."""
+    try:
+        from triton.runtime.cache import get_cache_manager
+
+        folder = get_cache_manager(hashlib.sha256(str(key).encode("utf-8")).hexdigest()).cache_dir
+        return any(name.startswith("__grp__") for name in os.listdir(folder))
+    except Exception:
+        return False

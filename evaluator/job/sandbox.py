@@ -523,17 +523,17 @@ def _compile_ahead(tuner: Any, configs: list[Any], args: tuple, kwargs: dict) ->
     (their tuning need not compile them again); what else fails here is left to the tuning, which says why. Not on
     the interpreter, which compiles nothing."""
     try:
-        from triton.runtime._async_compile import AsyncCompileMode, active_mode
+        from triton.runtime._async_compile import active_mode
     except ImportError:  # an older Triton: its configs compile when tuned
         return []
     if not hasattr(_kernel_function(tuner), "src") or active_mode.get() is not None:  # interpreted, or gathered
         return []
-    from .forked_compiles import ForkedCompiles
+    from .forked_compiles import ForkedCompiles, compile_mode
 
     idle = (os.cpu_count() or 2) - os.getloadavg()[0]
     executor = ForkedCompiles(min(len(configs), max(2, min(COMPILE_AHEAD_WORKERS, int(idle)))))
     submitted: list[Any] = []  # the config of each submitted compile, in order
-    with AsyncCompileMode(executor, ignore_errors=True):
+    with compile_mode(executor):
         try:
             for config in configs:
                 with contextlib.suppress(Exception):

@@ -232,10 +232,10 @@ def _compile_all(
     the time is marked "not run" (compiling it at its first run would take the runs' time). What failed to compile
     here compiles at its first run, which says why."""
     from . import sandbox
-    from .forked_compiles import ForkedCompiles
+    from .forked_compiles import ForkedCompiles, compile_mode
 
     try:
-        from triton.runtime._async_compile import AsyncCompileMode
+        from triton.runtime._async_compile import AsyncCompileMode  # noqa: F401 (only whether this Triton has it)
     except ImportError:
         return {"mode": "serial", "why": "this Triton has no AsyncCompileMode"}
     workers = max(1, min(plan.compile_workers, len(os.sched_getaffinity(0))))
@@ -245,7 +245,7 @@ def _compile_all(
     owners: list[_Variant] = []  # per submitted compile, its variant
     late: set[int] = set()  # the variants not compiled in the time
     send({"event": "progress", "screen": f"compiling {len(variants)} variants in {workers} processes"})
-    with sandbox.tuning_deferred(), sandbox.compile_only(), AsyncCompileMode(executor, ignore_errors=True):
+    with sandbox.tuning_deferred(), sandbox.compile_only(), compile_mode(executor):
         try:
             for variant in variants:
                 if time.monotonic() >= deadline:  # its wrappers would not even be run in the time
