@@ -2,6 +2,7 @@
 cache on disk), then in the job process; failures and the deadline stay the variant's; a real Triton compile for a
 GPU target runs in a child without a GPU, and one already in the cache is read with no child."""
 
+import inspect
 import os
 import signal
 import time
@@ -131,7 +132,12 @@ def test_a_compile_already_in_the_cache_is_read_here_and_no_process_is_forked_fo
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
     from triton.compiler.compiler import make_backend
-    from triton.runtime.cache import get_cache_key
+    from triton.runtime._async_compile import AsyncCompileMode
+
+    try:
+        from triton.runtime.cache import get_cache_key  # the key Triton's JIT submits a compile under
+    except ImportError:
+        pytest.skip("this Triton does not name its compile keys with get_cache_key")
 
     from geak.evaluator.job import sandbox
     from geak.evaluator.job.forked_compiles import compile_mode, in_triton_cache
@@ -160,7 +166,8 @@ def test_a_compile_already_in_the_cache_is_read_here_and_no_process_is_forked_fo
         mode = compile_mode(executor)
         compile_ = lambda: triton.compile(source, target=target, options=options.__dict__)
         with mode:
-            future = mode.submit(key, compile_, lambda kernel: None, lambda kernel: None)
+            callbacks = len(inspect.signature(AsyncCompileMode.submit).parameters) - 3  # finalize (and cleanup)
+            future = mode.submit(key, compile_, *[lambda kernel: None] * callbacks)
             report = executor.run(time.monotonic() + 120)
         return future.result(), report
 
