@@ -352,6 +352,8 @@ def _job_process(
         return
     try:
         if isinstance(job, CheckJob) and info.backend != "interpreter":  # a check times nothing
+            if info.backend == "cuda":
+                device_wait.one_work_queue()
             device_wait.sleep_while_waiting(hip=info.backend == "rocm")
         sandbox.enter_child(info)
     except BaseException as e:
