@@ -100,7 +100,9 @@ def test_a_result_asked_for_before_the_run_compiles_here_at_once(tmp_path):
     assert (tmp_path / "now.log").read_text().split() == [str(os.getpid())]
 
 
-def test_a_real_triton_compile_for_a_gpu_target_runs_in_a_child_without_a_gpu(tmp_path, monkeypatch):
+def compilable_kernel(tmp_path: Path, monkeypatch) -> tuple[Any, Any, Any]:
+    """(triton, an ASTSource of a small kernel, an H100/H200 target), Triton's cache in `tmp_path`; skips where this
+    Triton cannot compile for an NVIDIA GPU."""
     triton = pytest.importorskip("triton")
     import triton.language as tl
     from triton.backends.compiler import GPUTarget
@@ -117,8 +119,13 @@ def test_a_real_triton_compile_for_a_gpu_target_runs_in_a_child_without_a_gpu(tm
         tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
 
     source = ASTSource(double, {"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32"}, {"BLOCK": 256})
+    return triton, source, GPUTarget("cuda", 90, 32)
+
+
+def test_a_real_triton_compile_for_a_gpu_target_runs_in_a_child_without_a_gpu(tmp_path, monkeypatch):
+    triton, source, target = compilable_kernel(tmp_path, monkeypatch)
     executor = ForkedCompiles(2)
-    future = executor.submit(triton.compile, source, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+    future = executor.submit(triton.compile, source, target=target, options={"num_warps": 4})
     report = executor.run(time.monotonic() + 120)
     assert report.compiled == 1, future.exception()
     kernel = future.result()
@@ -126,11 +133,8 @@ def test_a_real_triton_compile_for_a_gpu_target_runs_in_a_child_without_a_gpu(tm
 
 
 def test_a_compile_already_in_the_cache_is_read_here_and_no_process_is_forked_for_it(tmp_path, monkeypatch):
-    triton = pytest.importorskip("triton")
-    import triton.language as tl
+    triton, source, target = compilable_kernel(tmp_path, monkeypatch)
     from triton._C.libtriton import get_cache_invalidating_env_vars
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
     from triton.compiler.compiler import make_backend
     from triton.runtime._async_compile import AsyncCompileMode
 
@@ -142,18 +146,6 @@ def test_a_compile_already_in_the_cache_is_read_here_and_no_process_is_forked_fo
     from geak.evaluator.job import sandbox
     from geak.evaluator.job.forked_compiles import compile_mode, in_triton_cache
 
-    ptxas = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
-    if not ptxas.exists():
-        pytest.skip("this Triton has no NVIDIA compiler (ptxas) to compile for a GPU target")
-    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
-
-    @triton.jit
-    def triple(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
-        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 3, mask=offs < n)
-
-    target = GPUTarget("cuda", 90, 32)
-    source = ASTSource(triple, {"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32"}, {"BLOCK": 128})
     backend = make_backend(target)
     options = backend.parse_options({"num_warps": 4})
     key = get_cache_key(source, backend, options, get_cache_invalidating_env_vars())
