@@ -362,6 +362,7 @@ def test_jobs_run_at_once_share_the_cores_unless_the_user_chose_their_threads(mo
 
 @pytest.mark.skipif(not torch_sees_a_gpu() or torch.version.hip is not None, reason="needs a CUDA GPU")
 def test_a_check_job_waits_for_the_gpu_asleep_on_one_work_queue_and_a_timing_job_does_not():
+    users_queues = os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS")
     flags = KERNEL_PART + (
         "import ctypes\n"
         "import os\n"
@@ -381,7 +382,7 @@ def test_a_check_job_waits_for_the_gpu_asleep_on_one_work_queue_and_a_timing_job
         "\n\n"
         "def bench_add():\n"
         "    assert context_flags() & 0x7 != 0x4, hex(context_flags())\n"
-        "    assert os.environ.get('CUDA_DEVICE_MAX_CONNECTIONS') is None\n"
+        f"    assert os.environ.get('CUDA_DEVICE_MAX_CONNECTIONS') == {users_queues!r}  # as the user set it\n"
         "    x = torch.randn(1 << 20, device='cuda')\n"
         "    add(x, x)\n"
     )
