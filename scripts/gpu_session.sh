@@ -7,8 +7,8 @@
 # in $OUT/gpuN.log). A machine with several GPUs then does in one call what one GPU does in several. Groups share the
 # host: on a 4×H200 host, heavy groups side by side (both suites, two `geak eval`s, A/A) ran 10-20× slower than alone,
 # so figures to report come from a call doing only them; SPLIT_CORES=1 gives each group its share of the cores.
-# Python packages missing there travel as wheels in .whl/ (`scripts/device_wheels.sh` fetches them); GEAK itself is put on the path
-# as a namespace package (a copy, no install). Every part writes its logs and JSON under $OUT.
+# Python packages missing there travel as wheels in .whl/ (`scripts/device_wheels.sh` fetches them); GEAK itself is
+# put on the path as a namespace package (a copy, no install). Every part writes its logs and JSON under $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/geak-out}
