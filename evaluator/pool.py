@@ -260,7 +260,7 @@ class WorkerPool:
         self.bwrap = os.geteuid() != 0 if bwrap is None else bwrap
         self._bwrap_checked: tuple[bool, str] | None = None
         self._semaphore = asyncio.Semaphore(self.max_concurrent)
-        self._device = DeviceShare(f"GPU {gpu_id}" if gpu_id is not None else "the device")
+        self._device = DeviceShare(f"GPU {gpu_id}") if gpu_id is not None else DeviceShare()
         self._idle: list[_Zygote] = []
         self._busy: set[_Zygote] = set()
         self._starting: set[asyncio.Task[_Zygote]] = set()

@@ -234,18 +234,18 @@ def _compile_all(
     from . import sandbox
     from .forked_compiles import ForkedCompiles, compile_mode
 
+    workers = max(1, min(plan.compile_workers, len(os.sched_getaffinity(0))))
+    executor = ForkedCompiles(workers)
     try:
-        from triton.runtime._async_compile import AsyncCompileMode  # noqa: F401 (only whether this Triton has it)
+        mode = compile_mode(executor)
     except ImportError:
         return {"mode": "serial", "why": "this Triton has no AsyncCompileMode"}
-    workers = max(1, min(plan.compile_workers, len(os.sched_getaffinity(0))))
     started = time.monotonic()
     deadline = started + max(0.0, runs_end - started) * COMPILE_SHARE
-    executor = ForkedCompiles(workers)
     owners: list[_Variant] = []  # per submitted compile, its variant
     late: set[int] = set()  # the variants not compiled in the time
     send({"event": "progress", "screen": f"compiling {len(variants)} variants in {workers} processes"})
-    with sandbox.tuning_deferred(), sandbox.compile_only(), compile_mode(executor):
+    with sandbox.tuning_deferred(), sandbox.compile_only(), mode:
         try:
             for variant in variants:
                 if time.monotonic() >= deadline:  # its wrappers would not even be run in the time
