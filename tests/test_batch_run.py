@@ -152,7 +152,7 @@ def test_resume_after_ctrl_c_loses_no_finished_problem(tmp_path):
     out = tmp_path / "run"
     cfg = write_config(tmp_path / "run.yaml", suite="tritonbench", data_path=TB, output_path=out, search_time_s=4)
     cmd = [sys.executable, "-m", "geak.server.cli", "run", str(cfg)]
-    proc = start_interruptible(cmd)
+    proc = start_interruptible("run", str(cfg))
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and proc.poll() is None:
         if (out / "results.jsonl").exists() and (out / "results.jsonl").read_text().count("\n") >= 1:

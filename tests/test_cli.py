@@ -91,9 +91,8 @@ def test_ctrl_c_keeps_the_checkpoint_and_resume_continues(tmp_path):
 
     slow = slow_add_native(tmp_path)  # the plain fixture's search can end within a second of its first checkpoint
     output = tmp_path / "out"
-    cmd = [sys.executable, "-m", "geak.server.cli", "optimize", str(slow), "--budget", "12",
-           "--output", str(output), "--backend", "interpreter"]  # fmt: skip
-    proc = start_interruptible(cmd)
+    proc = start_interruptible("optimize", str(slow), "--budget", "12", "--output", str(output), "--backend",
+                               "interpreter")  # fmt: skip
     checkpoint = paths_for(output, slow).latest
     deadline = time.time() + 120
     while not checkpoint.exists() and time.time() < deadline and proc.poll() is None:

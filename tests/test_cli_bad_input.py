@@ -150,7 +150,7 @@ def _interrupted_optimize(slow: Path, runs: Path, delay: float) -> tuple[subproc
     """`geak optimize` sent Ctrl-C `delay` s after it started, or later where the signal landed in Python's own
     start-up (a traceback that never reached `main`: on a loaded 2-core host, 0.3 s was not always enough)."""
     for extra in (0.0, 0.3, 0.6, 1.2):
-        proc = start_interruptible([*CLI, "optimize", str(slow), "--backend", "interpreter", "--output", str(runs)])
+        proc = start_interruptible("optimize", str(slow), "--backend", "interpreter", "--output", str(runs))
         time.sleep(delay + extra)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)

@@ -121,9 +121,7 @@ def test_ctrl_c_in_the_command_cancels_its_job_in_the_service(service_env, tmp_p
 
     slow = slow_add_native(tmp_path, seconds=30.0)
     assert geak(service_env, "check", str(ADD), "--backend", "interpreter").returncode == 0  # the service is warm
-    command = start_interruptible(
-        [sys.executable, "-m", "geak.server.cli", "check", str(slow), "--backend", "interpreter"], env=service_env
-    )
+    command = start_interruptible("check", str(slow), "--backend", "interpreter", env=service_env)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not any(s["active"] for s in status(service_env).values()):
         time.sleep(0.2)
