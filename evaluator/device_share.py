@@ -11,9 +11,12 @@ minute (or hangs until its limit) so no longer holds every timing behind it. No 
 and waiting timings go first, so a stream of checks cannot starve them. In the job, a timing granted the device waits
 until what the paused jobs had queued on it has drained (``job.timing.wait_until_quiet``); where it does not drain,
 or the paused jobs' memory is what the timing lacked, the timing runs once more the old way, once the sharing jobs
-have ended. A job that ran out of GPU memory while sharing the device may only have lacked what the others held: the
-pool runs it once more alone, the same way (``out_of_device_memory``). Either way the job's outcome says why
-(``why_it_runs_again``, the one rule for both).
+have ended. The jobs it paused are then in the way (``DeviceShare.in_the_way``: one of them may run a kernel that
+goes on while its process is stopped, until its time limit): until they have ended, no one has the device alone,
+this rerun and the next timings included, while checks still start and run. Only then does the rerun hold newcomers
+back to wait for the few jobs sharing the device at that moment. A job that ran out of GPU memory while sharing the
+device may only have lacked what the others held: the pool runs it once more alone, the same way
+(``out_of_device_memory``). Either way the job's outcome says why (``why_it_runs_again``, the one rule for both).
 """
 
 from __future__ import annotations
@@ -69,6 +72,7 @@ class DeviceShare:
         self._paused: list[Hold] = []  # the sharers paused for the holder that has the device alone
         self._alone = False
         self._waiting_alone = 0
+        self._in_the_way: set[Hold] = set()  # until these have ended, no one has the device alone (``in_the_way``)
 
     @contextlib.asynccontextmanager
     async def use(self, *, alone: bool, pause: bool = True) -> AsyncIterator[Hold]:
@@ -76,7 +80,7 @@ class DeviceShare:
         hold = Hold(self, alone, pause)
         async with self._changed:
             if alone:
-                await self._wait_alone(pause)
+                await self._wait_alone(hold)
                 hold.alone_from = time.monotonic()
             else:
                 await self._changed.wait_for(lambda: not self._alone and self._waiting_alone == 0)
@@ -89,7 +93,15 @@ class DeviceShare:
                     self._let_go(hold)
                 else:
                     self._sharers.discard(hold)
+                self._in_the_way.discard(hold)
                 self._changed.notify_all()
+
+    def in_the_way(self, holds: set[Hold]) -> None:
+        """What `holds` (the jobs a timing paused) left on the device, queued work or memory, was in that timing's way:
+        until those still sharing it have ended, no one has the device alone. Newcomers still start meanwhile: where
+        one of them runs on until its time limit, the device is not left to it alone."""
+        self._in_the_way |= holds & self._sharers
+        log.debug("%s: %d job(s) in the way of a timing, none alone until they end", self.name, len(self._in_the_way))
 
     def _let_go(self, hold: Hold) -> None:
         """(Holding the condition.) `hold` no longer has the device alone: the paused go on."""
@@ -102,16 +114,19 @@ class DeviceShare:
             other.resume()
         self._paused = []
 
-    async def _wait_alone(self, pause: bool) -> None:
-        """(Holding the condition.) Wait until no one else has the device alone (and, without `pause`, until no one
-        shares it), then have it alone, the sharers paused."""
+    async def _wait_alone(self, hold: Hold) -> None:
+        """(Holding the condition.) Wait until the jobs in the way have ended, holding no one back, then until no one
+        else has the device alone (and, without `hold.pause_others`, until no one shares it), holding newcomers back;
+        then have it alone, the sharers paused."""
+        await self._changed.wait_for(lambda: not self._in_the_way & self._sharers)
         self._waiting_alone += 1
         try:
-            await self._changed.wait_for(lambda: not self._alone and (pause or not self._sharers))
+            await self._changed.wait_for(lambda: not self._alone and (hold.pause_others or not self._sharers))
         finally:
             self._waiting_alone -= 1
         self._alone = True
         self._paused = list(self._sharers)
+        hold.paused_others |= self._sharers
         for other in self._paused:
             other.pause()
         log.debug("%s: alone for a job (%d paused, %d more waiting)", self.name, len(self._paused), self._waiting_alone)
@@ -127,6 +142,7 @@ class Hold:
         self.pause_others = pause
         self.alone_from = 0.0
         self.alone_s = 0.0  # how long it has had the device alone, the spells that ended
+        self.paused_others: set[Hold] = set()  # the sharers paused for it, in all its spells
         self._signal: Callable[[bool], None] | None = None  # stops (True) or continues (False) the job process
         self._paused_at: float | None = None
         self._paused_before = 0.0
@@ -175,7 +191,7 @@ class Hold:
             share._sharers.discard(self)
             share._changed.notify_all()
             try:
-                await share._wait_alone(self.pause_others)
+                await share._wait_alone(self)
             except BaseException:  # cancelled while waiting: it shares again, as its release expects
                 share._sharers.add(self)
                 raise

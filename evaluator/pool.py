@@ -310,19 +310,20 @@ class WorkerPool:
         """Run one job in a fresh process; never raises for what the user's code does. `on_event` receives the
         "started" event ({"pid": job process}) and the job's "progress" events. A timing job measures with the device
         alone, the jobs sharing it paused meanwhile; where what they held was in its way (their queued work, their
-        memory), it runs once more, once they have ended. So does a job that ran out of GPU memory while others
-        shared the device (``device_share``)."""
+        memory), it runs once more, once they have ended (meanwhile no one has the device alone, and checks still
+        start). So does a job that ran out of GPU memory while others shared the device (``device_share``)."""
         timed = job.get("kind") in TIMED_KINDS
         if timed and not self.info:
             await self.runtime_info()
         # A timing job shares the device until it asks for it alone, where its zygote can pass the grant on.
         alone = timed and not self.info.get("grants")
-        outcome = await self._run_sharing(job, timeout_s, on_event, alone, pause=True)
+        outcome, paused = await self._run_sharing(job, timeout_s, on_event, alone, pause=True)
         why = why_it_runs_again(outcome.result, timed) if self.max_concurrent > 1 else None
         if why:
             log.info("a %s job runs once more, once the jobs sharing the device have ended: %s", job.get("kind"), why)
+            self._device.in_the_way(paused)
             first = outcome
-            outcome = await self._run_sharing(job, timeout_s, on_event, True, pause=False)
+            outcome, _ = await self._run_sharing(job, timeout_s, on_event, True, pause=False)
             outcome = replace(outcome, alone_s=first.alone_s + outcome.alone_s, ran_again=why)
         return outcome
 
@@ -333,12 +334,13 @@ class WorkerPool:
         on_event: Callable[[dict[str, Any]], None] | None,
         alone: bool,
         pause: bool,
-    ) -> JobOutcome:
+    ) -> tuple[JobOutcome, set[Hold]]:
+        """The job's outcome, and the jobs paused for it."""
         async with self._device.use(alone=alone, pause=pause) as hold, self._semaphore:
             zygote = await self._acquire()
             self._keep_warm()
             try:
-                return await self._run_job(zygote, job, timeout_s, on_event, hold)
+                return await self._run_job(zygote, job, timeout_s, on_event, hold), hold.paused_others
             finally:
                 self.jobs_run += 1
                 await self._release(zygote)

@@ -192,6 +192,48 @@ def test_a_sharer_that_goes_alone_pauses_the_others_and_holds_newcomers_back():
     assert log.index("-timed") == log.index("+timed") + 1
 
 
+def test_the_jobs_in_a_timings_way_hold_back_every_spell_alone_but_not_the_checks():
+    """A timing whose spell found the paused jobs' work still running (a kernel that runs on while its process is
+    stopped) runs once more after they have ended; meanwhile checks still start, and a later timing does not pause
+    them all only to meet the same work. The rerun then waits for the jobs sharing the device at that moment."""
+
+    async def go() -> list[str]:
+        share, log = DeviceShare(), []
+
+        async def timing() -> None:
+            await asyncio.sleep(0.02)
+            async with share.use(alone=False) as hold:
+                await hold.go_alone()
+                log.append("+timed")  # the endless check's kernel keeps the device busy: DeviceStillBusy
+                await asyncio.sleep(0.02)
+                log.append("-timed")
+            share.in_the_way(hold.paused_others)  # as the pool does before the rerun
+            await logged_job(share, log, "rerun", True, 0.0, 0.02, pause=False)
+
+        async def later_timing() -> None:
+            await asyncio.sleep(0.10)
+            async with share.use(alone=False) as hold:
+                await hold.go_alone()
+                log.append("+timed later")
+                await asyncio.sleep(0.01)
+                log.append("-timed later")
+
+        await asyncio.gather(
+            logged_job(share, log, "endless", False, 0.0, 0.40),
+            timing(),
+            logged_job(share, log, "newcomer", False, 0.08, 0.05),  # arrives once the endless check is in the way
+            later_timing(),
+        )
+        return log
+
+    log = asyncio.run(go())
+    assert log.index("stop endless") < log.index("+timed") < log.index("-timed") < log.index("go on endless")
+    assert log.index("+newcomer") < log.index("-endless")  # not held back behind the rerun
+    assert log.index("+timed later") > log.index("-endless") and log.index("+rerun") > log.index("-endless")
+    assert log.index("+rerun") > log.index("-newcomer")  # then it waited for those sharing the device
+    assert log.index("-rerun") == log.index("+rerun") + 1
+
+
 def _jobs(tmp_path, busy: bool = False):
     """A check whose test sleeps 3 s (`busy`: works 2 s of CPU time instead, which a stopped process does not
     spend), and a timing job of the same kernel (whose test's calls it captures)."""
@@ -309,8 +351,12 @@ def test_a_timing_job_captures_beside_a_check_and_measures_with_it_paused(tmp_pa
     assert marks["check passed"] and jobs == 2
 
 
-def test_a_timing_that_needed_the_device_freed_runs_once_more_after_the_checks(tmp_path):
+def test_a_timing_that_needed_the_device_freed_runs_once_more_after_the_checks(tmp_path, caplog):
+    import logging
+
+    caplog.set_level(logging.DEBUG, logger="geak.evaluator.device_share")
     marks, jobs = _timing_beside_a_check(tmp_path, rerun=True)
+    assert "1 job(s) in the way of a timing" in caplog.text  # the check it paused: no one alone until it ends
     assert "timing needs a GPU" in marks["bench said"]
     assert marks["bench asks"] < marks["check done"] < marks["bench done"]  # the second waited for the check
     assert marks["check passed"] and jobs == 3
