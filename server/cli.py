@@ -1,21 +1,22 @@
 """The `geak` command line: check, bench and optimize Triton files and serve the language server.
 
 Only built-in modules are imported at the top: everything else (argparse, and torch, Triton, openai behind the
-commands) loads inside `main` while Ctrl-C means "exit 130 now", so an interrupt at any moment, even while they
-load, ends with one line and no traceback. Once loaded, Ctrl-C is a KeyboardInterrupt the commands handle.
+commands) loads inside `main` while Ctrl-C means "exit 130 now" (``ctrl_c``), so an interrupt at any moment, even
+while they load, ends with one line and no traceback. Once a command's work is under way, Ctrl-C is a
+KeyboardInterrupt the command handles.
 """
 
 from __future__ import annotations
 
-import os
-import signal
 import sys
 from typing import TYPE_CHECKING
+
+from .ctrl_c import EXIT_INTERRUPTED, exiting_at_once
 
 if TYPE_CHECKING:
     import argparse
 
-EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
 LOG_FORMAT = "%(relativeCreated)8.0f ms %(levelname)s %(name)s: %(message)s"  # `-v` lines (scripts/spell_timeline.py)
 
 
@@ -39,13 +40,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    previous = signal.signal(signal.SIGINT, _exit_interrupted)
-    try:
-        import logging
+    with exiting_at_once():
+        return _main(argv)
 
-        parser = build_parser()
-    finally:
-        signal.signal(signal.SIGINT, previous)
+
+def _main(argv: list[str] | None) -> int:
+    import logging
+
+    parser = build_parser()
     try:
         args = parser.parse_args(argv)
         logging.basicConfig(
@@ -71,13 +73,6 @@ class _MaskedCredentials:
 
         record.msg, record.args = mask_credentials_in_text(record.getMessage()), None
         return True
-
-
-def _exit_interrupted(signum: int, frame: object) -> None:
-    """Ctrl-C while the commands load: one line and exit 130 at once. Only imports run then, with nothing to clean up;
-    a SystemExit raised in the middle of a third-party import could be swallowed by an `except BaseException` there."""
-    print("geak: interrupted", file=sys.stderr, flush=True)
-    os._exit(EXIT_INTERRUPTED)
 
 
 def _version() -> str:

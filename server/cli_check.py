@@ -16,6 +16,7 @@ from geak.evaluator.cpu_support import EXIT_NOT_CHECKABLE
 from geak.evaluator.pool import WorkerStartError
 
 from .check_many import FileVerdict, check_many, summary, triton_files
+from .ctrl_c import work_under_way
 from .eval_options import add_eval_arguments, add_service_argument, eval_options, run_evaluation
 from .render import file_progress, print_check, print_check_summary
 
@@ -81,6 +82,7 @@ def _run_many(args: argparse.Namespace) -> int:
     options.max_concurrent = args.jobs or min(4, os.cpu_count() or 1)
     against = Path(args.against) if args.against else None
     started = time.perf_counter()
+    work_under_way()
     with file_progress(len(files), enabled=not args.json) as progress:
         try:
             verdicts = asyncio.run(

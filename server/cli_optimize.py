@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
+from .ctrl_c import work_under_way
 from .eval_options import add_eval_arguments, positive_seconds, whole_number
 from .render import console, err_console, one_line
 
@@ -97,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
     if args.write and not os.access(args.file, os.W_OK):
         print(f"geak optimize: --write: {args.file} is not writable", file=sys.stderr)
         return 2
+    work_under_way()
     try:
         result = asyncio.run(_optimize(args, cfg))
     except (BadInput, ValueError, WorkerStartError) as e:

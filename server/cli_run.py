@@ -9,6 +9,7 @@ import json
 import sys
 from pathlib import Path
 
+from .ctrl_c import work_under_way
 from .render import console
 
 
@@ -63,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     batch_progress = BatchProgress(enabled=not args.json, verbose=bool(args.verbose))
     batch = BatchRun(run_cfg, agent_cfg, loader, resume=args.resume, progress=batch_progress)
+    work_under_way()
     try:
         with batch_progress:
             outcome = asyncio.run(batch.execute())

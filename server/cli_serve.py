@@ -27,6 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from .ctrl_c import work_under_way
     from .lsp_server import LogForwarder, build_server
 
     if args.tcp:
@@ -44,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
     root.setLevel(level)
     logging.getLogger("pygls").setLevel(logging.WARNING)
     server = build_server()
+    work_under_way()
     geak_log = logging.getLogger("geak")
     geak_log.setLevel(logging.INFO)
     geak_log.addHandler(LogForwarder(server))

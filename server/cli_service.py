@@ -9,6 +9,7 @@ import json
 import time
 from pathlib import Path
 
+from .ctrl_c import work_under_way
 from .service_protocol import IDLE_S
 
 
@@ -30,6 +31,7 @@ def register(commands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    work_under_way()
     if args.action == "run":
         from . import service
 

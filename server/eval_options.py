@@ -18,6 +18,7 @@ from geak.evaluator.pool import WorkerStartError
 from geak.evaluator.results import BenchResult, CheckResult
 
 from . import service_client
+from .ctrl_c import work_under_way
 from .render import one_line, status_reporter
 
 log = logging.getLogger(__name__)
@@ -154,6 +155,7 @@ def run_evaluation(args: argparse.Namespace, command: str, method: str, render) 
         async with Evaluator(options) as evaluator:
             return await getattr(evaluator, method)(args.file, against=args.against, progress=report)
 
+    work_under_way()
     try:
         with status_reporter(enabled=not args.json) as report:
             result = None

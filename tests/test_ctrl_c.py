@@ -1,0 +1,67 @@
+"""Ctrl-C on the command line: while a command loads and reads its input, it exits at once (130, one line) and no
+KeyboardInterrupt is raised there (one raised in the middle of an import can leave a module lock held and hang the
+command); once its work is under way, it is a KeyboardInterrupt the command handles (``tests/test_cli.py``,
+``test_batch_run.py`` and ``test_service.py`` interrupt running work)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from geak.server.cli import main
+
+ADD = Path(__file__).parent / "fixtures" / "add_native.py"
+
+# `geak optimize` whose configuration takes 30 s to read: says "reading" on stdout, and "raised" where a
+# KeyboardInterrupt reached that code, which is part of the command's loading.
+SLOW_LOADING = f"""
+import sys, time
+import geak.agent.config as config
+from geak.server.cli import main
+
+def slow_load_config(*args, **kwargs):
+    print("reading", flush=True)
+    try:
+        time.sleep(30)
+    except KeyboardInterrupt:
+        print("raised", flush=True)
+        raise
+    raise config.ConfigError("read")
+
+config.load_config = slow_load_config
+sys.exit(main(["optimize", {str(ADD)!r}, "--backend", "interpreter"]))
+"""
+
+
+def _loading(sigint: signal.Handlers) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", SLOW_LOADING], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, sigint))  # fmt: skip
+    assert proc.stdout is not None and proc.stdout.readline() == "reading\n", proc.communicate()
+    return proc
+
+
+def test_ctrl_c_while_a_command_loads_exits_at_once_and_raises_nothing_there():
+    proc = _loading(signal.SIG_DFL)
+    started = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 130 and err == "geak: interrupted\n", (proc.returncode, err)
+    assert "raised" not in out and time.monotonic() - started < 10
+
+
+def test_a_ctrl_c_the_shell_ignores_stays_ignored_while_a_command_loads():
+    proc = _loading(signal.SIG_IGN)  # a shell's background job
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.5)
+    assert proc.poll() is None
+    proc.kill()
+    proc.communicate(timeout=20)
+
+
+def test_the_callers_ctrl_c_handling_is_back_after_a_command(tmp_path):
+    before = signal.getsignal(signal.SIGINT)
+    assert main(["eval", str(tmp_path / "none.jsonl"), "--suite", "tritonbench", "--data", str(tmp_path)]) == 2
+    assert signal.getsignal(signal.SIGINT) is before
