@@ -22,6 +22,21 @@ async def logged_job(
     return hold
 
 
+async def timing_job(share: DeviceShare, log: list[str], name: str, start_after: float, capture_s: float,
+                     measure_s: float) -> Hold:  # fmt: skip
+    """A timing job from `start_after`: shares the device while it captures its calls (`capture_s`), then measures
+    with it alone (`measure_s`); the start of each step and the end of its measuring in `log`."""
+    await asyncio.sleep(start_after)
+    async with share.use(alone=False) as hold:
+        log.append(f"+capture {name}")
+        await asyncio.sleep(capture_s)
+        await hold.go_alone()
+        log.append(f"+{name}")
+        await asyncio.sleep(measure_s)
+        log.append(f"-{name}")
+    return hold
+
+
 def test_a_timing_pauses_running_checks_and_goes_before_later_ones():
     async def go() -> tuple[list[str], dict[str, float]]:
         share, log = DeviceShare(), []
@@ -168,25 +183,15 @@ def test_a_gpu_id_counts_among_the_gpus_the_caller_sees(monkeypatch):
 def test_a_sharer_that_goes_alone_pauses_the_others_and_holds_newcomers_back():
     async def go() -> list[str]:
         share, log = DeviceShare(), []
-
-        async def timing() -> None:
-            async with share.use(alone=False) as hold:
-                log.append("+capture")  # shares the device while it captures its calls
-                await asyncio.sleep(0.02)
-                await hold.go_alone()
-                log.append("+timed")
-                await asyncio.sleep(0.03)
-                log.append("-timed")
-
         await asyncio.gather(
             logged_job(share, log, "check1", False, 0.0, 0.08),
-            timing(),
+            timing_job(share, log, "timed", 0.0, 0.02, 0.03),
             logged_job(share, log, "check2", False, 0.04, 0.01),  # arrives while the timing measures
         )
         return log
 
     log = asyncio.run(go())
-    assert log.index("+capture") < log.index("-check1")  # captured beside a running check
+    assert log.index("+capture timed") < log.index("-check1")  # captured beside a running check
     assert log.index("stop check1") < log.index("+timed") < log.index("-timed") < log.index("go on check1")
     assert log.index("+check2") > log.index("-timed")  # a check that arrived meanwhile waited
     assert log.index("-timed") == log.index("+timed") + 1
@@ -201,28 +206,15 @@ def test_the_jobs_in_a_timings_way_hold_back_every_spell_alone_but_not_the_check
         share, log = DeviceShare(), []
 
         async def timing() -> None:
-            await asyncio.sleep(0.02)
-            async with share.use(alone=False) as hold:
-                await hold.go_alone()
-                log.append("+timed")  # the endless check's kernel keeps the device busy: DeviceStillBusy
-                await asyncio.sleep(0.02)
-                log.append("-timed")
-            share.in_the_way(hold.paused_others)  # as the pool does before the rerun
+            hold = await timing_job(share, log, "timed", 0.02, 0.0, 0.02)  # the endless check's kernel runs on
+            share.in_the_way(hold.paused_others)  # as the pool does before the rerun (DeviceStillBusy)
             await logged_job(share, log, "rerun", True, 0.0, 0.02, pause=False)
-
-        async def later_timing() -> None:
-            await asyncio.sleep(0.10)
-            async with share.use(alone=False) as hold:
-                await hold.go_alone()
-                log.append("+timed later")
-                await asyncio.sleep(0.01)
-                log.append("-timed later")
 
         await asyncio.gather(
             logged_job(share, log, "endless", False, 0.0, 0.40),
             timing(),
             logged_job(share, log, "newcomer", False, 0.08, 0.05),  # arrives once the endless check is in the way
-            later_timing(),
+            timing_job(share, log, "timed later", 0.10, 0.0, 0.01),
         )
         return log
 
