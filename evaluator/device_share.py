@@ -98,8 +98,8 @@ class DeviceShare:
 
     def in_the_way(self, holds: set[Hold]) -> None:
         """What `holds` (the jobs a timing paused) left on the device, queued work or memory, was in that timing's way:
-        until those still sharing it have ended, no one has the device alone. Newcomers still start meanwhile: where
-        one of them runs on until its time limit, the device is not left to it alone."""
+        until those still sharing it have ended, no one has the device alone. Newcomers still start meanwhile, so the
+        device is not left to one of them whose kernel runs on until its time limit."""
         self._in_the_way |= holds & self._sharers
         log.debug("%s: %d job(s) in the way of a timing, none alone until they end", self.name, len(self._in_the_way))
 
