@@ -117,6 +117,15 @@ class _Kernel:
     autotuned: bool
     heuristics: tuple[ast.Dict, ...] = ()  # the dicts of its `@triton.heuristics({...})` decorators
 
+    @property
+    def set_by_heuristics(self) -> frozenset[str]:
+        """The names its heuristics set: Triton overwrites what a launch passes for them, so a launch's value of one
+        (written or inserted) changes nothing."""
+        return frozenset(
+            key.value for entries in self.heuristics for key in entries.keys
+            if isinstance(key, ast.Constant) and isinstance(key.value, str)
+        )  # fmt: skip
+
 
 def autotuned_kernels(source: str) -> list[str]:
     """Names of the ``@triton.jit`` kernels under ``@triton.autotune`` (their configs are tuned by Triton)."""
@@ -291,11 +300,13 @@ def _launch_sites(tree: ast.Module, kernels: Mapping[str, _Kernel]) -> Iterator[
 def _call_params(
     call: ast.Call, kernel: _Kernel, scopes: tuple[_ScopeNode, ...], options: tuple[str, ...]
 ) -> Iterator[TunableParam]:
-    keywords = {kw.arg: kw for kw in call.keywords if kw.arg is not None}
+    overwritten = kernel.set_by_heuristics
+    keywords = {kw.arg: kw for kw in call.keywords if kw.arg is not None and kw.arg not in overwritten}
+    spread = any(kw.arg is None for kw in call.keywords)  # `**kwargs`: what it holds is unknown
     passed = [*_positional_arguments(call, kernel), *((kw.arg, kw.value) for kw in call.keywords)]
     site = f"{kernel.name}@L{call.lineno}"
     for name, value in passed:
-        if name in kernel.constexprs:
+        if name in kernel.constexprs and name not in overwritten:
             for found in _literals(value, scopes, "constexpr"):
                 linked = _grid_literals(call, found.value) if found.node is value else ()
                 yield _make_param(kernel.name, name, "constexpr", found, site, linked)
@@ -303,7 +314,7 @@ def _call_params(
         if option in keywords:
             for found in _literals(keywords[option].value, scopes, option):
                 yield _make_param(kernel.name, option, option, found, site)  # type: ignore[arg-type]
-        elif option in _INSERTED_OPTIONS and not any(kw.arg is None for kw in call.keywords):  # no **kwargs
+        elif option in _INSERTED_OPTIONS and option not in overwritten and not spread:
             yield _default_param(call, kernel.name, option, site)
 
 

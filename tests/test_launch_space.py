@@ -111,6 +111,30 @@ def test_heuristics_results_are_knobs():
     assert found == [("BLOCK", 4096, "heuristics"), ("num_warps", 4, "heuristics"), ("num_warps", 8, "heuristics")]
 
 
+def test_what_a_launch_passes_for_a_name_its_heuristics_set_is_no_knob():
+    """Triton's heuristics overwrite the launch's value of each name they set: a knob there would change nothing (a
+    screened variant identical to the original, shown as another change)."""
+    source = textwrap.dedent(
+        """\
+        import triton
+        import triton.language as tl
+
+
+        @triton.heuristics({"BLOCK": lambda args: 1024, "num_warps": lambda args: 8})
+        @triton.jit
+        def k(x, N, BLOCK: tl.constexpr, ROWS: tl.constexpr):
+            pass
+
+
+        def run(x, n):
+            k[(1,)](x, n, BLOCK=256, ROWS=64, num_warps=4)
+        """
+    )
+    found = [(p.name, p.current, p.via) for p in find_tunable_params(source)]
+    assert found == [("ROWS", 64, "literal"), ("num_stages", 3, "default"), ("BLOCK", 1024, "heuristics"),
+                     ("num_warps", 8, "heuristics")]  # fmt: skip
+
+
 @needs_suites
 def test_matmul_presets_fit_shared_memory_and_render_pinned():
     space = Space((TB / "matmul_triton_autotune.py").read_text(), "cuda")
