@@ -137,8 +137,11 @@ class Space:
             changed = [
                 f"{group.knob(k).name} {group.knob(k).current}→{v}" for k, v in values if group.knob(k).current != v
             ]
-            where = f" ({_row(name)})" if _row(name) else ""
-            parts.append(f"{group.kernel}{where}: {', '.join(changed) or 'unchanged'}")
+            where = [_row(name)] if _row(name) else []
+            if sum(g.kernel == group.kernel for g in self.groups) > 1:  # say which of the kernel's configurations
+                where.insert(0, _site(name, group.kernel))
+            label = f"{group.kernel} ({', '.join(where)})" if where else group.kernel
+            parts.append(f"{label}: {', '.join(changed) or 'unchanged'}")
         return "; ".join(parts)
 
     def render(self, variant: Variant) -> str:
@@ -354,6 +357,13 @@ def _site_of(source: str, group: Group, backend: str | None) -> AutotuneSite:
 
 def _row(group: str) -> str:
     return group[group.index("[") + 1 : -1] if group.endswith("]") and "[" in group else ""
+
+
+def _site(group: str, kernel: str) -> str:
+    """Where a group's configuration is set, for a person: ``launch L400``, ``heuristics L145``, ``autotune L227``."""
+    site = group.removeprefix(kernel).split("[")[0]
+    how, _, line = site.lstrip(":").rpartition("@")
+    return f"{how or 'launch'} {line}"
 
 
 # ---------------------------------------------------------------------------------------------- candidates

@@ -133,6 +133,8 @@ def test_what_a_launch_passes_for_a_name_its_heuristics_set_is_no_knob():
     found = [(p.name, p.current, p.via) for p in find_tunable_params(source)]
     assert found == [("ROWS", 64, "literal"), ("num_stages", 3, "default"), ("BLOCK", 1024, "heuristics"),
                      ("num_warps", 8, "heuristics")]  # fmt: skip
+    space = Space(source, "cuda")  # the kernel's two configurations: each change says which it is in
+    assert {space.describe(v).split(":")[0] for v in space.first_round(8)} == {"k (launch L12)", "k (heuristics L5)"}
 
 
 @needs_suites
