@@ -2,7 +2,7 @@
 # One lease on the GPU machine, in parts (each part fits one 10-minute device call):
 #   bash scripts/gpu_session.sh PART...   with PART in: env native isolation trust evaluator suites tb rocm some lsp
 #                                         eval batch scaling run1 run2 check sanitize profile split
-#                                         search speed aasmall eval1 eval2 probecost snapshots
+#                                         search speed aasmall eval1 eval2 probecost snapshots gputests
 # `split` runs groups of parts at once, each on its GPUs: SPLIT="0:tb 1:native,rocm 2:trust 3:eval 4,5:scaling" (logs
 # in $OUT/gpuN.log). A machine with several GPUs then does in one call what one GPU does in several. Groups share the
 # host: on a 4×H200 host, heavy groups side by side (both suites, two `geak eval`s, A/A) ran 10-20× slower than alone,
@@ -29,6 +29,10 @@ part_env() {
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
   python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
   python3 -m geak.server.cli --version 2>/dev/null || true
+}
+part_gputests() {  # the test files in $GPU_TESTS on this GPU (default: the pool, the device share, forked compiles)
+  GEAK_SERVICE=0 GEAK_COMPILE_CACHE=off timeout "${TESTS_S:-300}" python3 -m pytest -q -p no:cacheprovider \
+    ${GPU_TESTS:-tests/test_worker_pool.py tests/test_device_share.py tests/test_forked_compiles.py} 2>&1 | tail -20
 }
 part_native() {
   python3 scripts/suite_report.py "$TB" --only native --native-jobs 14 --native-timeout 150 --out "$OUT/tb" | tail -2
