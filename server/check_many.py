@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
@@ -12,6 +13,8 @@ from typing import Any
 from geak.evaluator.api import BadInput, EvalOptions, Evaluator
 from geak.evaluator.results import CheckResult
 from geak.evaluator.triton_file import looks_like_triton
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,7 @@ async def check_many(
                     verdict = FileVerdict(str(file), _verdict_of(shown), shown.message, shown, alone)
                 except BadInput as e:
                     verdict = FileVerdict(str(file), "bad input", str(e))
+            log.info("%s: %s", file, verdict.verdict)  # `geak -v check DIR`: each file as it ends
             if on_done is not None:
                 on_done(verdict)
             return verdict

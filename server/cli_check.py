@@ -16,7 +16,7 @@ from geak.evaluator.cpu_support import EXIT_NOT_CHECKABLE
 from geak.evaluator.pool import WorkerStartError
 
 from .check_many import FileVerdict, check_many, summary, triton_files
-from .ctrl_c import work_under_way
+from .ctrl_c import EXIT_INTERRUPTED, work_under_way
 from .eval_options import add_eval_arguments, add_service_argument, eval_options, run_evaluation
 from .render import file_progress, print_check, print_check_summary
 
@@ -82,8 +82,14 @@ def _run_many(args: argparse.Namespace) -> int:
     options.max_concurrent = args.jobs or min(4, os.cpu_count() or 1)
     against = Path(args.against) if args.against else None
     started = time.perf_counter()
+    finished: list[FileVerdict] = []  # as they end: what a Ctrl-C keeps
     work_under_way()
     with file_progress(len(files), enabled=not args.json) as progress:
+
+        def done(verdict: FileVerdict) -> None:
+            finished.append(verdict)
+            progress.done(verdict)
+
         try:
             verdicts = asyncio.run(
                 check_many(
@@ -91,19 +97,27 @@ def _run_many(args: argparse.Namespace) -> int:
                     options,
                     against=against,
                     against_self=args.against_self,
-                    on_done=progress.done,
+                    on_done=done,
                     on_progress=progress.update,
                 )
             )
         except (BadInput, WorkerStartError) as e:  # the evaluator cannot start (e.g. --backend gpu, no GPU)
             print(f"geak check: {e}", file=sys.stderr)
             return 2
-    totals = summary(verdicts)
+        except KeyboardInterrupt:
+            verdicts = None
+    order = {str(f): i for i, f in enumerate(files)}
+    shown = sorted(finished, key=lambda v: order.get(v.file, len(files))) if verdicts is None else verdicts
+    totals = summary(shown)
     wall_s = time.perf_counter() - started
     if args.json:
-        print(json.dumps({"summary": totals, "wall_s": wall_s, "files": [v.to_dict() for v in verdicts]}))
+        stopped = {"stopped": True} if verdicts is None else {}
+        print(json.dumps({"summary": totals, "wall_s": wall_s, **stopped, "files": [v.to_dict() for v in shown]}))
     else:
-        print_check_summary(verdicts, totals, wall_s)
+        print_check_summary(shown, totals, wall_s)
+    if verdicts is None:
+        print(f"geak check: stopped; {len(shown)} of {len(files)} file(s) checked (above)", file=sys.stderr)
+        return EXIT_INTERRUPTED
     return _exit_code(verdicts)
 
 

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
+from interrupts import slow_add_native, start_interruptible
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SUITE = Path(__file__).resolve().parents[2] / "shared" / "suites" / "tritonbench_revised" / "TritonBench_G_v1"
@@ -137,3 +140,33 @@ def test_against_self_each_files_run_is_forgotten_once_it_is_checked(monkeypatch
     verdicts = asyncio.run(check_many(files, options, against_self=True))
     assert [v.verdict for v in verdicts] == ["pass", "fail"]
     assert sorted(forgotten) == ["add_native.py", "wrong_output.py"] and left == [[], []], (forgotten, left)
+
+
+def test_ctrl_c_shows_the_files_checked_so_far(tmp_path):
+    """A long batch stopped with Ctrl-C still reports what it finished (the JSON says it stopped), exit 130."""
+    (tmp_path / "fast").mkdir()
+    (tmp_path / "slow").mkdir()
+    shutil.copy(FIXTURES / "add_native.py", tmp_path / "fast" / "add_native.py")
+    slow_add_native(tmp_path / "slow", seconds=300.0)
+    proc = start_interruptible("-v", "check", str(tmp_path), "--backend", "interpreter", "--json", "--jobs", "2")
+    ended = threading.Event()
+    err: list[str] = []
+
+    def read_stderr() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            err.append(line)
+            if "add_native.py: pass" in line and "fast" in line:  # the fast file's verdict (the slow one sleeps 300 s)
+                ended.set()
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
+    assert ended.wait(240), "".join(err)
+    proc.send_signal(signal.SIGINT)
+    out = proc.stdout.read() if proc.stdout else ""
+    assert proc.wait(timeout=60) == 130
+    reader.join(10)
+    data = json.loads(out)
+    assert data["stopped"] and [Path(f["file"]).parent.name for f in data["files"]] == ["fast"]
+    assert data["summary"]["files"] == 1 and data["summary"]["pass"] == 1
+    assert err[-1] == "geak check: stopped; 1 of 2 file(s) checked (above)\n", "".join(err[-5:])
