@@ -113,10 +113,10 @@ def _run_many(args: argparse.Namespace) -> int:
     if args.json:
         stopped = {"stopped": True} if verdicts is None else {}
         print(json.dumps({"summary": totals, "wall_s": wall_s, **stopped, "files": [v.to_dict() for v in shown]}))
-    else:
+    elif shown:
         print_check_summary(shown, totals, wall_s)
     if verdicts is None:
-        print(f"geak check: stopped; {len(shown)} of {len(files)} file(s) checked (above)", file=sys.stderr)
+        print(f"geak check: stopped; {len(shown)} of {len(files)} file(s) checked", file=sys.stderr)
         return EXIT_INTERRUPTED
     return _exit_code(verdicts)
 

@@ -169,4 +169,4 @@ def test_ctrl_c_shows_the_files_checked_so_far(tmp_path):
     data = json.loads(out)
     assert data["stopped"] and [Path(f["file"]).parent.name for f in data["files"]] == ["fast"]
     assert data["summary"]["files"] == 1 and data["summary"]["pass"] == 1
-    assert err[-1] == "geak check: stopped; 1 of 2 file(s) checked (above)\n", "".join(err[-5:])
+    assert err[-1] == "geak check: stopped; 1 of 2 file(s) checked\n", "".join(err[-5:])
