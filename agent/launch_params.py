@@ -115,16 +115,13 @@ class _Kernel:
     positional: tuple[str, ...]  # parameter names that can be passed by position, in order
     constexprs: frozenset[str]
     autotuned: bool
-    heuristics: tuple[ast.Dict, ...] = ()  # the dicts of its `@triton.heuristics({...})` decorators
+    heuristics: tuple[tuple[str, ast.expr], ...] = ()  # (name, function) of its `@triton.heuristics({...})`
 
     @property
     def set_by_heuristics(self) -> frozenset[str]:
         """The names its heuristics set: Triton overwrites what a launch passes for them, so a launch's value of one
         (written or inserted) changes nothing."""
-        return frozenset(
-            key.value for entries in self.heuristics for key in entries.keys
-            if isinstance(key, ast.Constant) and isinstance(key.value, str)
-        )  # fmt: skip
+        return frozenset(name for name, _ in self.heuristics)
 
 
 def autotuned_kernels(source: str) -> list[str]:
@@ -258,10 +255,12 @@ def _kernels(tree: ast.Module) -> dict[str, _Kernel]:
         positional = [*node.args.posonlyargs, *node.args.args]
         constexprs = frozenset(a.arg for a in [*positional, *node.args.kwonlyargs] if _is_constexpr(a.annotation))
         heuristics = tuple(
-            d.args[0]
+            (key.value, value)
             for d in node.decorator_list
             if isinstance(d, ast.Call) and decorator_name(d) in HEURISTICS_DECORATORS and d.args
             and isinstance(d.args[0], ast.Dict)
+            for key, value in zip(d.args[0].keys, d.args[0].values, strict=True)
+            if isinstance(key, ast.Constant) and isinstance(key.value, str)
         )  # fmt: skip
         kernels[node.name] = _Kernel(
             node.name,
@@ -321,24 +320,20 @@ def _call_params(
 def _heuristic_params(tree: ast.Module, kernel: _Kernel) -> Iterator[TunableParam]:
     """Values a ``@triton.heuristics({...})`` of the kernel gives its meta-parameters: the literal results of a lambda,
     or of a module function it names."""
-    for entries in kernel.heuristics:
-        for key_node, value in zip(entries.keys, entries.values, strict=True):
-            if not (isinstance(key_node, ast.Constant) and isinstance(key_node.value, str)):
-                continue
-            name = key_node.value
-            kind: ParamKind = name if name in ("num_warps", "num_stages") else "constexpr"  # type: ignore[assignment]
-            if kind == "constexpr" and name not in kernel.constexprs:
-                continue
-            if isinstance(value, ast.Lambda):
-                results, scopes = [value.body], (tree, value)
-            elif isinstance(value, ast.Name) and (function := _module_function(tree, value.id)) is not None:
-                results, scopes = _returned(function), (tree, function)
-            else:
-                continue
-            site = f"{kernel.name}:heuristics@L{value.lineno}"
-            for result in results:
-                for found in _literals(result, scopes, kind):
-                    yield _make_param(kernel.name, name, kind, found.reached("heuristics"), site)
+    for name, value in kernel.heuristics:
+        kind: ParamKind = name if name in ("num_warps", "num_stages") else "constexpr"  # type: ignore[assignment]
+        if kind == "constexpr" and name not in kernel.constexprs:
+            continue
+        if isinstance(value, ast.Lambda):
+            results, scopes = [value.body], (tree, value)
+        elif isinstance(value, ast.Name) and (function := _module_function(tree, value.id)) is not None:
+            results, scopes = _returned(function), (tree, function)
+        else:
+            continue
+        site = f"{kernel.name}:heuristics@L{value.lineno}"
+        for result in results:
+            for found in _literals(result, scopes, kind):
+                yield _make_param(kernel.name, name, kind, found.reached("heuristics"), site)
 
 
 def _positional_arguments(call: ast.Call, kernel: _Kernel) -> Iterator[tuple[str, ast.expr]]:
