@@ -361,40 +361,57 @@ def test_jobs_run_at_once_share_the_cores_unless_the_user_chose_their_threads(mo
 
 
 @pytest.mark.skipif(not torch_sees_a_gpu() or torch.version.hip is not None, reason="needs a CUDA GPU")
-def test_a_check_job_waits_for_the_gpu_asleep_on_one_work_queue_and_a_timing_job_does_not():
+def test_a_check_job_waits_for_the_gpu_asleep_on_one_work_queue_and_a_timing_job_on_one_unless_streams_are_named():
     users_queues = os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS")
-    flags = KERNEL_PART + (
-        "import ctypes\n"
-        "import os\n"
-        "\n\n"
-        "def context_flags():\n"
-        "    torch.cuda.synchronize()\n"
-        "    driver = ctypes.CDLL('libcuda.so.1')\n"
-        "    flags = ctypes.c_uint()\n"
-        "    assert driver.cuCtxGetFlags(ctypes.byref(flags)) == 0\n"
-        "    return flags.value\n"
-        "\n\n"
-        "def test_add():\n"
-        "    assert context_flags() & 0x7 == 0x4, hex(context_flags())  # CU_CTX_SCHED_BLOCKING_SYNC\n"
-        "    assert os.environ.get('CUDA_DEVICE_MAX_CONNECTIONS') == '1'\n"
-        "    x = torch.randn(10, device='cuda')\n"
-        "    return add(x, x)\n"
-        "\n\n"
-        "def bench_add():\n"
-        "    assert context_flags() & 0x7 != 0x4, hex(context_flags())\n"
-        f"    assert os.environ.get('CUDA_DEVICE_MAX_CONNECTIONS') == {users_queues!r}  # as the user set it\n"
-        "    x = torch.randn(1 << 20, device='cuda')\n"
-        "    add(x, x)\n"
-    )
+
+    def flags(timing_queues: str | None, extra: str = "") -> str:
+        return KERNEL_PART + extra + (
+            "import ctypes\n"
+            "import os\n"
+            "\n\n"
+            "def context_flags():\n"
+            "    torch.cuda.synchronize()\n"
+            "    driver = ctypes.CDLL('libcuda.so.1')\n"
+            "    flags = ctypes.c_uint()\n"
+            "    assert driver.cuCtxGetFlags(ctypes.byref(flags)) == 0\n"
+            "    return flags.value\n"
+            "\n\n"
+            "def test_add():\n"
+            "    assert context_flags() & 0x7 == 0x4, hex(context_flags())  # CU_CTX_SCHED_BLOCKING_SYNC\n"
+            "    assert os.environ.get('CUDA_DEVICE_MAX_CONNECTIONS') == '1'\n"
+            "    x = torch.randn(10, device='cuda')\n"
+            "    return add(x, x)\n"
+            "\n\n"
+            "def bench_add():\n"
+            "    assert context_flags() & 0x7 != 0x4, hex(context_flags())\n"
+            f"    assert os.environ.get('CUDA_DEVICE_MAX_CONNECTIONS') == {timing_queues!r}\n"
+            "    x = torch.randn(1 << 20, device='cuda')\n"
+            "    add(x, x)\n"
+        )
 
     async def scenario():
         async with Evaluator(EvalOptions(backend="gpu", fresh_inputs=False, measure_peaks=False)) as ev:
-            checked = await ev.check(source=flags)
-            assert checked.ok, checked.message
-            timed = await ev.bench(source=flags, check_first=False, rounds=2)
-            assert timed.ok, timed.message
+            for source in (flags("1"), flags(users_queues, "SIDE = torch.cuda.Stream  # names a stream\n")):
+                checked = await ev.check(source=source)
+                assert checked.ok, checked.message
+                timed = await ev.bench(source=source, check_first=False, rounds=2)
+                assert timed.ok, timed.message
 
     asyncio.run(scenario())
+
+
+def test_a_timing_job_has_one_work_queue_only_where_no_file_it_times_names_a_stream(tmp_path):
+    from geak.evaluator.job.device_wait import one_work_queue_serves
+
+    plain, streams, hidden = tmp_path / "plain.py", tmp_path / "streams.py", tmp_path / "hidden.py"
+    plain.write_text("import torch\n\ndef f(x):\n    return x + 1\n")
+    streams.write_text("import torch\n\nside = torch.cuda.Stream()\n")
+    hidden.write_text("s = triton.runtime.driver.active.get_current_STREAM()\n")
+    assert one_work_queue_serves([])  # a check, or the device's peaks
+    assert one_work_queue_serves([str(plain), str(plain)])
+    assert not one_work_queue_serves([str(plain), str(streams)])
+    assert not one_work_queue_serves([str(hidden)])
+    assert not one_work_queue_serves([str(plain), str(tmp_path / "gone.py")])  # unreadable: as if it named one
 
 
 @pytest.mark.skipif(torch_sees_a_gpu(), reason="this machine has a GPU")

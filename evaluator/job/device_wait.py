@@ -7,18 +7,24 @@ the others' compiles need (TritonBench-revised against itself, 12 checks on an H
 busy throughout). So a check job's context is made with blocking synchronization before it opens; timing jobs keep
 the default, where waking up costs nothing measured.
 
-A check job's CUDA context also opens with one hardware work queue (``CUDA_DEVICE_MAX_CONNECTIONS=1``, instead of
-8): making a context is kernel work that the driver serializes between processes, and every check job makes one. On
-an H200, 14 processes making their contexts at once took 2.4 s each (0.52 s of system time) with 8 queues, and
-0.76 s (0.19 s) with one; one alone, 0.35 s and 0.28 s. Streams keep their order and their results with one queue;
-only their concurrency goes, which a check does not measure. Timing jobs keep the default: a candidate's streams run
-there as they would for its user.
+A job's CUDA context also opens with one hardware work queue (``CUDA_DEVICE_MAX_CONNECTIONS=1``, instead of 8):
+making a context is kernel work that the driver serializes between processes, and every job makes one. On an H200,
+14 processes making their contexts at once took 2.4 s each (0.52 s of system time) with 8 queues, and 0.76 s
+(0.19 s) with one; one alone, 0.35 s and 0.28 s. Streams keep their order and their results with one queue; what
+may change is how the work of several streams overlaps. A check measures no time, so it always has one queue; a
+timing job has one unless a file it times names a stream (``one_work_queue_serves``), where a candidate's streams
+run as they would for its user. The wait for the device alone is made of such gaps: in `geak eval` of
+TritonBench-revised on an H200, the timings' preparations (their contexts among them) left the device idle 52 s
+between their measurements.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
+import re
+from collections.abc import Iterable
+from pathlib import Path
 
 CUDA_DRIVER = "libcuda.so.1"  # the name the CUDA runtime loads the driver by
 CU_CTX_SCHED_BLOCKING_SYNC = 0x04  # cuda.h
@@ -26,13 +32,29 @@ HIP_DEVICE_SCHEDULE_BLOCKING_SYNC = 0x04  # hip_runtime_api.h
 HIP_RUNTIMES = ("libamdhip64.so", "libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so.5")  # as torch loads it
 
 
-CHECK_CONNECTIONS = "1"  # CUDA_DEVICE_MAX_CONNECTIONS of a check job's context
+ONE_QUEUE = "1"  # CUDA_DEVICE_MAX_CONNECTIONS of a context with one hardware work queue
+NAMES_A_STREAM = re.compile(rb"stream", re.IGNORECASE)  # `torch.cuda.Stream`, `stream=`, `get_current_stream`, ...
+
+
+def one_work_queue_serves(timed_files: Iterable[str]) -> bool:
+    """Whether a job's context may open with one hardware work queue: none of the files it times names a stream (a
+    check times none). A file that cannot be read counts as naming one. With one queue, work on several streams
+    still overlaps, but a wait on one stream holds back the work queued behind it on the others: code that reaches
+    streams without naming them (a library's own) may overlap less than for its user. Work escaping the timed
+    stream is waited for or rejected either way (``timing``)."""
+    for path in timed_files:
+        try:
+            if NAMES_A_STREAM.search(Path(path).read_bytes()):
+                return False
+        except OSError:
+            return False
+    return True
 
 
 def one_work_queue() -> None:
     """Make this process's CUDA contexts open with one hardware work queue; call it before the driver starts (ROCm
     has no such setting here)."""
-    os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = CHECK_CONNECTIONS
+    os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = ONE_QUEUE
 
 
 def sleep_while_waiting(hip: bool) -> bool:

@@ -351,9 +351,10 @@ def _job_process(
         send({"event": "result", "worker_error": f"isolating the job failed:\n{detail}"})
         return
     try:
+        timed_files = [m["path"] for m in job.modules] if isinstance(job, BenchJob | ScreenJob) else []
+        if info.backend == "cuda" and device_wait.one_work_queue_serves(timed_files):
+            device_wait.one_work_queue()
         if isinstance(job, CheckJob) and info.backend != "interpreter":  # a check times nothing
-            if info.backend == "cuda":
-                device_wait.one_work_queue()
             device_wait.sleep_while_waiting(hip=info.backend == "rocm")
         sandbox.enter_child(info)
     except BaseException as e:
