@@ -296,7 +296,12 @@ class BatchRun:
                 record.update(speedup=1.0, speedup_low=1.0, speedup_high=1.0)
         if pick is not None and pick.passed and pick.evaluation.speedup is not None:
             ev = pick.evaluation
-            record.update(speedup=ev.speedup, speedup_low=ev.speedup_low, speedup_high=ev.speedup_high)
+            record.update(
+                speedup=ev.speedup,
+                speedup_low=ev.speedup_low,
+                speedup_high=ev.speedup_high,
+                speedup_verdict=ev.speedup_verdict,
+            )
         if model_made:
             chains = sorted({c.chain for c in model_made})
             record.update(

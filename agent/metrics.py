@@ -58,7 +58,7 @@ def _accuracy(problems: Sequence[Record]) -> dict[str, Any]:
         "exec_accuracy": len(passed) / n if n else None,
         "timed": len(speedups),
         "speedup_geomean": geomean(speedups),
-        "faster": sum(s > 1.0 for s in speedups),
+        "faster": sum(p.get("speedup_verdict") == "faster" for p in passed if p.get("speedup")),
     }
 
 

@@ -274,7 +274,8 @@ def test_metrics_merge_runs_and_pass_at_k():
     runs = [
         {"filename": "a.py", "pass_call": True, "pass_exe": False, "speedup": None, "difficulty": "1"},
         {"filename": "a.py", "pass_call": True, "pass_exe": True, "speedup": 1.5, "difficulty": "1"},
-        {"filename": "a.py", "pass_call": True, "pass_exe": True, "speedup": 2.0, "difficulty": "1"},
+        {"filename": "a.py", "pass_call": True, "pass_exe": True, "speedup": 2.0, "difficulty": "1",
+         "speedup_verdict": "faster"},
         {"filename": "b.py", "pass_call": False, "pass_exe": False, "speedup": None, "difficulty": "2"},
         {"filename": "b.py", "pass_call": True, "pass_exe": False, "speedup": None, "difficulty": "2"},
         {"filename": "b.py", "pass_call": True, "pass_exe": False, "speedup": None, "difficulty": "2"},
@@ -285,7 +286,33 @@ def test_metrics_merge_runs_and_pass_at_k():
     assert (s["problems"], s["call_pass"], s["exec_pass"], s["speedup_geomean"]) == (2, 2, 1, 2.0)
     assert s["pass_at_k"]["1"] == pytest.approx((2 / 3 + 0) / 2) and s["pass_at_k"]["3"] == 0.5
     assert s["by_difficulty"]["2"]["call_accuracy"] == 1.0 and s["by_difficulty"]["1"]["faster"] == 1
+    noise = {"filename": "c.py", "pass_call": True, "pass_exe": True, "speedup": 1.004, "difficulty": "1",
+             "speedup_verdict": "within noise (±1%)"}
+    assert metrics.summarize([*runs, noise])["faster"] == 1  # a ratio above 1 is not "faster" unless judged so
     assert metrics.geomean([2.0, 0.5]) == pytest.approx(1.0) and metrics.geomean([]) is None
+
+
+def test_a_run_record_carries_the_verdict_of_its_speedup():
+    """What `summary.json` counts as faster is the evaluator's verdict, so a run's record keeps it."""
+    import asyncio
+
+    from geak.agent.batch import BatchRun
+    from geak.agent.memory import Candidate, Evaluation
+    from geak.agent.outcome import OptimizeResult
+
+    def searched(ratio: float, verdict: str) -> OptimizeResult:
+        timed = Evaluation(True, "perf", "", timed=True, speedup=ratio, speedup_low=ratio - 0.01,
+                           speedup_high=ratio + 0.01, speedup_verdict=verdict)  # fmt: skip
+        best = Candidate("s1", 0, 1, "search", "code", evaluation=timed)
+        return OptimizeResult("k.py", True, "", True, {}, 1.0, best, None, "", [best])
+
+    records = []
+    for ratio, verdict in ((1.3, "faster"), (1.004, "within noise (±1%)")):
+        record = {"filename": f"{verdict}.py", "pass_call": True, "pass_exe": True}
+        asyncio.run(BatchRun._fill(None, record, searched(ratio, verdict), None, False))  # type: ignore[arg-type]
+        assert (record["speedup"], record["speedup_verdict"]) == (ratio, verdict)
+        records.append(record)
+    assert metrics.summarize(records)["faster"] == 1
 
 
 def test_iteration_curves_and_plot(tmp_path):
