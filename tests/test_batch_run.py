@@ -541,14 +541,16 @@ def test_a_timed_record_says_how_long_the_golden_files_timed_calls_take():
         async def bench(self, **kwargs):
             speedup = Speedup(1.01, 0.9, 1.1, 6, False, "within noise (±15%)", 0.15)
             reference = (call(0.001), call(0.002))
-            return BenchResult(True, "perf", "cuda", "f.py", "timed", calls=(call(0.001),), reference_calls=reference,
-                               speedup=speedup, duration_s=1.234)  # fmt: skip
+            return BenchResult(True, "perf", "cuda", "f.py", "timed; timed again with the candidate prepared first: "
+                               "1.020x; both orders together 1.010x (within noise (±15%))", calls=(call(0.001),),
+                               reference_calls=reference, speedup=speedup, duration_s=1.234)  # fmt: skip
 
     score = Score(True, True)
     check = CheckResult(True, "exec", "cuda", "f.py", "")
     asyncio.run(time_code(Timed(), "code", Path("f.py"), check, score))
     assert score.reference_ms == pytest.approx(0.003) and score.timing_s == 1.23
     assert score.speedup == 1.01 and score.speedup_verdict == "within noise (±15%)" and score.timed_rounds == 6
+    assert "candidate prepared first: 1.020x" in score.timing_message  # each order's ratio, for the record
 
 
 def test_an_eval_without_timing_says_nothing_of_timings_on_several_slots(tmp_path):

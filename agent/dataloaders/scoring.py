@@ -34,6 +34,7 @@ class Score:
     reference_ms: float | None = None  # the golden file's timed calls, their medians summed (how small they are)
     timed_rounds: int | None = None  # the rounds its speedup was judged on (both orders together, where timed twice)
     phases_s: dict[str, float] | None = None  # of alone_s: preparing the timers and the rounds, as the job reported
+    timing_message: str | None = None  # the timing's own account (each order's ratio, where timed both ways)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -89,6 +90,7 @@ async def time_code(
         score.speedup, score.speedup_low, score.speedup_high = timed.speedup, timed.speedup_low, timed.speedup_high
         score.speedup_verdict = timed.speedup_verdict
         score.timed_rounds = bench.speedup.rounds if bench.speedup else None
+        score.timing_message = bench.message
         score.stage = "perf"
     else:
         score.message = timed.message
