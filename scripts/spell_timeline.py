@@ -5,7 +5,9 @@ many other timings waited when it ended, and the gaps between spells, when none 
     python scripts/spell_timeline.py eval.log [--json]
 
 Measured this way on an H200 (`docs/measurements.md`, fifteenth): no other timing was waiting at the end of any of 163
-spells, and the gaps added up to 54 s beside 108 s alone.
+spells, and the gaps added up to 54 s beside 108 s alone. Gaps under ``LONG_GAP_S`` are the next timing's
+preparation; longer ones are waits of another kind (for a check still running, or for a device a paused check's
+kernel keeps busy), listed apart (eighteenth: one of 38 s in a run whose short gaps took 24 s).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pathlib import Path
 LINE = r"(\d+) ms DEBUG geak\.evaluator\.device_share: (.+): "  # the CLI's LOG_FORMAT, then the device's name
 ALONE = re.compile(LINE + r"alone for a job \((\d+) paused")
 SHARED = re.compile(LINE + r"shared again after [\d.]+ s alone \((\d+) waiting")
+LONG_GAP_S = 5.0  # a gap this long is not a timing's preparation
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,8 @@ class Timeline:
     gap_median_s: float
     gap_p90_s: float
     gap_max_s: float
+    short_gaps_s: float  # the gaps under LONG_GAP_S, summed
+    long_gaps_s: list[float]  # the others, in order
     ended_with_one_waiting: int
 
 
@@ -67,7 +72,8 @@ def timelines(found: list[Spell]) -> list[Timeline]:
         by_device[spell.device].append(spell)
     out = []
     for device, own in sorted(by_device.items()):
-        gaps = sorted(max(0.0, b.start_s - a.end_s) for a, b in itertools.pairwise(own)) or [0.0]
+        in_order = [max(0.0, b.start_s - a.end_s) for a, b in itertools.pairwise(own)]
+        gaps = sorted(in_order) or [0.0]
         out.append(
             Timeline(
                 device=device,
@@ -79,6 +85,8 @@ def timelines(found: list[Spell]) -> list[Timeline]:
                 gap_median_s=round(statistics.median(gaps), 3),
                 gap_p90_s=round(gaps[int(0.9 * (len(gaps) - 1))], 3),
                 gap_max_s=round(gaps[-1], 3),
+                short_gaps_s=round(sum(g for g in gaps if g < LONG_GAP_S), 3),
+                long_gaps_s=[round(g, 3) for g in in_order if g >= LONG_GAP_S],
                 ended_with_one_waiting=sum(1 for s in own if s.waiting > 0),
             )
         )
@@ -106,7 +114,9 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{t.device}: {t.spells} spells alone from {t.first_s:.1f} s to {t.last_s:.1f} s, {t.alone_s:.1f} s alone, "
             f"{t.gaps_s:.1f} s of gaps (median {t.gap_median_s:.3f} s, 90th percentile {t.gap_p90_s:.3f} s, longest "
-            f"{t.gap_max_s:.3f} s); {t.ended_with_one_waiting} ended with another timing waiting"
+            f"{t.gap_max_s:.3f} s; {t.short_gaps_s:.1f} s under {LONG_GAP_S:.0f} s"
+            + (f", longer: {', '.join(f'{g:.1f} s' for g in t.long_gaps_s)}" if t.long_gaps_s else "")
+            + f"); {t.ended_with_one_waiting} ended with another timing waiting"
         )
     return 0
 

@@ -428,6 +428,18 @@ def test_each_spell_alone_is_logged_for_the_spell_timeline(tmp_path):
     assert timeline["device"] == "GPU 3" and timeline["spells"] == 2, timeline
     assert timeline["ended_with_one_waiting"] == 1 and timeline["alone_s"] >= 0.09, timeline
     assert timeline["gaps_s"] < 0.05, timeline  # the second timing was waiting: it went alone at once
+    assert timeline["short_gaps_s"] == timeline["gaps_s"] and timeline["long_gaps_s"] == [], timeline
+    waits = tmp_path / "waits.log"  # spells at 1-2 s, 2.5-3 s, 40-41 s, 41.3-42 s: gaps 0.5 s, 37 s, 0.3 s
+    spells_at = ((1000, 2000), (2500, 3000), (40000, 41000), (41300, 42000))
+    said = "DEBUG geak.evaluator.device_share: GPU 0:"
+    waits.write_text("".join(
+        f"{a} ms {said} alone for a job (2 paused, 0 more waiting)\n"
+        f"{b} ms {said} shared again after {(b - a) / 1e3} s alone (0 waiting for it)\n"
+        for a, b in spells_at
+    ))  # fmt: skip
+    done = subprocess.run([sys.executable, str(script), str(waits)], capture_output=True, text=True)
+    assert "37.8 s of gaps" in done.stdout, done.stdout
+    assert "0.8 s under 5 s, longer: 37.0 s)" in done.stdout, done.stdout  # a wait apart from the preparations
     empty = tmp_path / "empty.log"
     empty.write_text("nothing here\n")
     refused = subprocess.run([sys.executable, str(script), str(empty)], capture_output=True, text=True)
