@@ -13,9 +13,9 @@ making a context is kernel work that the driver serializes between processes, an
 (0.19 s) with one; one alone, 0.35 s and 0.28 s. Streams keep their order and their results with one queue; what
 may change is how the work of several streams overlaps. A check measures no time, so it always has one queue; a
 timing job has one unless a file it times names a stream (``one_work_queue_serves``), where a candidate's streams
-run as they would for its user. A timing's preparation goes on only between others' measurements: in `geak eval`
-of TritonBench-revised on an H200 those gaps (under 5 s) took 46.6 s with eight queues for timing jobs, 24.4 s and
-35.4 s in two runs with one.
+run as they would for its user. A timing's preparation goes on only between others' measurements: scoring the
+whole TritonBench-revised suite on an H200, those gaps (under 5 s) took 46.6 s with eight queues for timing jobs,
+24.4 s and 35.4 s in two runs with one.
 """
 
 from __future__ import annotations
