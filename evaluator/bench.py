@@ -110,7 +110,7 @@ def bench_result(
         speedup = None
         if "reference" in timings:  # from the very samples the rules above believed
             rounds = {who: _rounds(result["calls"][who]) for who in ("reference", "candidate")}
-            plan = plan.for_calls([(c["method"], float(c["estimate_ms"])) for c in result["calls"]["reference"]])
+            plan = plan.for_calls([_planned_call(c) for c in result["calls"]["reference"]])
             timed_out = result.get("rounds_timed_out") is True
             off_plan = stopped_where_the_rule_says(rounds["reference"], rounds["candidate"], plan, timed_out)
             if off_plan:
@@ -234,6 +234,12 @@ def why_wide(result: dict[str, Any], timings: dict[str, tuple[CallTiming, ...]],
             reasons.append(f"the {who}'s {worst.signature} varies by {worst.spread_pct:.0f}% between rounds "
                            f"({worst.median_ms * 1e3:.1f} µs a call)")  # fmt: skip
     return "; ".join(reasons[:3]) or None
+
+
+def _planned_call(entry: dict[str, Any]) -> tuple[str, float, int]:
+    """What the round plan reads of a timed call (``RoundPlan.for_calls``); its graph's nodes a call at least one (a
+    report of fewer can only narrow the band the job applied itself, which the caller then finds off its rule)."""
+    return str(entry["method"]), float(entry["estimate_ms"]), max(1, int(entry.get("graph_nodes") or 1))
 
 
 def _rounds(entries: list[dict[str, Any]]) -> list[list[float]]:

@@ -210,7 +210,7 @@ def test_a_time_limit_stops_an_undecided_timing_at_a_look_and_only_there():
     """A batch run's plan stops a timing whose rounds took its limit at the next look, undecided: the caller accepts
     that stop where the speedup was undecided at every look so far, and nowhere else."""
     plan = RoundPlan(6, 24, 0.01, max_s=10.0)
-    assert RoundPlan.from_dict(asdict(plan)) == plan and plan.for_calls([("cuda-graph", 1.0)]).max_s == 10.0
+    assert RoundPlan.from_dict(asdict(plan)) == plan and plan.for_calls([("cuda-graph", 1.0, 1)]).max_s == 10.0
     ticks = iter(range(1, 1000))  # 4 s from one look to the next: the limit is passed at the look at 12
     rng = random.Random(3)
     timers = {"reference": [SteadyTimer(1.0, 0.05, rng)], "candidate": [SteadyTimer(1.0, 0.05, rng)]}
@@ -652,8 +652,8 @@ def test_timings_mostly_of_graph_replays_are_judged_in_a_wider_band(tmp_path):
     """Tiny calls replayed in graphs differ systematically by up to ~1.5% between identical files: a 1.6% speedup of
     them is no claim, where the same of flushed calls is."""
     plan = RoundPlan(6, 40, 0.008)
-    assert plan.for_calls([("cuda-graph", 0.01), ("flushed", 0.005)]).margin == GRAPH_MARGIN
-    assert plan.for_calls([("cuda-graph", 0.01), ("flushed", 0.5)]).margin == plan.margin
+    assert plan.for_calls([("cuda-graph", 0.01, 1), ("flushed", 0.005, 0)]).margin == GRAPH_MARGIN
+    assert plan.for_calls([("cuda-graph", 0.01, 1), ("flushed", 0.5, 0)]).margin == plan.margin
     flushed = verdict(job_result({}, ratio=1.016), tmp_path)
     assert flushed.ok and flushed.speedup.verdict == "faster" and flushed.speedup.margin == 0.008
     graphs = verdict(job_result({}, ratio=1.016, method="cuda-graph"), tmp_path)
@@ -1075,8 +1075,8 @@ def test_what_placement_shifts_a_microsecond_graph_call_is_no_claim():
     rng = random.Random(0)
     jitter = lambda: 1 + rng.uniform(-0.002, 0.002)
     ms = 0.001  # a 1 µs call
-    graph = RoundPlan(6, 24, 0.008).for_calls([("cuda-graph", 0.003)])
-    assert graph.graph_calls == 1 and graph.margin == GRAPH_MARGIN
+    graph = RoundPlan(6, 24, 0.008).for_calls([("cuda-graph", 0.003, 1)])
+    assert graph.graph_nodes == 1 and graph.margin == GRAPH_MARGIN
     ref = [[ms * jitter()] for _ in range(6)]
     placed = [[ms / 1.05 * jitter()] for _ in range(6)]  # 5% apart, as placement made two identical files
     s = speedup_interval(ref, placed, graph)
@@ -1084,13 +1084,41 @@ def test_what_placement_shifts_a_microsecond_graph_call_is_no_claim():
     assert stopped_where_the_rule_says(ref, placed, graph) is None  # the job's rule judges in the same band
     faster = [[ms / 1.5 * jitter()] for _ in range(6)]
     assert speedup_interval(ref, faster, graph).verdict == "faster"
-    flushed = RoundPlan(6, 24, 0.008).for_calls([("flushed", 0.1)])
+    flushed = RoundPlan(6, 24, 0.008).for_calls([("flushed", 0.1, 0)])
     big = [[0.1 * jitter()] for _ in range(6)]
     quicker = [[0.1 / 1.05 * jitter()] for _ in range(6)]
-    assert flushed.graph_calls == 0 and speedup_interval(big, quicker, flushed).verdict == "faster"
-    two_ms = RoundPlan(6, 24, 0.008).for_calls([("cuda-graph", 2.0)])  # a graph of long calls: the band it had
+    assert flushed.graph_nodes == 0 and speedup_interval(big, quicker, flushed).verdict == "faster"
+    two_ms = RoundPlan(6, 24, 0.008).for_calls([("cuda-graph", 2.0, 1)])  # a graph of long calls: the band it had
     long_calls = [[2.0 * jitter()] for _ in range(6)]
     assert speedup_interval(long_calls, long_calls, two_ms).margin == GRAPH_MARGIN
+
+
+def test_placement_widens_the_band_by_every_node_a_call_replays(tmp_path):
+    """On an H200, `logsumexp_fwd.py` against itself (four 15 µs calls, each a Triton kernel and nine of torch's in
+    its graph) came out 0.963x and 0.976x in the two orders of one `geak eval`, 4-7% a call: each node replayed
+    shifts by placement, so the band counts nodes, not calls. A real speedup of such calls is still claimed, and the
+    caller judges in the band of the nodes the job reported."""
+    from geak.evaluator.shared.sequential import PLACEMENT_MS
+
+    rng = random.Random(1)
+    jitter = lambda: 1 + rng.uniform(-0.002, 0.002)
+    calls = [("cuda-graph", 0.015, 10)] * 4
+    plan = RoundPlan(6, 24, 0.008).for_calls(calls)
+    assert plan.graph_nodes == 40 and plan.margin == GRAPH_MARGIN
+    ref = [[0.015 * jitter() for _ in calls] for _ in range(6)]
+    placed = [[0.015 / 0.969 * jitter() for _ in calls] for _ in range(6)]  # what that eval claimed "slower"
+    s = speedup_interval(ref, placed, plan)
+    assert not s.significant and s.margin == pytest.approx(PLACEMENT_MS * 40 / 0.06, rel=0.01), s
+    assert speedup_interval(ref, placed, RoundPlan(6, 24, 0.008).for_calls([("cuda-graph", 0.015, 1)] * 4)).significant
+    faster = [[0.015 / 1.3 * jitter() for _ in calls] for _ in range(6)]
+    assert speedup_interval(ref, faster, plan).verdict == "faster"
+    assert stopped_where_the_rule_says(ref, placed, plan) is None
+    tiny = entry("cuda-graph", bytes=4096, certain_bytes=1024, estimate_ms=0.015, graph_nodes=10)
+    samples = {"reference": [0.015 * jitter() for _ in range(16)], "candidate": [0.015 / 0.97] * 16}
+    result = {**job_result({}), "calls": {who: [{**tiny, "samples": row}] for who, row in samples.items()}}
+    judged = verdict(result, tmp_path).speedup
+    assert judged is not None and judged.margin == pytest.approx(PLACEMENT_MS * 10 / 0.015, rel=0.01), judged
+    assert not judged.significant
 
 
 def test_timings_started_together_wait_for_one_measurement_of_the_device(monkeypatch):
@@ -1279,3 +1307,18 @@ def test_a_graph_captured_before_the_grant_is_timed_only_where_every_variant_has
     assert _made_ahead(ready(100, None), 100) is None  # one variant could not be captured ahead
     calls = ready(100, 100)
     assert _made_ahead(calls, None) is None and all(r.graph is None for r in calls.values())  # timed one by one
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="graph capture needs a GPU")
+def test_a_graph_timer_counts_every_node_a_call_replays():
+    """The band's placement counts the nodes of a call's graph as the runtime does: torch's kernels too, which the
+    launch counter (Triton's launches only) does not see. On an H200, torch's logsumexp of a 4x64 tensor replayed
+    nine kernels."""
+    from geak.evaluator.job.timing import graph_timer
+
+    x = torch.randn(4, 64, device="cuda")
+    sets = InputSets(((x,), {}), 2)
+    several = graph_timer(lambda t: torch.logsumexp(t, -1), sets, 4)
+    one = graph_timer(lambda t: t.mul(2), sets, 4)
+    assert several is not None and one is not None
+    assert one.graph_nodes == 1 and several.graph_nodes > 2, (one.graph_nodes, several.graph_nodes)

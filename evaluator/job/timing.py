@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import math
 import random
@@ -193,6 +194,7 @@ class Timer:
     device_ms: float = 0.0
     timed_calls: int = 0
     launches: Counter[str] = field(default_factory=Counter)
+    graph_nodes: int = 0  # nodes one call replays in the graph (kernels, copies, sets; 0: not in a graph)
     _graph: torch.cuda.CUDAGraph | None = None
     _graph_outputs: dict[int, Any] = field(default_factory=dict)  # set -> return value of its last captured call
     _captured: Counter[str] = field(default_factory=Counter)  # launches of one replay (all its calls)
@@ -379,14 +381,15 @@ def graph_timer(fn: Callable, sets: InputSets, per_graph: int) -> Timer | None:
                 sets.call(fn, k)
         torch.cuda.current_stream().wait_stream(stream)
         _synchronize()
-        graph = torch.cuda.CUDAGraph()
+        graph = _kept_graph()
         before = Counter(sandbox.LAUNCHES)
         with torch.cuda.graph(graph):
             for j in range(per_graph):
                 k = j % len(sets)
                 timer._graph_outputs[k] = sets.call(fn, k)
         captured = sandbox.LAUNCHES - before
-        graph.replay()
+        nodes = graph_node_count(graph) or sum(captured.values())  # Triton's launches where the graph is not kept
+        graph.replay()  # (a kept graph is instantiated here)
         _synchronize()
     except Exception as refused:  # capture refused: host sync, allocation pattern, side stream...
         try:
@@ -396,7 +399,49 @@ def graph_timer(fn: Callable, sets: InputSets, per_graph: int) -> Timer | None:
         return None
     timer._graph = graph
     timer._captured = captured
+    timer.graph_nodes = max(1, math.ceil(nodes / per_graph))
     return timer
+
+
+def _kept_graph() -> torch.cuda.CUDAGraph:
+    """A graph whose captured form is kept after its capture, so that its nodes can be counted (a torch without
+    ``keep_graph``: one that is not)."""
+    try:
+        return torch.cuda.CUDAGraph(keep_graph=True)
+    except TypeError:
+        return torch.cuda.CUDAGraph()
+
+
+def graph_node_count(graph: torch.cuda.CUDAGraph) -> int | None:
+    """The nodes of a captured graph (every kernel, torch's as well as Triton's, copy and set it replays), as the
+    CUDA or HIP runtime counts them; None where the graph was not kept or the runtime cannot be asked."""
+    get_nodes = _graph_get_nodes()
+    if get_nodes is None:
+        return None
+    try:
+        handle = graph.raw_cuda_graph()
+    except (AttributeError, RuntimeError):
+        return None
+    count = ctypes.c_size_t(0)
+    if get_nodes(ctypes.c_void_p(handle), None, ctypes.byref(count)) != 0:
+        return None
+    return count.value
+
+
+@functools.cache
+def _graph_get_nodes() -> Any:
+    """The runtime's ``cudaGraphGetNodes`` (ROCm: ``hipGraphGetNodes``) from the library torch loaded; None where
+    it cannot be found."""
+    names = ("libamdhip64.so",) if torch.version.hip else ("libcudart.so", "libcudart.so.13", "libcudart.so.12")
+    for name in names:
+        try:
+            function = getattr(ctypes.CDLL(name), "hipGraphGetNodes" if torch.version.hip else "cudaGraphGetNodes")
+        except (OSError, AttributeError):
+            continue
+        function.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t))
+        function.restype = ctypes.c_int
+        return function
+    return None
 
 
 @functools.cache

@@ -657,7 +657,9 @@ def run_bench(job: BenchJob, info: Any, send) -> dict[str, Any]:
         return prepared
     timers, per_call = prepared["timers"], prepared["calls"]
 
-    plan = planned.for_calls([(entry["method"], entry["estimate_ms"]) for entry in per_call[labels[0]]])
+    plan = planned.for_calls(
+        [(entry["method"], entry["estimate_ms"], entry["graph_nodes"]) for entry in per_call[labels[0]]]
+    )
     stop = None
     timed_out = False
     rounds_from = _MONOTONIC()
@@ -866,6 +868,7 @@ def _prepare_timers(
             if len({timer.method for timer in made.values()}) > 1:  # one in a graph, another not: time alike
                 made = {label: timing.make_timer(r.fn, r.sets, estimates[label], job.rep_ms, None, min_reps)
                         for label, r in by_label.items()}  # fmt: skip
+        nodes = max(timer.graph_nodes for timer in made.values())  # the band covers the variant that replays more
         for label, r in by_label.items():
             timer = made[label]
             try:
@@ -875,7 +878,11 @@ def _prepare_timers(
                 return {"error": f"{label}: {e}", "fooled": not isinstance(e, timing.DeviceBusy), "label": label}
             timers[label].append(timer)
             r.entry.update(
-                method=timer.method, input_sets=len(r.sets), per_graph=timer.per_graph, estimate_ms=estimates[label]
+                method=timer.method,
+                input_sets=len(r.sets),
+                per_graph=timer.per_graph,
+                graph_nodes=nodes,
+                estimate_ms=estimates[label],
             )
             if job.profile:
                 r.entry["kernel_ms"] = timing.kernel_times(r.once)

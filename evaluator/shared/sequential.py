@@ -24,10 +24,12 @@ DEFAULT_NOISE_MARGIN = 0.01  # equivalence margin of a speedup where the device'
 # so differ systematically by up to ~1.5% on an H200 (layer_norm_liger.py: 1.015x and 0.991x on two machines, tight
 # intervals), which the device's own A/A kernels do not show.
 GRAPH_MARGIN = 0.02
-# Where two identical variants are placed apart in one process (which is loaded and prepared first) shifts a graph-
-# replayed call of ~1 µs by a fixed few hundredths of a µs, on an H200: 3.4-5.5% on four TritonBench-revised files
-# against themselves (1.0-2.9 µs calls), the sign following the order of preparation, not the code. So each graph-
-# replayed call adds this much of the reference's time per call to the band (``RoundPlan.margin_for``).
+# Where two identical variants are placed apart in one process (which is loaded and prepared first) shifts each node
+# of a replayed graph (a kernel, a copy or a set) by a fixed few hundredths to tenths of a µs, on an H200: 3.4-5.5% on
+# four TritonBench-revised files of one kernel a call against themselves (1.0-2.9 µs calls), and 4-7% a call on
+# `logsumexp_fwd.py`, whose 15 µs calls are a Triton kernel and torch's logsumexp (about 0.15 µs a node), the sign
+# following the order of preparation, not the code. So each node a timed call replays adds this much of the
+# reference's time per call to the band (``RoundPlan.margin_for``).
 PLACEMENT_MS = 0.00015
 LOOKS = (6, 8, 12, 16, 24, 32, 48, 64)  # round counts at which a sequential timing may stop
 MIN_ROUNDS = 6
@@ -54,7 +56,7 @@ class RoundPlan:
     max_rounds: int = MAX_ROUNDS
     margin: float = DEFAULT_NOISE_MARGIN
     max_s: float = 0.0
-    graph_calls: int = 0  # of the timed calls, how many are replayed in graphs (``for_calls``)
+    graph_nodes: int = 0  # the nodes the timed calls replay in graphs, per call of each, summed (``for_calls``)
 
     @classmethod
     def fixed(cls, rounds: int, margin: float = DEFAULT_NOISE_MARGIN) -> RoundPlan:
@@ -69,7 +71,7 @@ class RoundPlan:
             int(data["max_rounds"]),
             float(data["margin"]),
             float(data.get("max_s") or 0.0),
-            int(data.get("graph_calls") or 0),
+            int(data.get("graph_nodes") or 0),
         )
         if not (2 <= plan.min_rounds <= plan.max_rounds) or plan.min_rounds % 2 or plan.max_rounds % 2:
             raise ValueError(f"rounds {plan.min_rounds}..{plan.max_rounds} are not whole pairs in order")
@@ -82,27 +84,28 @@ class RoundPlan:
         inside = {n for n in LOOKS if self.min_rounds <= n < self.max_rounds}
         return tuple(sorted(inside | {self.min_rounds, self.max_rounds}))
 
-    def for_calls(self, calls: list[tuple[str, float]]) -> RoundPlan:
-        """The plan for what is timed: `calls` are the reference's (timing method, estimated ms) per call (the file's
-        own where there is no reference). Where graph replays hold at least half the time, the band is at least
-        ``GRAPH_MARGIN``; each graph-replayed call widens it further by its placement (``margin_for``). Both sides
-        apply it: the job to the calls it timed, the caller to the calls it reported."""
-        total = sum(ms for _, ms in calls)
-        graphs = sum(ms for method, ms in calls if method == "cuda-graph")
-        plan = replace(self, graph_calls=sum(1 for method, _ in calls if method == "cuda-graph"))
+    def for_calls(self, calls: list[tuple[str, float, int]]) -> RoundPlan:
+        """The plan for what is timed: `calls` are the reference's (timing method, estimated ms, graph nodes) per call
+        (the file's own where there is no reference; the nodes of one call in its graph, where it is replayed in one).
+        Where graph replays hold at least half the time, the band is at least ``GRAPH_MARGIN``; each node replayed
+        widens it further by its placement (``margin_for``). Both sides apply it: the job to the calls it timed, the
+        caller to the calls it reported."""
+        total = sum(ms for _, ms, _ in calls)
+        graphs = sum(ms for method, ms, _ in calls if method == "cuda-graph")
+        plan = replace(self, graph_nodes=sum(max(1, nodes) for method, _, nodes in calls if method == "cuda-graph"))
         if total > 0 and graphs >= total / 2 and self.margin < GRAPH_MARGIN:
             return replace(plan, margin=GRAPH_MARGIN)
         return plan
 
     def margin_for(self, reference_rounds: list[list[float]]) -> float:
         """The band of a speedup over these rounds: the plan's margin, or, where calls are replayed in graphs, what
-        their placement alone can shift (``PLACEMENT_MS`` each, over the reference's median time of a round's
+        their placement alone can shift (``PLACEMENT_MS`` a node, over the reference's median time of a round's
         calls) if that is more. A pure function of the samples, as the stopping rule is."""
-        if not self.graph_calls or not reference_rounds:
+        if not self.graph_nodes or not reference_rounds:
             return self.margin
         medians = [statistics.median(r[i] for r in reference_rounds) for i in range(len(reference_rounds[0]))]
         total = sum(medians)
-        return max(self.margin, PLACEMENT_MS * self.graph_calls / total) if total > 0 else self.margin
+        return max(self.margin, PLACEMENT_MS * self.graph_nodes / total) if total > 0 else self.margin
 
     @property
     def confidence(self) -> float:
