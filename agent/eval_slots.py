@@ -42,7 +42,10 @@ class EvalSlot:
         return f"{self.name}: {where}{extra}"
 
 
-BATCH_REP_MS = 10.0  # a flushed sample's burst in batch runs (25 ms for one file)
+# A sample's device time in batch runs: a flushed sample's burst, and five graph replays of 1 ms (25 ms and five of 2 ms
+# for one file). In a `geak eval` on an H200, with 10 ms samples, the rounds took 60-67 s of the device alone of about
+# 100 s, most timings deciding at their first look (6 rounds).
+BATCH_REP_MS = 5.0
 BATCH_BENCH_CALLS = 8  # calls timed per problem in batch runs (16 for one file)
 BATCH_MAX_ROUNDS = 24  # the most rounds a batch run's timing takes before it says undecided (40 for one file)
 BATCH_ROUNDS_S = 10.0  # past this many seconds of rounds a batch run's timing stops undecided (one file: no limit)

@@ -1322,3 +1322,16 @@ def test_a_graph_timer_counts_every_node_a_call_replays():
     one = graph_timer(lambda t: t.mul(2), sets, 4)
     assert several is not None and one is not None
     assert one.graph_nodes == 1 and several.graph_nodes > 2, (one.graph_nodes, several.graph_nodes)
+
+
+def test_a_graph_replay_is_sized_by_the_sample_a_run_asks_for():
+    """A batch run's samples are shorter (``eval_slots.BATCH_REP_MS``): its graph replays hold fewer calls, so that
+    its five replays take about a flushed sample's time; one file's keep 2 ms replays. Always a whole number of
+    input-set cycles."""
+    from geak.agent.eval_slots import BATCH_REP_MS
+    from geak.evaluator.job.timing import GRAPH_REPLAYS, GRAPH_TARGET_MS, graph_calls
+
+    assert graph_calls(0.01, 4) == graph_calls(0.01, 4, 25.0) == int(GRAPH_TARGET_MS / 0.01)
+    batch = graph_calls(0.01, 4, BATCH_REP_MS)
+    assert batch == int(BATCH_REP_MS / GRAPH_REPLAYS / 0.01) < graph_calls(0.01, 4) and batch % 4 == 0
+    assert graph_calls(1.0, 3, BATCH_REP_MS) == 3  # a call longer than the replay: one cycle of the sets

@@ -339,9 +339,12 @@ def tuning_bench(kernel_call: Callable[[], object], quantiles: tuple[float, ...]
     return [times[min(len(times) - 1, int(q * len(times)))] for q in quantiles]
 
 
-def graph_calls(estimate_ms_: float, sets: int) -> int:
-    """Calls per graph replay: about GRAPH_TARGET_MS of work, a multiple of the number of input sets."""
-    per = max(1, min(1000, int(GRAPH_TARGET_MS / max(estimate_ms_, 1e-4))))
+def graph_calls(estimate_ms_: float, sets: int, sample_ms: float = GRAPH_TARGET_MS * GRAPH_REPLAYS) -> int:
+    """Calls per graph replay: about GRAPH_TARGET_MS of work, or less where a sample is to take less than
+    ``GRAPH_REPLAYS`` such replays (`sample_ms`: a flushed sample's `rep_ms`), a multiple of the number of input
+    sets."""
+    target = min(GRAPH_TARGET_MS, sample_ms / GRAPH_REPLAYS)
+    per = max(1, min(1000, int(target / max(estimate_ms_, 1e-4))))
     return max(sets, per - per % sets)
 
 

@@ -799,15 +799,16 @@ def _made_ready_ahead(
         return None
     with laps.lap("timers"):
         for by_label in ready["calls"]:
-            failed = _graphs_ahead(by_label)
+            failed = _graphs_ahead(by_label, job.rep_ms)
             if failed is not None:
                 return failed
     return ready
 
 
-def _graphs_ahead(by_label: dict[str, _Ready]) -> dict[str, Any] | None:
-    """Each variant's graph of a call short enough for one, sized by the call's least time on the shared device (none
-    where a variant's cannot be captured); the error result of a call that failed, else None."""
+def _graphs_ahead(by_label: dict[str, _Ready], sample_ms: float) -> dict[str, Any] | None:
+    """Each variant's graph of a call short enough for one, sized by the call's least time on the shared device and
+    `sample_ms` (``timing.graph_calls``; none where a variant's cannot be captured); the error result of a call that
+    failed, else None."""
     from . import timing
 
     least = math.inf
@@ -818,7 +819,7 @@ def _graphs_ahead(by_label: dict[str, _Ready]) -> dict[str, Any] | None:
             return _timed_call_failed(label, r.entry["signature"], e)
     if least >= timing.GRAPH_BELOW_MS:
         return None
-    per_graph = timing.graph_calls(least, len(next(iter(by_label.values())).sets))
+    per_graph = timing.graph_calls(least, len(next(iter(by_label.values())).sets), sample_ms)
     for label, r in by_label.items():
         try:
             r.graph = timing.graph_timer(r.fn, r.sets, per_graph)
@@ -854,7 +855,7 @@ def _prepare_timers(
                 return _timed_call_failed(label, r.entry["signature"], e)
         count = len(next(iter(by_label.values())).sets)
         fastest = min(estimates.values())
-        per_graph = timing.graph_calls(fastest, count) if fastest < timing.GRAPH_BELOW_MS else None
+        per_graph = timing.graph_calls(fastest, count, job.rep_ms) if fastest < timing.GRAPH_BELOW_MS else None
         min_reps = timing.fewest_reps(max(estimates.values()), rounds_ms)
         with laps.lap("timers"):
             made = _made_ahead(by_label, per_graph)
