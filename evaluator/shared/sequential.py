@@ -27,7 +27,7 @@ GRAPH_MARGIN = 0.02
 # Where two identical variants are placed apart in one process (which is loaded and prepared first) shifts each node
 # of a replayed graph (a kernel, a copy or a set) by a fixed few hundredths to tenths of a µs, on an H200: 3.4-5.5% on
 # four TritonBench-revised files of one kernel a call against themselves (1.0-2.9 µs calls), and 4-7% a call on
-# `logsumexp_fwd.py`, whose 15 µs calls are a Triton kernel and torch's logsumexp (about 0.15 µs a node), the sign
+# `logsumexp_fwd.py`, whose 15 µs calls are a Triton kernel and nine of torch's (0.06-0.1 µs a node), the sign
 # following the order of preparation, not the code. So each node a timed call replays adds this much of the
 # reference's time per call to the band (``RoundPlan.margin_for``).
 PLACEMENT_MS = 0.00015
