@@ -405,7 +405,7 @@ class WorkerPool:
                 elif event == "result":
                     hold.detach()  # a job paused after its result would not exit
                     await self._await_exit(zygote)
-                    log.info("a %s job ended in %.2f s", job.get("kind"), loop.time() - start)
+                    _log_end(job, loop.time() - start, hold)
                     return outcome("ok", result=message)
                 elif event == "exited":
                     code = message.get("code")
@@ -414,6 +414,7 @@ class WorkerPool:
             stalled = stall_at is not None and stall_at < deadline
             zygote.kill_child()
             await self._await_exit(zygote)
+            _log_end(job, loop.time() - start, hold, "was killed at its time limit after")
             if stalled:
                 where = (last_progress or {}).get("test")
                 return outcome("timeout", f"hung: {where} said nothing for {stall_s:g} s (the worker was killed)")
@@ -610,6 +611,14 @@ async def _receive_unpaused(zygote: _Zygote, hold: Hold, due: Callable[[], float
         except TimeoutError:
             if not hold.paused and loop.time() >= due():
                 raise
+
+
+def _log_end(job: dict[str, Any], seconds: float, hold: Hold, how: str = "ended in") -> None:
+    """One line at a job's end (``scripts/spell_timeline.py`` reads them back): its kind, how long it took, and how
+    much of that it was paused for timings (a check paused through every spell can end the whole batch)."""
+    paused = hold.paused_s()
+    said = f" ({paused:.2f} s of it paused)" if paused else ""
+    log.info("a %s job %s %.2f s%s", job.get("kind"), how, seconds, said)
 
 
 def _tail(path: Path, limit: int = 4000) -> str:

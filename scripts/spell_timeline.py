@@ -7,7 +7,9 @@ many other timings waited when it ended, and the gaps between spells, when none 
 Measured this way on an H200 (`docs/measurements.md`, fifteenth): no other timing was waiting at the end of any of 163
 spells, and the gaps added up to 54 s beside 108 s alone. Gaps under ``LONG_GAP_S`` are the next timing's
 preparation; longer ones are waits of another kind (for a check still running, or for a device a paused check's
-kernel keeps busy), listed apart (eighteenth: one of 38 s in a run whose short gaps took 24 s).
+kernel keeps busy), listed apart (eighteenth: one of 38 s in a run whose short gaps took 24 s). The checks paused
+longest are listed too, the last to end first: a check paused through every spell can end the whole batch
+(nineteenth: one with about 50 s of its own work ended at 259 s, its timing the batch's last).
 """
 
 from __future__ import annotations
@@ -25,7 +27,12 @@ from pathlib import Path
 LINE = r"(\d+) ms DEBUG geak\.evaluator\.device_share: (.+): "  # the CLI's LOG_FORMAT, then the device's name
 ALONE = re.compile(LINE + r"alone for a job \((\d+) paused")
 SHARED = re.compile(LINE + r"shared again after [\d.]+ s alone \((\d+) waiting")
+ENDED = re.compile(
+    r"(\d+) ms INFO geak\.evaluator\.pool: a (\w+) job (ended in|was killed at its time limit after) ([\d.]+) s"
+    r"(?: \(([\d.]+) s of it paused\))?"
+)
 LONG_GAP_S = 5.0  # a gap this long is not a timing's preparation
+LISTED_CHECKS = 3  # the checks paused longest that are listed
 
 
 @dataclass(frozen=True)
@@ -51,6 +58,25 @@ class Timeline:
     short_gaps_s: float  # the gaps under LONG_GAP_S, summed
     long_gaps_s: list[float]  # the others, in order
     ended_with_one_waiting: int
+
+
+@dataclass(frozen=True)
+class PausedCheck:
+    end_s: float
+    took_s: float
+    paused_s: float
+    killed: bool  # at its time limit
+
+
+def paused_checks(lines: list[str]) -> list[PausedCheck]:
+    """The check jobs paused at least ``LONG_GAP_S`` by timings, the last to end first."""
+    found = []
+    for line in lines:
+        m = ENDED.search(line)
+        if m and m.group(2) == "check" and m.group(5) and float(m.group(5)) >= LONG_GAP_S:
+            killed = m.group(3) != "ended in"
+            found.append(PausedCheck(int(m.group(1)) / 1e3, float(m.group(4)), float(m.group(5)), killed))
+    return sorted(found, key=lambda c: -c.end_s)
 
 
 def spells(lines: list[str]) -> list[Spell]:
@@ -118,6 +144,14 @@ def main(argv: list[str] | None = None) -> int:
             + (f", longer: {', '.join(f'{g:.1f} s' for g in t.long_gaps_s)}" if t.long_gaps_s else "")
             + f"); {t.ended_with_one_waiting} ended with another timing waiting"
         )
+    checks = paused_checks(lines)
+    if checks and not args.json:
+        listed = "; ".join(
+            f"{'killed at its limit' if c.killed else 'ended'} at {c.end_s:.1f} s after {c.took_s:.1f} s, "
+            f"{c.paused_s:.1f} s of it paused"
+            for c in checks[:LISTED_CHECKS]
+        )
+        print(f"checks paused {LONG_GAP_S:.0f} s or more: {len(checks)}, the last to end first: {listed}")
     return 0
 
 

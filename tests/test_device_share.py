@@ -355,10 +355,15 @@ def test_a_timing_that_needed_the_device_freed_runs_once_more_after_the_checks(t
     assert marks["ran again"] == "the GPU stayed busy" and marks["alone"] > 0  # said, and both spells counted
 
 
-def test_a_paused_check_is_stopped_and_its_time_limit_moves_on(tmp_path):
+def test_a_paused_check_is_stopped_and_its_time_limit_moves_on(tmp_path, caplog):
     """A check of 2 s of CPU time with a limit of 4 s, paused for 4 s by a timing half a second after it started: its
-    process is stopped meanwhile (state T), and it passes, since its limit moved on by the pause."""
+    process is stopped meanwhile (state T), and it passes, since its limit moved on by the pause. Its end says how long
+    of it was paused (``scripts/spell_timeline.py`` lists such checks)."""
+    import logging
+    import re
     from pathlib import Path
+
+    caplog.set_level(logging.INFO, logger="geak.evaluator.pool")
 
     from geak.evaluator.api import Evaluator
 
@@ -387,6 +392,8 @@ def test_a_paused_check_is_stopped_and_its_time_limit_moves_on(tmp_path):
     state, status = asyncio.run(go())
     assert state == "T", state  # stopped
     assert status == "ok: ", status  # paused past its limit of 4 s: timed out, had the limit not moved on
+    ended = re.search(r"a check job ended in ([\d.]+) s \(([\d.]+) s of it paused\)", caplog.text)
+    assert ended and 3.9 < float(ended.group(2)) < float(ended.group(1)), caplog.text
 
 
 def test_each_spell_alone_is_logged_for_the_spell_timeline(tmp_path):
@@ -432,7 +439,14 @@ def test_each_spell_alone_is_logged_for_the_spell_timeline(tmp_path):
     waits = tmp_path / "waits.log"  # spells at 1-2 s, 2.5-3 s, 40-41 s, 41.3-42 s: gaps 0.5 s, 37 s, 0.3 s
     spells_at = ((1000, 2000), (2500, 3000), (40000, 41000), (41300, 42000))
     said = "DEBUG geak.evaluator.device_share: GPU 0:"
-    waits.write_text("".join(
+    ends = (  # what the pool says at each job's end (``pool._log_end``): a check paused long, one killed, one short
+        "1500 ms INFO geak.evaluator.pool: a check job ended in 1.20 s\n"
+        "39000 ms INFO geak.evaluator.pool: a check job ended in 60.00 s (30.50 s of it paused)\n"
+        "41500 ms INFO geak.evaluator.pool: a check job was killed at its time limit after 150.00 s (30.00 s of it "
+        "paused)\n"
+        "42000 ms INFO geak.evaluator.pool: a bench job ended in 3.00 s (9.00 s of it paused)\n"
+    )
+    waits.write_text(ends + "".join(
         f"{a} ms {said} alone for a job (2 paused, 0 more waiting)\n"
         f"{b} ms {said} shared again after {(b - a) / 1e3} s alone (0 waiting for it)\n"
         for a, b in spells_at
@@ -440,6 +454,8 @@ def test_each_spell_alone_is_logged_for_the_spell_timeline(tmp_path):
     done = subprocess.run([sys.executable, str(script), str(waits)], capture_output=True, text=True)
     assert "37.8 s of gaps" in done.stdout, done.stdout
     assert "0.8 s under 5 s, longer: 37.0 s)" in done.stdout, done.stdout  # a wait apart from the preparations
+    assert ("checks paused 5 s or more: 2, the last to end first: killed at its limit at 41.5 s after 150.0 s, 30.0 s "
+            "of it paused; ended at 39.0 s after 60.0 s, 30.5 s of it paused") in done.stdout, done.stdout  # fmt: skip
     empty = tmp_path / "empty.log"
     empty.write_text("nothing here\n")
     refused = subprocess.run([sys.executable, str(script), str(empty)], capture_output=True, text=True)
