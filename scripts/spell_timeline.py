@@ -32,7 +32,7 @@ ENDED = re.compile(
     r"(?: \(([\d.]+) s of it paused\))?"
 )
 LONG_GAP_S = 5.0  # a gap this long is not a timing's preparation
-LISTED_CHECKS = 3  # the checks paused longest that are listed
+LISTED_CHECKS = 3  # how many of the checks paused that long are listed (the last to end)
 
 
 @dataclass(frozen=True)
