@@ -237,9 +237,9 @@ def why_wide(result: dict[str, Any], timings: dict[str, tuple[CallTiming, ...]],
 
 
 def _planned_call(entry: dict[str, Any]) -> tuple[str, float, int]:
-    """What the round plan reads of a timed call (``RoundPlan.for_calls``); its graph's nodes a call at least one (a
-    report of fewer can only narrow the band the job applied itself, which the caller then finds off its rule)."""
-    return str(entry["method"]), float(entry["estimate_ms"]), max(1, int(entry.get("graph_nodes") or 1))
+    """What the round plan reads of a timed call (``RoundPlan.for_calls``, which counts a graph-replayed call as one
+    node at least: a report of fewer can only narrow the band to one node a call, as before nodes were counted)."""
+    return str(entry["method"]), float(entry["estimate_ms"]), int(entry.get("graph_nodes") or 0)
 
 
 def _rounds(entries: list[dict[str, Any]]) -> list[list[float]]:
