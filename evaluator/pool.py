@@ -614,11 +614,13 @@ async def _receive_unpaused(zygote: _Zygote, hold: Hold, due: Callable[[], float
 
 
 def _log_end(job: dict[str, Any], seconds: float, hold: Hold, how: str = "ended in") -> None:
-    """One line at a job's end (``scripts/spell_timeline.py`` reads them back): its kind, how long it took, and how
-    much of that it was paused for timings (a check paused through every spell can end the whole batch)."""
+    """One line at a job's end (``scripts/spell_timeline.py`` reads them back): its kind, the file it ran where it
+    names one (a check's), how long it took, and how much of that it was paused for timings (a check paused through
+    every spell can end the whole batch)."""
     paused = hold.paused_s()
     said = f" ({paused:.2f} s of it paused)" if paused else ""
-    log.info("a %s job %s %.2f s%s", job.get("kind"), how, seconds, said)
+    of = f" of {Path(str(job['path'])).name}" if job.get("path") else ""
+    log.info("a %s job%s %s %.2f s%s", job.get("kind"), of, how, seconds, said)
 
 
 def _tail(path: Path, limit: int = 4000) -> str:

@@ -28,8 +28,8 @@ LINE = r"(\d+) ms DEBUG geak\.evaluator\.device_share: (.+): "  # the CLI's LOG_
 ALONE = re.compile(LINE + r"alone for a job \((\d+) paused")
 SHARED = re.compile(LINE + r"shared again after [\d.]+ s alone \((\d+) waiting")
 ENDED = re.compile(
-    r"(\d+) ms INFO geak\.evaluator\.pool: a (\w+) job (ended in|was killed at its time limit after) ([\d.]+) s"
-    r"(?: \(([\d.]+) s of it paused\))?"
+    r"(\d+) ms INFO geak\.evaluator\.pool: a (\w+) job (?:of (\S+) )?(ended in|was killed at its time limit after) "
+    r"([\d.]+) s(?: \(([\d.]+) s of it paused\))?"
 )
 LONG_GAP_S = 5.0  # a gap this long is not a timing's preparation
 LISTED_CHECKS = 3  # how many of the checks paused that long are listed (the last to end)
@@ -66,6 +66,7 @@ class PausedCheck:
     took_s: float
     paused_s: float
     killed: bool  # at its time limit
+    file: str  # the file it checked ("" in a log that does not name it)
 
 
 def paused_checks(lines: list[str]) -> list[PausedCheck]:
@@ -73,9 +74,11 @@ def paused_checks(lines: list[str]) -> list[PausedCheck]:
     found = []
     for line in lines:
         m = ENDED.search(line)
-        if m and m.group(2) == "check" and m.group(5) and float(m.group(5)) >= LONG_GAP_S:
-            killed = m.group(3) != "ended in"
-            found.append(PausedCheck(int(m.group(1)) / 1e3, float(m.group(4)), float(m.group(5)), killed))
+        if m and m.group(2) == "check" and m.group(6) and float(m.group(6)) >= LONG_GAP_S:
+            killed = m.group(4) != "ended in"
+            found.append(
+                PausedCheck(int(m.group(1)) / 1e3, float(m.group(5)), float(m.group(6)), killed, m.group(3) or "")
+            )
     return sorted(found, key=lambda c: -c.end_s)
 
 
@@ -147,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     checks = paused_checks(lines)
     if checks and not args.json:
         listed = "; ".join(
-            f"{'killed at its limit' if c.killed else 'ended'} at {c.end_s:.1f} s after {c.took_s:.1f} s, "
+            f"{c.file + ' ' if c.file else ''}{'killed at its limit' if c.killed else 'ended'} at {c.end_s:.1f} s "
+            f"after {c.took_s:.1f} s, "
             f"{c.paused_s:.1f} s of it paused"
             for c in checks[:LISTED_CHECKS]
         )

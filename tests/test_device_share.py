@@ -392,7 +392,7 @@ def test_a_paused_check_is_stopped_and_its_time_limit_moves_on(tmp_path, caplog)
     state, status = asyncio.run(go())
     assert state == "T", state  # stopped
     assert status == "ok: ", status  # paused past its limit of 4 s: timed out, had the limit not moved on
-    ended = re.search(r"a check job ended in ([\d.]+) s \(([\d.]+) s of it paused\)", caplog.text)
+    ended = re.search(r"a check job of \S+\.py ended in ([\d.]+) s \(([\d.]+) s of it paused\)", caplog.text)
     assert ended and 3.9 < float(ended.group(2)) < float(ended.group(1)), caplog.text
 
 
@@ -441,7 +441,7 @@ def test_each_spell_alone_is_logged_for_the_spell_timeline(tmp_path):
     said = "DEBUG geak.evaluator.device_share: GPU 0:"
     ends = (  # what the pool says at each job's end (``pool._log_end``): a check paused long, one killed, one short
         "1500 ms INFO geak.evaluator.pool: a check job ended in 1.20 s\n"
-        "39000 ms INFO geak.evaluator.pool: a check job ended in 60.00 s (30.50 s of it paused)\n"
+        "39000 ms INFO geak.evaluator.pool: a check job of chunk_retention.py ended in 60.00 s (30.50 s of it paused)\n"
         "41500 ms INFO geak.evaluator.pool: a check job was killed at its time limit after 150.00 s (30.00 s of it "
         "paused)\n"
         "42000 ms INFO geak.evaluator.pool: a bench job ended in 3.00 s (9.00 s of it paused)\n"
@@ -455,7 +455,8 @@ def test_each_spell_alone_is_logged_for_the_spell_timeline(tmp_path):
     assert "37.8 s of gaps" in done.stdout, done.stdout
     assert "0.8 s under 5 s, longer: 37.0 s)" in done.stdout, done.stdout  # a wait apart from the preparations
     assert ("checks paused 5 s or more: 2, the last to end first: killed at its limit at 41.5 s after 150.0 s, 30.0 s "
-            "of it paused; ended at 39.0 s after 60.0 s, 30.5 s of it paused") in done.stdout, done.stdout  # fmt: skip
+            "of it paused; chunk_retention.py ended at 39.0 s after 60.0 s, 30.5 s of it paused") in done.stdout, \
+        done.stdout  # fmt: skip
     empty = tmp_path / "empty.log"
     empty.write_text("nothing here\n")
     refused = subprocess.run([sys.executable, str(script), str(empty)], capture_output=True, text=True)
