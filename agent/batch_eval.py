@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from geak.evaluator.reference_costs import longest_first
 from geak.evaluator.results import CheckResult
 
 from .dataloaders import GoldenFileSuite, ProblemState, Score, reference_file
@@ -183,13 +184,15 @@ def timing_order(checked: list[_Checked]) -> list[_Checked]:
 
 
 def _slow_first(lines: list[int], references: dict[int, Path], slots: list[EvalSlot]) -> list[int]:
-    """The lines to check, those whose golden file's own run took longest when it last ran here first (the rest in
-    order): a golden file that hangs to the time limit, started late, holds up every timing after it. The checks
-    start in this order (the slots' semaphore wakes its waiters first come, first served)."""
+    """The lines to check, their golden files longest first (``reference_costs.longest_first``: those whose own run
+    took longest when it last ran here, then the largest): a golden file that hangs to the time limit, or checks for
+    a minute, started late holds up every timing after it. The checks start in this order (the slots' semaphore
+    wakes its waiters first come, first served); a line without a reference (no code) goes last."""
     if not slots:
         return lines
-    seconds = slots[0].evaluator.known_reference_seconds(sorted(set(references.values())))
-    return sorted(lines, key=lambda i: -seconds.get(references.get(i, Path()), 0.0))
+    paths = sorted(set(references.values()))
+    rank = {path: i for i, path in enumerate(longest_first(paths, slots[0].evaluator.known_reference_seconds(paths)))}
+    return sorted(lines, key=lambda i: rank.get(references.get(i, Path()), len(rank)))
 
 
 async def _checked_against(reference: Path, unchecked: Counter[Path], slots: list[EvalSlot]) -> None:

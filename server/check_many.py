@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from geak.evaluator.api import BadInput, EvalOptions, Evaluator
+from geak.evaluator.reference_costs import longest_first
 from geak.evaluator.results import CheckResult
 from geak.evaluator.triton_file import looks_like_triton
 
@@ -84,9 +85,10 @@ async def check_many(
             return verdict
 
         order = list(range(len(files)))
-        if against_self:
-            known = evaluator.known_reference_seconds(files)
-            order.sort(key=lambda i: -known.get(files[i], 0.0))
+        if against_self:  # its own run is the check: the longest first (``reference_costs.longest_first``)
+            first = longest_first(files, evaluator.known_reference_seconds(files))
+            rank = {path: i for i, path in enumerate(first)}
+            order.sort(key=lambda i: rank[files[i]])
         found = await asyncio.gather(*(one(files[i]) for i in order))  # started in this order (the semaphore's)
         by_index = dict(zip(order, found, strict=True))
         return [by_index[i] for i in range(len(files))]

@@ -51,14 +51,33 @@ def test_the_evaluator_records_a_references_own_run_passed_or_refused(tmp_path):
     assert all(seconds > 0 for seconds in known.values()), known
 
 
-def test_geak_eval_checks_the_golden_files_known_to_be_slow_first(tmp_path):
+def test_references_start_longest_first_and_the_largest_where_not_known(tmp_path):
+    small, large, slow = (tmp_path / f"{n}.py" for n in ("small", "large", "slow"))
+    for path, size in ((small, 10), (large, 1000), (slow, 1)):
+        path.write_text("x" * size)
+    missing = tmp_path / "missing.py"
+    assert reference_costs.longest_first([small, missing, large, slow], {slow: 5.0}) == [slow, large, small, missing]
+    assert reference_costs.longest_first([small, slow, large], {small: 2.0, slow: 9.0}) == [slow, small, large]
+
+
+@pytest.mark.parametrize(
+    ("names", "known", "first"),
+    [
+        # known here before: the slow one first, whatever its size
+        (["relu_kernel.py", "add_example.py", "relu_kernel.py"], {"add_example.py": 100.0, "relu_kernel.py": 1.0},
+         ["add_example.py", "relu_kernel.py", "relu_kernel.py"]),
+        # a first run: the largest golden file first (add_example.py 1059 bytes, row_sum.py 862, relu_kernel.py 803)
+        (["relu_kernel.py", "row_sum.py", "add_example.py"], {},
+         ["add_example.py", "row_sum.py", "relu_kernel.py"]),
+    ],
+)  # fmt: skip
+def test_geak_eval_checks_the_golden_files_known_to_be_slow_first(tmp_path, names, known, first):
     """The evaluator says which golden files ran long here before (above); `geak eval` starts their predictions
-    first, and still writes its records in line order."""
+    first (where none is known, the largest golden file first), and still writes its records in line order."""
     from geak.agent.batch_eval import score_predictions
     from geak.agent.dataloaders import BUILT_IN
     from geak.agent.eval_slots import EvalSlot
 
-    names = ["relu_kernel.py", "add_example.py", "relu_kernel.py"]
     started: list[str] = []
     asked: list[list[Path]] = []
 
@@ -69,7 +88,7 @@ def test_geak_eval_checks_the_golden_files_known_to_be_slow_first(tmp_path):
 
         def known_reference_seconds(self, references):
             asked.append(references)
-            return {GOLDEN / "add_example.py": 100.0, GOLDEN / "relu_kernel.py": 1.0}
+            return {GOLDEN / name: seconds for name, seconds in known.items()}
 
     async def go():
         evaluator = Logged(EvalOptions(backend="interpreter", timeout_s=120, spares=0))
@@ -82,7 +101,7 @@ def test_geak_eval_checks_the_golden_files_known_to_be_slow_first(tmp_path):
             await evaluator.aclose()
 
     outcome = asyncio.run(go())
-    assert asked == [[GOLDEN / "add_example.py", GOLDEN / "relu_kernel.py"]], asked
-    assert started == ["add_example.py", "relu_kernel.py", "relu_kernel.py"], started  # the slow one first
+    assert asked == [sorted({GOLDEN / n for n in names})], asked
+    assert started == first, started
     assert [r["line"] for r in outcome.records] == [0, 1, 2]
     assert all(r["pass_exe"] for r in outcome.records), outcome.records
