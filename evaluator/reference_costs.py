@@ -7,8 +7,9 @@ end from 256 s to 389 s, while every timing waited. Their cost is known after on
 predictions of the same suite starts them first. Where it is not known (a first run), the larger file goes first: on a
 fresh H200, the two checks that ended a `geak eval` last (`chunk_retention.py`, 79 s of its own work, and
 `triton_linear_activation.py`, 57 s) were of the suite's 6th and 16th largest files of 184, started at 110 s and 120 s
-in line order. Only the caller writes the file (jobs never see the store's folder) and it only orders work: a wrong or
-missing figure changes no verdict.
+in line order; started first, `chunk_retention.py`'s check ended by 92 s. (What size cannot foretell, a small file
+whose candidate spins on the GPU in a probe until its stall limit, it places late.) Only the caller writes the file
+(jobs never see the store's folder) and it only orders work: a wrong or missing figure changes no verdict.
 """
 
 from __future__ import annotations
