@@ -9,7 +9,10 @@ spells, and the gaps added up to 54 s beside 108 s alone. Gaps under ``LONG_GAP_
 preparation; longer ones are waits of another kind (for a check still running, or for a device a paused check's
 kernel keeps busy), listed apart (eighteenth: one of 38 s in a run whose short gaps took 24 s). The checks paused
 longest are listed too, the last to end first: a check paused through every spell can end the whole batch
-(nineteenth: one with about 50 s of its own work ended at 259 s, its timing the batch's last).
+(nineteenth: one with about 50 s of its own work ended at 259 s, its timing the batch's last). So are the stalls: a
+timing found the device busy with a paused job's kernel, and no one had it alone until the jobs then sharing it had
+ended; each is given with the last check to end before the device was alone again (twentieth: three of 35-38 s,
+each ended by a candidate's check whose probe spun on the GPU until its stall limit).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ ENDED = re.compile(
     r"(\d+) ms INFO geak\.evaluator\.pool: a (\w+) job (?:of (\S+) )?(ended in|was killed at its time limit after) "
     r"([\d.]+) s(?: \(([\d.]+) s of it paused\))?"
 )
+STALLED = re.compile(LINE + r"(\d+) job\(s\) in the way of a timing")
 LONG_GAP_S = 5.0  # a gap this long is not a timing's preparation
 LISTED_CHECKS = 3  # how many of the checks paused that long are listed (the last to end)
 
@@ -67,6 +71,33 @@ class PausedCheck:
     paused_s: float
     killed: bool  # at its time limit
     file: str  # the file it checked ("" in a log that does not name it)
+
+
+@dataclass(frozen=True)
+class Stall:
+    device: str
+    start_s: float
+    in_the_way: int  # jobs sharing the device when its timing found it busy
+    end_s: float | None  # when the device was next alone (None: never, in this log)
+    last_check: str  # the last check to end before then: "FILE ended" / "FILE killed at its limit" ("" if none)
+
+
+def stalls(lines: list[str]) -> list[Stall]:
+    """Each time a timing found the device busy with a paused job's work (the jobs then sharing it in the way), and
+    how long until the device was next alone."""
+    found: list[Stall] = []
+    open_at: dict[str, tuple[float, int]] = {}
+    last_check = ""
+    for line in lines:
+        if (m := ENDED.search(line)) and m.group(2) == "check":
+            last_check = f"{m.group(3) or 'a check'} {'ended' if m.group(4) == 'ended in' else 'killed at its limit'}"
+        elif m := STALLED.search(line):
+            open_at.setdefault(m.group(2), (int(m.group(1)) / 1e3, int(m.group(3))))
+        elif (m := ALONE.search(line)) and m.group(2) in open_at:
+            start, jobs = open_at.pop(m.group(2))
+            found.append(Stall(m.group(2), start, jobs, int(m.group(1)) / 1e3, last_check))
+    found += [Stall(device, start, jobs, None, "") for device, (start, jobs) in open_at.items()]
+    return found
 
 
 def paused_checks(lines: list[str]) -> list[PausedCheck]:
@@ -156,6 +187,10 @@ def main(argv: list[str] | None = None) -> int:
             for c in checks[:LISTED_CHECKS]
         )
         print(f"checks paused {LONG_GAP_S:.0f} s or more: {len(checks)}, the last to end first: {listed}")
+    for s in [] if args.json else stalls(lines):
+        held = f"none alone for {s.end_s - s.start_s:.1f} s" if s.end_s is not None else "none alone again in the log"
+        after = f" (the last check to end before: {s.last_check})" if s.last_check and s.end_s is not None else ""
+        print(f"{s.device}: stalled at {s.start_s:.1f} s, {s.in_the_way} job(s) in the way, {held}{after}")
     return 0
 
 

@@ -446,17 +446,22 @@ def test_each_spell_alone_is_logged_for_the_spell_timeline(tmp_path):
         "paused)\n"
         "42000 ms INFO geak.evaluator.pool: a bench job ended in 3.00 s (9.00 s of it paused)\n"
     )
-    waits.write_text(ends + "".join(
+    stalled = f"3100 ms {said} 2 job(s) in the way of a timing, none alone until they end\n"  # what the 37 s gap was
+    spelled = "".join(
         f"{a} ms {said} alone for a job (2 paused, 0 more waiting)\n"
         f"{b} ms {said} shared again after {(b - a) / 1e3} s alone (0 waiting for it)\n"
         for a, b in spells_at
-    ))  # fmt: skip
+    )
+    in_time = sorted((ends + stalled + spelled).splitlines(keepends=True), key=lambda line: int(line.split()[0]))
+    waits.write_text("".join(in_time))
     done = subprocess.run([sys.executable, str(script), str(waits)], capture_output=True, text=True)
     assert "37.8 s of gaps" in done.stdout, done.stdout
     assert "0.8 s under 5 s, longer: 37.0 s)" in done.stdout, done.stdout  # a wait apart from the preparations
     assert ("checks paused 5 s or more: 2, the last to end first: killed at its limit at 41.5 s after 150.0 s, 30.0 s "
             "of it paused; chunk_retention.py ended at 39.0 s after 60.0 s, 30.5 s of it paused") in done.stdout, \
         done.stdout  # fmt: skip
+    assert ("GPU 0: stalled at 3.1 s, 2 job(s) in the way, none alone for 36.9 s (the last check to end before: "
+            "chunk_retention.py ended)") in done.stdout, done.stdout  # fmt: skip
     empty = tmp_path / "empty.log"
     empty.write_text("nothing here\n")
     refused = subprocess.run([sys.executable, str(script), str(empty)], capture_output=True, text=True)
