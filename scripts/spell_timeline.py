@@ -11,8 +11,8 @@ kernel keeps busy), listed apart (eighteenth: one of 38 s in a run whose short g
 longest are listed too, the last to end first: a check paused through every spell can end the whole batch
 (nineteenth: one with about 50 s of its own work ended at 259 s, its timing the batch's last). So are the stalls: a
 timing found the device busy with a paused job's kernel, and no one had it alone until the jobs then sharing it had
-ended; each is given with the last check to end before the device was alone again (twentieth: three of 35-38 s,
-each ended by a candidate's check whose probe spun on the GPU until its stall limit).
+ended; each is given with the last check to end before the device was alone again (twentieth: three of 33-38 s, in
+each of which a candidate's check whose probe spun on the GPU until its stall limit was among the jobs in the way).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ LINE = r"(\d+) ms DEBUG geak\.evaluator\.device_share: (.+): "  # the CLI's LOG_
 ALONE = re.compile(LINE + r"alone for a job \((\d+) paused")
 SHARED = re.compile(LINE + r"shared again after [\d.]+ s alone \((\d+) waiting")
 ENDED = re.compile(
-    r"(\d+) ms INFO geak\.evaluator\.pool: a (\w+) job (?:of (\S+) )?(ended in|was killed at its time limit after) "
+    r"(\d+) ms INFO geak\.evaluator\.pool: a (\w+) job (?:of (.+?) )?(ended in|was killed at its time limit after) "
     r"([\d.]+) s(?: \(([\d.]+) s of it paused\))?"
 )
 STALLED = re.compile(LINE + r"(\d+) job\(s\) in the way of a timing")
