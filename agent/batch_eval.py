@@ -185,14 +185,15 @@ def timing_order(checked: list[_Checked]) -> list[_Checked]:
 
 def _slow_first(lines: list[int], references: dict[int, Path], slots: list[EvalSlot]) -> list[int]:
     """The lines to check, their golden files longest first (``reference_costs.longest_first``: those whose own run
-    took longest when it last ran here, then the largest): a golden file that hangs to the time limit, or checks for
-    a minute, started late holds up every timing after it. The checks start in this order (the slots' semaphore
-    wakes its waiters first come, first served); a line without a reference (no code) goes last."""
+    took longest when it last ran here, then the largest), the predictions of one golden file together (its
+    outputs are then forgotten sooner: ``_checked_against``): a golden file that hangs to the time limit, or checks
+    for a minute, started late holds up every timing after it. The checks start in this order (the slots' semaphore
+    wakes its waiters first come, first served); a line without code, scored at once, goes first."""
     if not slots:
         return lines
     paths = sorted(set(references.values()))
     rank = {path: i for i, path in enumerate(longest_first(paths, slots[0].evaluator.known_reference_seconds(paths)))}
-    return sorted(lines, key=lambda i: rank.get(references.get(i, Path()), len(rank)))
+    return sorted(lines, key=lambda i: rank[references[i]] if i in references else -1)
 
 
 async def _checked_against(reference: Path, unchecked: Counter[Path], slots: list[EvalSlot]) -> None:
