@@ -35,6 +35,7 @@ from .results import BenchResult, CheckResult, Diagnostic, Peaks, ScreenedVarian
 from .shared.probe_rules import probe_place
 from .shared.protocol import PeaksJob, cache_request, probe_input_file
 from .shared.screening import ScreenPlan
+from .single_flight import SingleFlight
 from .speedup import crossed
 from .timing_rules import CROSSOVER_WITHIN, REMEASURE_ABOVE, BatchClock
 from .triton_file import Composed, TritonFile, TritonFileError, parse_triton_file, read_source, read_triton_file
@@ -70,6 +71,7 @@ class Evaluator:
         )
         self._scratch = Path(tempfile.mkdtemp())
         self._references: dict[str, check_stage.ReferenceRun] = {}
+        self._first_runs: SingleFlight[check_stage.ReferenceRun] = SingleFlight()  # checks at once share one
         self._reruns: dict[str | None, asyncio.Lock] = {}
         self._versions: dict[str, str] = {}  # a user's file -> the text key of its last version checked
         self._peaks: Peaks | None = None
@@ -345,15 +347,31 @@ class Evaluator:
         cached = self._references.get(key)
         if cached is not None:
             return cached
-        started = time.perf_counter()
-        try:
-            run = await self._first_reference_run(reference, composed, key, progress)
-        except BadInput:
+        if self._first_runs.running(key):
+            _say(progress, f"waiting for the run of the reference {Path(reference.path).name} that another check "
+                           "started")  # fmt: skip
+
+        listening = [progress]  # the run this check starts speaks to it while it waits, to no one once it has left
+
+        def relay(message: str) -> None:
+            if listening[0] is not None:
+                listening[0](message)
+
+        async def first_run() -> check_stage.ReferenceRun:
+            started = time.perf_counter()
+            try:
+                run = await self._first_reference_run(reference, composed, key, relay if progress else None)
+            except BadInput:
+                await self._record_reference_cost(key, time.perf_counter() - started)
+                raise
             await self._record_reference_cost(key, time.perf_counter() - started)
-            raise
-        await self._record_reference_cost(key, time.perf_counter() - started)
-        self._references[key] = run
-        return run
+            self._references[key] = run
+            return run
+
+        try:
+            return await self._first_runs.run(key, first_run)
+        finally:
+            listening[0] = None
 
     async def _record_reference_cost(self, key: str, seconds: float) -> None:
         await asyncio.to_thread(reference_costs.record, self.options.compile_cache, key, seconds)

@@ -92,3 +92,23 @@ def test_geak_eval_forgets_a_golden_file_once_its_last_prediction_is_checked(tmp
         "forgot relu_kernel.py",
     ], events
     assert left == [], left  # no reference's outputs kept once every prediction was checked
+
+
+def test_checks_at_once_against_one_reference_share_its_run():
+    """Three predictions of one golden file checked at once (as `geak eval` starts them, together): the reference
+    runs once, and each check says it waits for that run (before, each ran the reference itself)."""
+    said: list[list[str]] = [[], [], []]
+
+    async def go():
+        options = EvalOptions(backend="interpreter", timeout_s=120, spares=0, max_concurrent=3, fresh_inputs=False)
+        async with Evaluator(options) as ev:
+            return await asyncio.gather(
+                *(ev.check(source=REF.read_text(), against=REF, progress=said[i].append) for i in range(3))
+            )
+
+    results = asyncio.run(go())
+    assert all(r.ok for r in results), [r.message for r in results]
+    runs = [sum(m.startswith("running the reference") for m in messages) for messages in said]
+    waits = [sum(m.startswith("waiting for the run of the reference add_native.py") for m in messages)
+             for messages in said]  # fmt: skip
+    assert sorted(runs) == [0, 0, 1] and sorted(waits) == [0, 1, 1], said
