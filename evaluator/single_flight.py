@@ -21,6 +21,7 @@ T = TypeVar("T")
 class _Flight(Generic[T]):
     task: asyncio.Future[T]
     waiting: int = 0
+    stopped: bool = False  # cancelled, as no one waited: a caller coming now starts a run of its own
 
 
 class SingleFlight(Generic[T]):
@@ -28,12 +29,14 @@ class SingleFlight(Generic[T]):
         self._flights: dict[str, _Flight[T]] = {}
 
     def running(self, key: str) -> bool:
-        return key in self._flights
+        """Whether a caller asking for `key` now would wait for a run already going."""
+        flight = self._flights.get(key)
+        return flight is not None and not flight.stopped
 
     async def run(self, key: str, start: Callable[[], Awaitable[T]]) -> T:
         """The result of `start()`, run once for every caller asking for `key` while it runs."""
         flight = self._flights.get(key)
-        if flight is None:
+        if flight is None or flight.stopped:
             flight = _Flight(asyncio.ensure_future(start()))
             self._flights[key] = flight
             flight.task.add_done_callback(lambda _: self._landed(key, flight))
@@ -43,6 +46,7 @@ class SingleFlight(Generic[T]):
         finally:
             flight.waiting -= 1
             if not flight.waiting and not flight.task.done():
+                flight.stopped = True
                 flight.task.cancel()  # the last caller left (cancelled): no one needs the run
 
     def _landed(self, key: str, flight: _Flight[T]) -> None:

@@ -74,7 +74,8 @@ def test_a_cancelled_caller_leaves_the_run_to_the_others_and_the_last_one_stops_
         only.cancel()  # no one else waits: the run itself is cancelled
         with pytest.raises(asyncio.CancelledError):
             await only
-        await asyncio.sleep(0)
+        # a caller coming while that run is still being cancelled starts its own, not the cancelled one's end
+        assert await flights.run("ref", _counted(started, "anew")) == "anew"
         assert ran_on == ["cancelled"] and not flights.running("ref"), ran_on
 
     asyncio.run(go())
