@@ -400,6 +400,13 @@ class WorkerPool:
                         if "programs" not in message:  # a step starts (a heartbeat only says that it lives)
                             stall_s = _stall_of(message)
                         stall_at = loop.time() + stall_s - hold.paused_s() if stall_s is not None else None
+                    if (stuck_s := _stuck_of(message)) is not None:  # the step it names spins: ended at once
+                        zygote.kill_child()
+                        await self._await_exit(zygote)
+                        _log_end(job, loop.time() - start, hold, "was ended as hung after")
+                        where = message.get("test")
+                        return outcome("timeout", f"hung: {where}: none of its GPU kernels finished for "
+                                                  f"{stuck_s:g} s (the worker was killed)")  # fmt: skip
                     if on_event is not None:
                         on_event(redact_data(message))
                 elif event == "result":
@@ -648,6 +655,15 @@ def _stall_of(message: dict[str, Any]) -> float | None:
     """How long the step a progress message starts may stay silent before its job is ended as hung (None: until
     the job's own time limit). A job can only shorten its own life this way."""
     value = message.get("stall_s")
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < float("inf"):
+        return float(value)
+    return None
+
+
+def _stuck_of(message: dict[str, Any]) -> float | None:
+    """How long the kernels of the step now running went without one finishing, where the job says they spin
+    (``job.kernel_watch``); None where it does not say so. Like `_stall_of`, it can only end the job sooner."""
+    value = message.get("stuck_s")
     if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < float("inf"):
         return float(value)
     return None

@@ -31,9 +31,15 @@ LINE = r"(\d+) ms DEBUG geak\.evaluator\.device_share: (.+): "  # the CLI's LOG_
 ALONE = re.compile(LINE + r"alone for a job \((\d+) paused")
 SHARED = re.compile(LINE + r"shared again after [\d.]+ s alone \((\d+) waiting")
 ENDED = re.compile(
-    r"(\d+) ms INFO geak\.evaluator\.pool: a (\w+) job (?:of (.+?) )?(ended in|was killed at its time limit after) "
+    r"(\d+) ms INFO geak\.evaluator\.pool: a (\w+) job (?:of (.+?) )?(ended in|was killed at its time limit after|"
+    r"was ended as hung after) "
     r"([\d.]+) s(?: \(([\d.]+) s of it paused\))?"
 )
+ENDS = {  # how a job ended, as its end line says it (``ENDED``'s fourth group), in the words listed here
+    "ended in": "ended",
+    "was killed at its time limit after": "killed at its limit",
+    "was ended as hung after": "ended as hung",
+}
 STALLED = re.compile(LINE + r"(\d+) job\(s\) in the way of a timing")
 LONG_GAP_S = 5.0  # a gap this long is not a timing's preparation
 LISTED_CHECKS = 3  # how many of the checks paused that long are listed (the last to end)
@@ -69,7 +75,7 @@ class PausedCheck:
     end_s: float
     took_s: float
     paused_s: float
-    killed: bool  # at its time limit
+    ended: str  # how (``ENDS``)
     file: str  # the file it checked ("" in a log that does not name it)
 
 
@@ -79,7 +85,7 @@ class Stall:
     start_s: float
     in_the_way: int  # jobs sharing the device when its timing found it busy
     end_s: float | None  # when the device was next alone (None: never, in this log)
-    last_check: str  # the last check to end before then: "FILE ended" / "FILE killed at its limit" ("" if none)
+    last_check: str  # the last check to end before then: "FILE ended" (``ENDS``; "" if none)
 
 
 def stalls(lines: list[str]) -> list[Stall]:
@@ -90,7 +96,7 @@ def stalls(lines: list[str]) -> list[Stall]:
     last_check = ""
     for line in lines:
         if (m := ENDED.search(line)) and m.group(2) == "check":
-            last_check = f"{m.group(3) or 'a check'} {'ended' if m.group(4) == 'ended in' else 'killed at its limit'}"
+            last_check = f"{m.group(3) or 'a check'} {ENDS[m.group(4)]}"
         elif m := STALLED.search(line):
             open_at.setdefault(m.group(2), (int(m.group(1)) / 1e3, int(m.group(3))))
         elif (m := ALONE.search(line)) and m.group(2) in open_at:
@@ -106,10 +112,8 @@ def paused_checks(lines: list[str]) -> list[PausedCheck]:
     for line in lines:
         m = ENDED.search(line)
         if m and m.group(2) == "check" and m.group(6) and float(m.group(6)) >= LONG_GAP_S:
-            killed = m.group(4) != "ended in"
-            found.append(
-                PausedCheck(int(m.group(1)) / 1e3, float(m.group(5)), float(m.group(6)), killed, m.group(3) or "")
-            )
+            end_s, took_s, paused_s = int(m.group(1)) / 1e3, float(m.group(5)), float(m.group(6))
+            found.append(PausedCheck(end_s, took_s, paused_s, ENDS[m.group(4)], m.group(3) or ""))
     return sorted(found, key=lambda c: -c.end_s)
 
 
@@ -181,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     checks = paused_checks(lines)
     if checks and not args.json:
         listed = "; ".join(
-            f"{c.file + ' ' if c.file else ''}{'killed at its limit' if c.killed else 'ended'} at {c.end_s:.1f} s "
+            f"{c.file + ' ' if c.file else ''}{c.ended} at {c.end_s:.1f} s "
             f"after {c.took_s:.1f} s, "
             f"{c.paused_s:.1f} s of it paused"
             for c in checks[:LISTED_CHECKS]

@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from ..shared.poison import second_poison
+from .kernel_watch import KernelWatch
 
 BACKEND_CHOICES = ("auto", "gpu", "interpreter")
 
@@ -255,6 +256,7 @@ _TWIN_CHOICES: dict[tuple[Any, ...], dict[Any, int]] = {}  # a kernel's fingerpr
 _TUNING_BENCH: list[Callable[..., Any]] = []  # what autotuners time their configs with, within `tuned_with`
 _COMPILE_ONLY = threading.Event()
 _KEEP_COMPILED = threading.Event()
+_WATCHES: list[KernelWatch] = []  # the watch of the probes now running, within `kernels_watched`
 
 FATAL_GPU_ERRORS = (
     "illegal memory access",
@@ -386,6 +388,21 @@ def compiled_kept():
 
 
 @contextlib.contextmanager
+def kernels_watched(watch: KernelWatch, gpu: bool):
+    """Within it, `watch` is told of an event recorded after each Triton launch, and its thread watches them
+    (``kernel_watch``; on a GPU only, where the thread can query in relaxed capture mode)."""
+    if not gpu or not watch.start(hip=bool(torch.version.hip)):
+        yield
+        return
+    _WATCHES.append(watch)
+    try:
+        yield
+    finally:
+        _WATCHES.remove(watch)
+        watch.stop()
+
+
+@contextlib.contextmanager
 def ghost_kernels():
     """Within it, every Triton launch is a no-op: outputs that come out right anyway were not computed by the
     kernels."""
@@ -406,6 +423,7 @@ def _install_launch_counter() -> None:
 
         classes.append(InterpretedFunction)
     event, current_stream = torch.cuda.Event, torch.cuda.current_stream  # bound before any user code
+    capturing = torch.cuda.is_current_stream_capturing
     for cls in classes:
         original = cls.run
 
@@ -423,6 +441,13 @@ def _install_launch_counter() -> None:
                     ret = __original(self, *args, **kwargs)
                     end.record(current_stream())
                     KERNEL_EVENTS.append((name, start, end))
+                    return ret
+                if _WATCHES:
+                    ret = __original(self, *args, **kwargs)
+                    if not capturing():  # an event recorded in a capture would be the graph's, not a launch's
+                        done = event()
+                        done.record(current_stream())
+                        _WATCHES[-1].launched(done)
                     return ret
             return __original(self, *args, **kwargs)
 

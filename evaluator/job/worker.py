@@ -33,6 +33,7 @@ import signal
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections import Counter
@@ -42,7 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..shared.isolation_policy import PROCESS_ONLY, Policy
-from ..shared.probe_rules import probe_stall_s
+from ..shared.probe_rules import kernel_stuck_s, probe_stall_s
 from ..shared.protocol import (
     HEARTBEAT_S,
     REPRODUCED,
@@ -101,9 +102,13 @@ def main() -> None:
     sys.stdout = os.fdopen(1, "w", buffering=1)
     sys.stderr = os.fdopen(2, "w", buffering=1)
 
+    sending = threading.Lock()  # a job's own threads send too (``kernel_watch``): one line at a time
+
     def send(message: dict[str, Any]) -> None:
-        proto.write(json.dumps(message, default=str) + "\n")
-        proto.flush()
+        line = json.dumps(message, default=str) + "\n"
+        with sending:
+            proto.write(line)
+            proto.flush()
 
     try:
         from . import sandbox
@@ -463,6 +468,7 @@ def _run_check(job: CheckJob, info: Any, send) -> dict[str, Any]:
 
     from . import sandbox, triton_cache
     from .capture import RECORDED_CALLS, CallRecorder, to_portable
+    from .kernel_watch import KernelWatch
     from .probes import make_probes, replay_probes
 
     started = time.perf_counter()
@@ -549,14 +555,18 @@ def _run_check(job: CheckJob, info: Any, send) -> dict[str, Any]:
         describe = lambda e: sandbox.describe_error(e, path, module)["message"]
         stall_s = probe_stall_s(job.probe_stall_s, check_s)
         probe_starting = lambda name: starting(name, stall_s)  # the caller ends a probe silent longer as hung
-        if making:
-            make = probes["make"]
-            hung = frozenset(make.get("hung", ()))  # where an earlier run of this reference hung
-            made = make_probes(recorder, make["seed"], seed, job.max_calls, out_dir, gpu, describe, check_s,
-                               job.poison, make["variants"], probe_starting, hung)  # fmt: skip
-            result["fresh"] = made
-        else:
-            result["fresh"] = replay_probes(recorder, probes["replay"], seed, out_dir, gpu, describe, probe_starting)
+        stuck = lambda stuck_s: send({"event": "progress", "test": running["test"], "stuck_s": stuck_s})
+        with sandbox.kernels_watched(KernelWatch(stuck, kernel_stuck_s(check_s)), gpu):  # ...or whose kernels spin
+            if making:
+                make = probes["make"]
+                hung = frozenset(make.get("hung", ()))  # where an earlier run of this reference hung
+                made = make_probes(recorder, make["seed"], seed, job.max_calls, out_dir, gpu, describe, check_s,
+                                   job.poison, make["variants"], probe_starting, hung)  # fmt: skip
+                result["fresh"] = made
+            else:
+                result["fresh"] = replay_probes(
+                    recorder, probes["replay"], seed, out_dir, gpu, describe, probe_starting
+                )
     return result
 
 

@@ -16,6 +16,8 @@ KIND_WORDS = {"fresh": "fresh inputs", "shape": "other sizes", "value": "other v
 GHOST_RUN = " (without kernels)"  # a fresh probe's run without kernels, as a job's progress names it
 SECOND_RUN = " (again)"  # a probe's second run where the reference makes it, as a job's progress names it
 TENSOR_SPEC = re.compile(r"\w+\[[^\]]*\]")  # a tensor argument in a call's signature: `f32[16,1040]`
+KERNEL_STUCK_FLOOR_S = 10.0  # a probe's launched kernels none of which finished in this long (or longer:
+KERNEL_STUCK_FACTOR = 2.0  # this times the tests' own first run) spin: the job is ended as hung
 PROBE_STALL_FACTOR = 5.0  # a probe silent longer than this times the tests' own first run (or the options' floor)
 # ends its job as hung: a GPU kernel that spins for ever cannot be stopped in its process
 
@@ -45,6 +47,14 @@ def probe_place(where: str) -> str:
     if call is None:
         return numbered
     return f"{call[1]}({', '.join(TENSOR_SPEC.findall(call[2]))})"
+
+
+def kernel_stuck_s(tests_s: float) -> float:
+    """How long a probe's GPU kernels may go without one finishing before its job is ended as hung
+    (``kernel_watch``). A probe runs what its file's tests ran (fresh inputs: a tested call again; other sizes and
+    values: within a share of the tests' time, ``probes.ProbeBudget``), beside the same other jobs: its kernels
+    take no longer than the tests took, all of them."""
+    return max(KERNEL_STUCK_FLOOR_S, KERNEL_STUCK_FACTOR * tests_s)
 
 
 def probe_stall_s(floor_s: float, tests_s: float) -> float:
