@@ -265,3 +265,17 @@ def _describe_error(err: Mapping[str, Any]) -> str:
         shown = repr(err["input"])
         message += f" (got {shown if len(shown) <= 60 else shown[:57] + '...'})"
     return f"{key}: {message}"
+
+
+def eval_options(config: AgentConfig, backend: str = "auto") -> EvalOptions:
+    """The evaluator settings an agent run asks for (time limit, timing rounds, fresh inputs, tolerances, GPU)."""
+    return EvalOptions(
+        timeout_s=config.timeout_per_check_s,
+        bench_rounds=config.bench_rounds,
+        fresh_inputs=config.fresh_inputs > 0,
+        probe_variants=config.probe_variants,
+        seed=config.seed,
+        backend=backend,
+        gpu_id=config.gpu_id,
+        tolerances=parse_tolerance_overrides(config.tolerance),
+    )

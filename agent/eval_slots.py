@@ -11,7 +11,7 @@ from typing import Any
 from geak.evaluator.api import EvalOptions, Evaluator
 from geak.evaluator.pool import WorkerStartError, device_masks, pin_device, usable_cores
 
-from . import session
+from . import config
 from .config import AgentConfig
 from .run_config import RunConfig
 
@@ -59,7 +59,7 @@ def eval_options(agent: AgentConfig, backend: str, gpu_id: int | None) -> EvalOp
     each, host-bound, held the device for minutes: ``BATCH_ROUNDS_S``), and take no per-kernel device
     time, which no batch record reads. A fixed `bench_rounds` (``--rounds``) is kept."""
     return replace(
-        session.eval_options(agent, backend),
+        config.eval_options(agent, backend),
         gpu_id=gpu_id,
         profile_kernels=False,
         rep_ms=BATCH_REP_MS,

@@ -10,30 +10,15 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from geak.evaluator.api import BadInput, EvalOptions, Evaluator
-from geak.evaluator.compare import parse_tolerance_overrides
+from geak.evaluator.api import BadInput, Evaluator
 from geak.evaluator.triton_file import TritonFileError, read_triton_file
 
-from .config import AgentConfig
+from .config import AgentConfig, eval_options
 from .evaluation import CandidateEvaluator
 from .llm import ChatModel
 from .loop import GeakAgent, ProgressCallback
 from .outcome import OptimizeResult
 from .retrieval import KernelCorpus
-
-
-def eval_options(config: AgentConfig, backend: str = "auto") -> EvalOptions:
-    """The evaluator settings an agent run asks for (time limit, timing rounds, fresh inputs, tolerances, GPU)."""
-    return EvalOptions(
-        timeout_s=config.timeout_per_check_s,
-        bench_rounds=config.bench_rounds,
-        fresh_inputs=config.fresh_inputs > 0,
-        probe_variants=config.probe_variants,
-        seed=config.seed,
-        backend=backend,
-        gpu_id=config.gpu_id,
-        tolerances=parse_tolerance_overrides(config.tolerance),
-    )
 
 
 class OptimizeSession:

@@ -266,8 +266,7 @@ def report(out: Path, sample: list[str]) -> None:
 
 
 async def main_async(args) -> None:
-    from geak.agent.config import AgentConfig
-    from geak.agent.session import eval_options
+    from geak.agent.config import AgentConfig, eval_options
     from geak.evaluator.api import Evaluator
 
     out = Path(args.out)

@@ -3,15 +3,16 @@ flight) with a log of what happened where, and the metrics table."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from geak.agent.batch import BatchEvent
-
 from .render import console, err_console
+
+if TYPE_CHECKING:  # `geak eval` renders with it and runs no agent: the agent's model client stays unloaded
+    from geak.agent.batch import BatchEvent
 
 
 class BatchProgress:

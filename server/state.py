@@ -18,8 +18,7 @@ from typing import Any
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
-from geak.agent.config import AgentConfig, ConfigError
-from geak.agent.session import eval_options
+from geak.agent.config import AgentConfig, ConfigError, eval_options
 
 from .analysis import content_key
 from .checks import CheckHooks, CheckManager, FileReport
