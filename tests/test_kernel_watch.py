@@ -1,4 +1,4 @@
-"""A probe whose GPU kernels stop finishing ends its job within seconds (``job.kernel_watch``): the watch's rule on
+"""A check whose GPU kernels stop finishing ends its job within seconds (``job.kernel_watch``): the watch's rule on
 the CPU, the whole path on a GPU (skipped without one)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from fixture_check import FIXTURES
 from geak.evaluator.api import EvalOptions, Evaluator
 from geak.evaluator.job.kernel_watch import MAX_STEP_S, KernelWatch
 from geak.evaluator.pool import _stuck_of
-from geak.evaluator.shared.probe_rules import KERNEL_STUCK_FLOOR_S, kernel_stuck_s
+from geak.evaluator.shared.probe_rules import KERNEL_STUCK_FLOOR_S, TESTS_KERNEL_STUCK_S, kernel_stuck_s
 
 
 class Event:
@@ -75,6 +75,7 @@ def test_time_while_the_process_was_stopped_does_not_count():
 def test_the_rule_floor_and_what_the_pool_accepts():
     assert kernel_stuck_s(0.5) == KERNEL_STUCK_FLOOR_S
     assert kernel_stuck_s(30.0) == 60.0  # twice the tests' own run
+    assert kernel_stuck_s(None) == TESTS_KERNEL_STUCK_S  # in the tests themselves
     assert _stuck_of({"event": "progress", "test": "fresh inputs #1 f(f32[8])", "stuck_s": 10.0}) == 10.0
     for bad in (True, 0, -1.0, float("inf"), float("nan"), "10", None):
         assert _stuck_of({"event": "progress", "stuck_s": bad}) is None, bad
@@ -114,3 +115,11 @@ def test_a_wrapper_that_captures_a_cuda_graph_while_its_launches_are_watched_is_
     assert r.ok, r.message
     assert any(m.startswith("running fresh inputs #1 ") for m in said), said  # its probes ran, watched
     assert not [m for m in said if "hung" in m], said
+
+
+@needs_gpu
+def test_a_candidate_whose_kernel_spins_in_the_test_fails_as_hung_long_before_its_time_limit():
+    said: list[str] = []
+    r = gpu_check("probes/sub_spins_on_the_device.py", "probes/sub.py", said.append)
+    assert not r.ok and r.tests[0].kind == "timeout", r.message
+    assert f"hung: test_sub: none of its GPU kernels finished for {TESTS_KERNEL_STUCK_S:g} s" in r.message, r.message

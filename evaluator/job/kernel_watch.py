@@ -1,17 +1,17 @@
-"""Tells the caller, within seconds, that a probe's GPU kernels have stopped making progress.
+"""Tells the caller, within seconds, that a check's GPU kernels have stopped making progress.
 
 A kernel that spins for ever (waiting on a lock that no program sets: TritonBench-revised `spinning_lock_reduction.py`
-at other sizes) cannot be stopped in its process, and the process says nothing while it spins, as it says nothing
-while it compiles for new sizes. So the caller could only call the probe hung after the probe's silence limit
-(``probe_rules.probe_stall_s``, 60 s at least), and all that while the spinning kernel held the device that the
-timings of other files waited for (34.6 s and 37.8 s of two whole-suite evaluations of 264 s and 270 s on an
-H200).
+at other sizes; a loop whose condition never changes, as model-written kernels have) cannot be stopped in its
+process, and the process says nothing while it spins, as it says nothing while it compiles. So the caller could only
+call it hung after a probe's silence limit (``probe_rules.probe_stall_s``, 60 s at least) or the check's time limit,
+and all that while the spinning kernel held the device that the timings of other files waited for (34.6 s and
+37.8 s of two whole-suite evaluations of 264 s and 270 s on an H200).
 
-While a check job's probes run, the launch hook (``sandbox``) records an event after each Triton launch
+While a check job's tests and probes run, the launch hook (``sandbox``) records an event after each Triton launch
 (`KernelWatch.launched`) and a thread of this job queries them. Once some are pending and none has completed for
-`stuck_s` (``probe_rules.kernel_stuck_s``), the thread tells the caller, which ends the job as hung in that probe,
-as it would have after the silence. Only the time this process runs counts: the pool stops checks while a timing
-measures, and the thread counts no more than a few polls' worth of any one gap.
+`stuck_s` (``probe_rules.kernel_stuck_s``), the thread tells the caller, which ends the job as hung in that test or
+probe. Only the time this process runs counts: the pool stops checks while a timing measures, and the thread counts
+no more than a few polls' worth of any one gap.
 
 The thread queries in relaxed capture mode and no event is recorded while the launching stream captures a graph, so
 a wrapper's CUDA graph capture is never disturbed. What the job says here can only end it sooner, never pass it.

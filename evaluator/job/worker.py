@@ -519,35 +519,38 @@ def _run_check(job: CheckJob, info: Any, send) -> dict[str, Any]:
         running["test"] = name
         send({"event": "progress", "test": name} | ({"stall_s": stall_s} if stall_s else {}))
 
-    if job.test_style == "pytest":
-        not_run = _run_pytest(job, module, recorder, gpu, record, starting, lambda: sandbox.seed_everything(seed))
-        result["tests"] += [_skipped_after(t, ended) for t in not_run]
-    direct_tests = () if job.test_style == "pytest" else job.tests
-    for name in direct_tests:
-        if fatal or ended:
-            kind = "error" if fatal else "skipped"
-            result["tests"].append({"name": name, "kind": kind, "message": f"not run: {fatal or ended}"})
-            continue
-        starting(name)
-        sandbox.seed_everything(seed)
-        entry, error = _run_test(module, name, path, recorder, gpu)
-        if entry["kind"] != "pass":
-            entry.pop("_return", None)
-        record(entry, error)
-    check_s = time.perf_counter() - started  # what a candidate's job takes of it: the import and the tests, once
-    if job.repeat_tests and not (fatal or ended):  # the reference: is each output reproducible, all of it written?
-        for entry in [t for t in result["tests"] if t["kind"] == "pass" and t["name"] in direct_tests]:
-            starting(f"{entry['name']} (again)")
+    stuck = lambda stuck_s: send({"event": "progress", "test": running["test"], "stuck_s": stuck_s})
+    watched = lambda stuck_s: sandbox.kernels_watched(KernelWatch(stuck, stuck_s), gpu)
+    with watched(kernel_stuck_s(None)):  # a test whose GPU kernels spin ends within seconds, not at the limit
+        if job.test_style == "pytest":
+            not_run = _run_pytest(job, module, recorder, gpu, record, starting, lambda: sandbox.seed_everything(seed))
+            result["tests"] += [_skipped_after(t, ended) for t in not_run]
+        direct_tests = () if job.test_style == "pytest" else job.tests
+        for name in direct_tests:
+            if fatal or ended:
+                kind = "error" if fatal else "skipped"
+                result["tests"].append({"name": name, "kind": kind, "message": f"not run: {fatal or ended}"})
+                continue
+            starting(name)
             sandbox.seed_everything(seed)
-            with sandbox.second_poison_filled() if job.poison else contextlib.nullcontext():
-                again, error = _run_test(module, entry["name"], path, recorder, gpu)
-            if again["kind"] == "pass":
-                with contextlib.suppress(Exception):
-                    output = to_portable(again.pop("_return", None))
-                    torch.save(output, out_dir / output_file_of_test(entry["name"], "again"))
-            if error is not None and sandbox.context_lost(gpu, str(error)):
-                fatal = "the GPU context was lost after a fault in a repeated test"
-                break
+            entry, error = _run_test(module, name, path, recorder, gpu)
+            if entry["kind"] != "pass":
+                entry.pop("_return", None)
+            record(entry, error)
+        check_s = time.perf_counter() - started  # what a candidate's job takes of it: the import and the tests, once
+        if job.repeat_tests and not (fatal or ended):  # the reference: is each output reproducible, all of it written?
+            for entry in [t for t in result["tests"] if t["kind"] == "pass" and t["name"] in direct_tests]:
+                starting(f"{entry['name']} (again)")
+                sandbox.seed_everything(seed)
+                with sandbox.second_poison_filled() if job.poison else contextlib.nullcontext():
+                    again, error = _run_test(module, entry["name"], path, recorder, gpu)
+                if again["kind"] == "pass":
+                    with contextlib.suppress(Exception):
+                        output = to_portable(again.pop("_return", None))
+                        torch.save(output, out_dir / output_file_of_test(entry["name"], "again"))
+                if error is not None and sandbox.context_lost(gpu, str(error)):
+                    fatal = "the GPU context was lost after a fault in a repeated test"
+                    break
 
     probes = job.probes
     if probes and not (fatal or ended):
@@ -555,8 +558,7 @@ def _run_check(job: CheckJob, info: Any, send) -> dict[str, Any]:
         describe = lambda e: sandbox.describe_error(e, path, module)["message"]
         stall_s = probe_stall_s(job.probe_stall_s, check_s)
         probe_starting = lambda name: starting(name, stall_s)  # the caller ends a probe silent longer as hung
-        stuck = lambda stuck_s: send({"event": "progress", "test": running["test"], "stuck_s": stuck_s})
-        with sandbox.kernels_watched(KernelWatch(stuck, kernel_stuck_s(check_s)), gpu):  # ...or whose kernels spin
+        with watched(kernel_stuck_s(check_s)):  # ...or whose kernels spin
             if making:
                 make = probes["make"]
                 hung = frozenset(make.get("hung", ()))  # where an earlier run of this reference hung

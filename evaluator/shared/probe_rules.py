@@ -18,6 +18,7 @@ SECOND_RUN = " (again)"  # a probe's second run where the reference makes it, as
 TENSOR_SPEC = re.compile(r"\w+\[[^\]]*\]")  # a tensor argument in a call's signature: `f32[16,1040]`
 KERNEL_STUCK_FLOOR_S = 10.0  # a probe's launched kernels none of which finished in this long (or longer:
 KERNEL_STUCK_FACTOR = 2.0  # this times the tests' own first run) spin: the job is ended as hung
+TESTS_KERNEL_STUCK_S = 30.0  # ...and a test's, in this long
 PROBE_STALL_FACTOR = 5.0  # a probe silent longer than this times the tests' own first run (or the options' floor)
 # ends its job as hung: a GPU kernel that spins for ever cannot be stopped in its process
 
@@ -49,11 +50,15 @@ def probe_place(where: str) -> str:
     return f"{call[1]}({', '.join(TENSOR_SPEC.findall(call[2]))})"
 
 
-def kernel_stuck_s(tests_s: float) -> float:
-    """How long a probe's GPU kernels may go without one finishing before its job is ended as hung
-    (``kernel_watch``). A probe runs what its file's tests ran (fresh inputs: a tested call again; other sizes and
-    values: within a share of the tests' time, ``probes.ProbeBudget``), beside the same other jobs: its kernels
-    take no longer than the tests took, all of them."""
+def kernel_stuck_s(tests_s: float | None) -> float:
+    """How long a check's GPU kernels may go without one finishing before its job is ended as hung
+    (``kernel_watch``). In its probes (`tests_s`: what the import and first pass of the tests took): a probe runs
+    what its file's tests ran (fresh inputs: a tested call again; other sizes and values: within a share of the
+    tests' time, ``probes.ProbeBudget``), beside the same other jobs, so its kernels take no longer than the tests
+    took, all of them. In the tests themselves (None), nothing is known yet: a floor that no unit test's kernel
+    comes near, far below a check's time limit."""
+    if tests_s is None:
+        return TESTS_KERNEL_STUCK_S
     return max(KERNEL_STUCK_FLOOR_S, KERNEL_STUCK_FACTOR * tests_s)
 
 
