@@ -84,12 +84,16 @@ def _cuda_blocking() -> bool:
 
 
 def _hip_blocking() -> bool:
-    """The current device (device 0 in a fresh job process), as HIP sets it before its context opens; in the HIP
-    runtime torch loaded (another copy of it would keep a state of its own), else not at all."""
+    """The current device (device 0 in a fresh job process), as HIP sets it before its context opens."""
+    runtime = loaded_hip_runtime()
+    return runtime is not None and runtime.hipSetDeviceFlags(ctypes.c_uint(HIP_DEVICE_SCHEDULE_BLOCKING_SYNC)) == 0
+
+
+def loaded_hip_runtime() -> ctypes.CDLL | None:
+    """The HIP runtime torch loaded (another copy of it would keep a state of its own); None if none is loaded."""
     for name in HIP_RUNTIMES:
         try:
-            runtime = ctypes.CDLL(name, mode=os.RTLD_NOLOAD)
+            return ctypes.CDLL(name, mode=os.RTLD_NOLOAD)
         except OSError:  # not the name of a loaded library
             continue
-        return runtime.hipSetDeviceFlags(ctypes.c_uint(HIP_DEVICE_SCHEDULE_BLOCKING_SYNC)) == 0
-    return False
+    return None

@@ -20,13 +20,12 @@ a wrapper's CUDA graph capture is never disturbed. What the job says here can on
 from __future__ import annotations
 
 import ctypes
-import os
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-from .device_wait import CUDA_DRIVER, HIP_RUNTIMES
+from .device_wait import CUDA_DRIVER, loaded_hip_runtime
 
 POLL_S = 0.25  # how often the thread looks at the pending events
 MAX_STEP_S = 4 * POLL_S  # the most one gap between polls counts (a longer one: this process was stopped)
@@ -107,13 +106,8 @@ def _relaxed_capture_mode(hip: bool) -> bool:
     mode = ctypes.c_int(RELAXED_CAPTURE)
     try:
         if hip:
-            for name in HIP_RUNTIMES:
-                try:
-                    runtime = ctypes.CDLL(name, mode=os.RTLD_NOLOAD)
-                except OSError:  # not the name of a loaded library
-                    continue
-                return runtime.hipThreadExchangeStreamCaptureMode(ctypes.byref(mode)) == 0
-            return False
+            runtime = loaded_hip_runtime()
+            return runtime is not None and runtime.hipThreadExchangeStreamCaptureMode(ctypes.byref(mode)) == 0
         return ctypes.CDLL(CUDA_DRIVER).cuThreadExchangeStreamCaptureMode(ctypes.byref(mode)) == 0
     except (OSError, AttributeError):  # no such library or function: no watch
         return False
