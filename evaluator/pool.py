@@ -404,7 +404,7 @@ class WorkerPool:
                         zygote.kill_child()
                         await self._await_exit(zygote)
                         _log_end(job, loop.time() - start, hold, "was ended as hung after")
-                        where = message.get("test")
+                        where = message.get("test") or "the job"
                         return outcome("timeout", f"hung: {where}: none of its GPU kernels finished for "
                                                   f"{stuck_s:g} s (the worker was killed)")  # fmt: skip
                     if on_event is not None:
@@ -654,16 +654,18 @@ def _status_words(code: int | None) -> str:
 def _stall_of(message: dict[str, Any]) -> float | None:
     """How long the step a progress message starts may stay silent before its job is ended as hung (None: until
     the job's own time limit). A job can only shorten its own life this way."""
-    value = message.get("stall_s")
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < float("inf"):
-        return float(value)
-    return None
+    return _seconds_in(message, "stall_s")
 
 
 def _stuck_of(message: dict[str, Any]) -> float | None:
     """How long the kernels of the step now running went without one finishing, where the job says they spin
     (``job.kernel_watch``); None where it does not say so. Like `_stall_of`, it can only end the job sooner."""
-    value = message.get("stuck_s")
+    return _seconds_in(message, "stuck_s")
+
+
+def _seconds_in(message: dict[str, Any], key: str) -> float | None:
+    """A job's message's number of seconds under `key`: positive and finite, else None."""
+    value = message.get(key)
     if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < float("inf"):
         return float(value)
     return None

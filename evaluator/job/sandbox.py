@@ -256,7 +256,7 @@ _TWIN_CHOICES: dict[tuple[Any, ...], dict[Any, int]] = {}  # a kernel's fingerpr
 _TUNING_BENCH: list[Callable[..., Any]] = []  # what autotuners time their configs with, within `tuned_with`
 _COMPILE_ONLY = threading.Event()
 _KEEP_COMPILED = threading.Event()
-_WATCHES: list[KernelWatch] = []  # the watch of the probes now running, within `kernels_watched`
+_WATCHES: list[KernelWatch] = []  # the watch of the tests or probes now running, within `kernels_watched`
 
 FATAL_GPU_ERRORS = (
     "illegal memory access",
