@@ -68,6 +68,14 @@ def test_a_forged_result_message_does_not_pass():
     assert "reported no result" in r.message
 
 
+def test_a_forged_report_of_stuck_kernels_only_ends_the_forgers_job():
+    """The kernel watch's report (a job's kernels spin) can only end the job that sends it: a candidate that forges
+    one, naming whatever it likes, fails as hung at once."""
+    r = check("forge_stuck.py", "add_native.py")
+    assert not r.ok and r.stage == "call" and r.tests[0].kind == "timeout", r.message
+    assert r.message.startswith("hung: the reference: none of its GPU kernels finished for 1 s"), r.message
+
+
 # ----------------------------------------------------------------------------------------- units
 
 
