@@ -440,9 +440,11 @@ def test_each_spell_alone_is_logged_for_the_spell_timeline(tmp_path):
     spells_at = ((1000, 2000), (2500, 3000), (40000, 41000), (41300, 42000))
     said = "DEBUG geak.evaluator.device_share: GPU 0:"
     ends = (  # what the pool says at each job's end (``pool._log_end``): a check paused long (a space in its file's
-        # name), one killed, one short
+        # name), one ended as hung (the kernel watch), one killed, one short
         "1500 ms INFO geak.evaluator.pool: a check job ended in 1.20 s\n"
         "39000 ms INFO geak.evaluator.pool: a check job of chunk retention.py ended in 60.00 s (30.50 s of it paused)\n"
+        "39500 ms INFO geak.evaluator.pool: a check job of spin.py was ended as hung after 20.00 s (6.00 s of it "
+        "paused)\n"
         "41500 ms INFO geak.evaluator.pool: a check job was killed at its time limit after 150.00 s (30.00 s of it "
         "paused)\n"
         "42000 ms INFO geak.evaluator.pool: a bench job ended in 3.00 s (9.00 s of it paused)\n"
@@ -458,11 +460,11 @@ def test_each_spell_alone_is_logged_for_the_spell_timeline(tmp_path):
     done = subprocess.run([sys.executable, str(script), str(waits)], capture_output=True, text=True)
     assert "37.8 s of gaps" in done.stdout, done.stdout
     assert "0.8 s under 5 s, longer: 37.0 s)" in done.stdout, done.stdout  # a wait apart from the preparations
-    assert ("checks paused 5 s or more: 2, the last to end first: killed at its limit at 41.5 s after 150.0 s, 30.0 s "
-            "of it paused; chunk retention.py ended at 39.0 s after 60.0 s, 30.5 s of it paused") in done.stdout, \
-        done.stdout  # fmt: skip
+    assert ("checks paused 5 s or more: 3, the last to end first: killed at its limit at 41.5 s after 150.0 s, 30.0 s "
+            "of it paused; spin.py ended as hung at 39.5 s after 20.0 s, 6.0 s of it paused; chunk retention.py ended "
+            "at 39.0 s after 60.0 s, 30.5 s of it paused") in done.stdout, done.stdout  # fmt: skip
     assert ("GPU 0: stalled at 3.1 s, 2 job(s) in the way, none alone for 36.9 s (the last check to end before: "
-            "chunk retention.py ended)") in done.stdout, done.stdout  # fmt: skip
+            "spin.py ended as hung)") in done.stdout, done.stdout  # fmt: skip
     empty = tmp_path / "empty.log"
     empty.write_text("nothing here\n")
     refused = subprocess.run([sys.executable, str(script), str(empty)], capture_output=True, text=True)
