@@ -4,12 +4,14 @@ the CPU, the whole path on a GPU (skipped without one)."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 import torch
 from fixture_check import FIXTURES
 
 from geak.evaluator.api import EvalOptions, Evaluator
+from geak.evaluator.job import kernel_watch
 from geak.evaluator.job.kernel_watch import MAX_STEP_S, KernelWatch
 from geak.evaluator.pool import _stuck_of
 from geak.evaluator.shared.probe_rules import KERNEL_STUCK_FLOOR_S, TESTS_KERNEL_STUCK_S, kernel_stuck_s
@@ -70,6 +72,28 @@ def test_time_while_the_process_was_stopped_does_not_count():
     assert not w.poll(3600.0) and not said  # a poll an hour after the last: the pool had stopped the job for a timing
     assert w.awake == MAX_STEP_S
     assert not polled(w, 8.5) and polled(w, 1.0)
+
+
+def test_the_thread_tells_a_stuck_kernel_once_and_stops(monkeypatch):
+    monkeypatch.setattr(kernel_watch, "_relaxed_capture_mode", lambda hip: True)
+    w, said = watch(0.5)
+    assert w.start(hip=False)
+    w.launched(Event())
+    deadline = time.monotonic() + 10
+    while not said and time.monotonic() < deadline:
+        time.sleep(0.05)
+    w.stop()
+    assert said == [0.5] and not w.pending
+
+
+def test_without_the_relaxed_capture_mode_nothing_is_watched_and_nothing_waits(monkeypatch):
+    w, said = watch(0.5)
+    monkeypatch.setattr(kernel_watch, "_relaxed_capture_mode", lambda hip: False)
+    assert not w.start(hip=False)
+    monkeypatch.setattr(kernel_watch, "_relaxed_capture_mode", lambda hip: 1 / 0)  # an unforeseen failure
+    assert not w.start(hip=False)
+    w.stop()
+    assert not said
 
 
 def test_the_rule_floor_and_what_the_pool_accepts():

@@ -74,8 +74,12 @@ class KernelWatch:
         relaxed = {"ok": False}
 
         def watch() -> None:
-            relaxed["ok"] = _relaxed_capture_mode(hip)
-            started.set()
+            try:
+                relaxed["ok"] = _relaxed_capture_mode(hip)
+            except Exception:  # unforeseen: no watch, and the launching thread goes on
+                relaxed["ok"] = False
+            finally:
+                started.set()
             if not relaxed["ok"]:
                 return
             last = self.clock()
