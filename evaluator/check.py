@@ -253,6 +253,8 @@ def verdict(
     if outcome.status != "ok" or outcome.result is None:
         running = (outcome.last_progress or {}).get("test")
         where = f" in {running}" if running else " while importing the file"
+        if running and outcome.message.startswith(f"hung: {running}"):  # the pool's words name it already
+            where = ""
         kind = "timeout" if outcome.status == "timeout" else "crash"
         message = f"{outcome.message}{where}"
         if interpreted and kind == "crash":
