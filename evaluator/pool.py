@@ -366,6 +366,12 @@ class WorkerPool:
         def due() -> float:
             return (min(deadline, stall_at) if stall_at is not None else deadline) + hold.paused_s()
 
+        async def killed(how: str) -> None:
+            """The job's process killed and reaped, and its end logged (`how` it ended)."""
+            zygote.kill_child()
+            await self._await_exit(zygote)
+            _log_end(job, loop.time() - start, hold, how)
+
         def outcome(status: str, message: str = "", result: dict[str, Any] | None = None) -> JobOutcome:
             secrets = known_secrets()  # nothing a job says leaves here with a secret in it
             return JobOutcome(
@@ -401,9 +407,7 @@ class WorkerPool:
                             stall_s = _stall_of(message)
                         stall_at = loop.time() + stall_s - hold.paused_s() if stall_s is not None else None
                     if (stuck_s := _stuck_of(message)) is not None:  # the step it names spins: ended at once
-                        zygote.kill_child()
-                        await self._await_exit(zygote)
-                        _log_end(job, loop.time() - start, hold, "was ended as hung after")
+                        await killed("was ended as hung after")
                         where = message.get("test") or "the job"
                         return outcome("timeout", f"hung: {where}: none of its GPU kernels finished for "
                                                   f"{stuck_s:g} s (the worker was killed)")  # fmt: skip
@@ -419,9 +423,7 @@ class WorkerPool:
                     return outcome("no_result" if code == 0 else "crashed", _exit_description(code))
         except TimeoutError:
             stalled = stall_at is not None and stall_at < deadline
-            zygote.kill_child()
-            await self._await_exit(zygote)
-            _log_end(job, loop.time() - start, hold, "was killed at its time limit after")
+            await killed("was killed at its time limit after")
             if stalled:
                 where = (last_progress or {}).get("test")
                 return outcome("timeout", f"hung: {where} said nothing for {stall_s:g} s (the worker was killed)")

@@ -36,10 +36,8 @@ class KernelWatch:
     """Pending launch events, and the thread that watches them. `say(stuck_s)` is called once, from the thread, when
     events have been pending `stuck_s` seconds of this process's time without one completing."""
 
-    def __init__(
-        self, say: Callable[[float], None], stuck_s: float, clock: Callable[[], float] = time.monotonic
-    ) -> None:
-        self.say, self.stuck_s, self.clock = say, stuck_s, clock
+    def __init__(self, say: Callable[[float], None], stuck_s: float) -> None:
+        self.say, self.stuck_s = say, stuck_s
         self.pending: list[tuple[Any, float]] = []  # (event, when it was recorded, in `awake` seconds)
         self.awake = 0.0  # seconds this process has run since the watch began, as the thread counted them
         self.progress_at = 0.0  # (`awake`) when an event last completed, or the watch began
@@ -82,9 +80,9 @@ class KernelWatch:
                 started.set()
             if not relaxed["ok"]:
                 return
-            last = self.clock()
+            last = time.monotonic()
             while not self._stop.wait(POLL_S) and not self.said:
-                now = self.clock()
+                now = time.monotonic()
                 try:
                     self.poll(now - last)
                 except Exception:  # a fault the launching thread meets and reports too: nothing left to watch
