@@ -55,12 +55,12 @@ async def score_predictions(
 ) -> EvalOutcome:
     """Score each line of `predictions`: every prediction is checked, `per_slot` at a time on each slot, and once
     every check has started, what passed is timed, ``TIMINGS_AT_ONCE`` at a time on each slot (more as its checks
-    end, up to `per_slot`), the quickest tests first among those waiting (``timing_order``), on whichever slot is
-    free, since a slot whose checks run long (a prediction that hangs until the time limit) need not hold what
-    passed there. A timing measures with the device alone: the checks still running on its slot are paused meanwhile
-    and go on after it, their time limits moved on by the pause (the pool's ``DeviceShare``). Timings wait for the
-    checks to have started, not ended: the last ones (often a golden file that hangs until the limit) overlap the
-    timings. Timing from the first pass on, beside every check, took 20% longer on an H200
+    end, up to `per_slot`), by turns the quickest and the slowest tests among those waiting (``next_to_time``), on
+    whichever slot is free, since a slot whose checks run long (a prediction that hangs until the time limit) need
+    not hold what passed there. A timing measures with the device alone: the checks still running on its slot are
+    paused meanwhile and go on after it, their time limits moved on by the pause (the pool's ``DeviceShare``).
+    Timings wait for the checks to have started, not ended: the last ones (often a golden file that hangs until the
+    limit) overlap the timings. Timing from the first pass on, beside every check, took 20% longer on an H200
     (``docs/measurements.md``, twelfth). Records are appended to `results` (JSONL) as they finish (a prediction that
     passed, once timed) and passed to `on_record(record, total)`. `timing` False: correctness only (call and
     execution accuracy). `earlier`: records of an interrupted run of the same predictions, by line: those lines are
@@ -122,9 +122,9 @@ async def score_predictions(
                     changed.notify_all()
 
     async def time_on(slot: EvalSlot) -> None:
-        """Once every check has started: timings of what passed on any slot, the quickest tests first among those
-        waiting (``timing_order``), as many at once as the slot's checks still running leave of its `per_slot` jobs,
-        at least ``TIMINGS_AT_ONCE``, until every passed prediction is timed."""
+        """Once every check has started: timings of what passed on any slot, by turns the quickest and the slowest
+        tests among those waiting (``next_to_time``), as many at once as the slot's checks still running leave of its
+        `per_slot` jobs, at least ``TIMINGS_AT_ONCE``, until every passed prediction is timed."""
         async with changed:
             await changed.wait_for(lambda: unassigned == 0)
         if to_time:  # (none under --no-timing, or on the interpreter)
@@ -153,7 +153,7 @@ async def score_predictions(
                     await changed.wait_for(lambda: (bool(to_time) and room()) or (checks_done() and not to_time))
                     if not to_time:
                         break
-                    checked = timing_order(to_time)[0]
+                    checked = next_to_time(to_time, len(timings))
                     to_time.remove(checked)
                     running += 1
                 timings.append(asyncio.ensure_future(time_one(checked)))
@@ -175,12 +175,22 @@ async def score_predictions(
 
 
 def timing_order(checked: list[_Checked]) -> list[_Checked]:
-    """The order predictions waiting for a timing are timed in: those whose tests ran quickest in their checks first.
-    A long test often makes slow calls, whose timing holds the device alone longest (on an H200, two
-    TritonBench-revised int4 matmul files timed first held it for four minutes, every check paused): the quick ones
-    are scored before them."""
+    """Predictions waiting for a timing, those whose tests ran quickest in their checks first: a timing captures its
+    calls by running the tests again, so the quicker they ran, the sooner it is ready to measure."""
     tests_s = lambda c: sum(t.duration_s for t in c.check.tests) if c.check is not None else 0.0
     return sorted(checked, key=lambda c: (tests_s(c), c.record["line"]))
+
+
+def next_to_time(waiting: list[_Checked], started: int) -> _Checked:
+    """The prediction a slot times next, of those `waiting`, after `started` timings: by turns the one whose tests
+    ran quickest (``timing_order``: it is soon ready to measure, so the device is kept busy) and the one whose tests
+    ran longest. A timing prepares only while no other measures (the pool's ``DeviceShare``), so a slow preparation
+    started last is the run's tail: on an H200, quickest first, the last four timings of a `geak eval` of the
+    TritonBench-revised suite started 15-19 s before its end, and ran 8-12 s each, mostly preparing, the device
+    idle between them. Their rounds are capped
+    (``eval_slots.BATCH_ROUNDS_S``), so one timed early holds the device alone no longer than later."""
+    order = timing_order(waiting)
+    return order[-1] if started % 2 else order[0]
 
 
 def _slow_first(lines: list[int], references: dict[int, Path], slots: list[EvalSlot]) -> list[int]:

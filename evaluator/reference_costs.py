@@ -4,22 +4,26 @@ references starts the slow ones first (``longest_first``).
 A batch is as long as its slowest file started last: in a `geak eval` of TritonBench-revised on an H100, three golden
 files that fail or hang in their own test (to the 300 s limit) started at lines 82, 89 and 164 and held the checks'
 end from 256 s to 389 s, while every timing waited. Their cost is known after one run; a later eval of other
-predictions of the same suite starts them first. Where it is not known (a first run), the larger file goes first: on a
-fresh H200, the two checks that ended a `geak eval` last (`chunk_retention.py`, 79 s of its own work, and
-`triton_linear_activation.py`, 57 s) were of the suite's 6th and 16th largest files of 184, started at 110 s and 120 s
-in line order; started first, `chunk_retention.py`'s check ended by 92 s. (What size cannot foretell, a small file
-whose candidate spins on the GPU in a probe until its stall limit, it places late.) Only the caller writes the file
-(jobs never see the store's folder) and it only orders work: a wrong or missing figure changes no verdict.
+predictions of the same suite starts them first. Where it is not known (a first run), the costlier text goes first
+(``text_cost``: its size, and the autotune configurations it writes): on a fresh H200, the two checks that ended a
+`geak eval` last (`chunk_retention.py`, 79 s of its own work, and `triton_linear_activation.py`, 57 s) were of the
+suite's 6th and 16th largest files of 184, started at 110 s and 120 s in line order; started first,
+`chunk_retention.py`'s check ended by 92 s. (What size cannot foretell, a small file whose candidate spins on the GPU
+in a probe until its stall limit, it places late.) Only the caller writes the file (jobs never see the store's folder)
+and it only orders work: a wrong or missing figure changes no verdict.
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import json
 import os
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+
+from .python_source import parse
 
 FILE = "reference-seconds.json"
 MAX_ENTRIES = 20_000  # the file stays small: past this, the entries recorded longest ago go
@@ -62,12 +66,74 @@ def record(root: str | None, key: str, seconds: float) -> None:
 
 def longest_first(references: list[Path], known: Mapping[Path, float]) -> list[Path]:
     """`references` in the order work over them should start: those whose own run took longest here before first
-    (`known`, ``Evaluator.known_reference_seconds``), then those not known, the largest file first."""
+    (`known`, ``Evaluator.known_reference_seconds``), then those not known, the costliest first by their text
+    (``text_cost``)."""
+    return sorted(references, key=lambda path: (-known.get(path, 0.0), -text_cost(path)))
 
-    def size(path: Path) -> int:
-        try:
-            return path.stat().st_size
-        except OSError:
-            return 0
 
-    return sorted(references, key=lambda path: (-known.get(path, 0.0), -size(path)))
+BYTES_PER_CONFIG = 200  # what one `triton.Config` written weighs against a byte of source (``text_cost``)
+
+
+def text_cost(path: Path) -> int:
+    """What a file's text foretells of its own run's length: its size in bytes, each autotune configuration it
+    writes counting ``BYTES_PER_CONFIG`` more (``configs_written``), since its test compiles and times every one. On a
+    fresh H200, `int8_dequant_matmul.py` (8.6 KB, 418 configs) reached the 120 s limit in its own test and
+    `triton_linear_activation.py` (13.5 KB, 98) compiled for 79 s, while TritonBench-revised's largest files without
+    autotuning (17 KB) ran theirs in 50-73 s; by size alone the first started 41st of 184. A file that cannot be read
+    costs 0."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return 0
+    return len(text.encode()) + BYTES_PER_CONFIG * configs_written(text)
+
+
+def configs_written(text: str) -> int:
+    """How many `triton.Config(...)` the source builds, by reading it: each call counted once for every pass of the
+    loops and comprehensions around it over a literal list, tuple or set or a `range` of constants (other loops
+    count once). 0 where it does not parse."""
+    try:
+        tree = parse(text)
+    except (SyntaxError, ValueError):
+        return 0
+    total = 0
+
+    def walk(node: ast.AST, passes: int) -> None:
+        nonlocal total
+        if isinstance(node, ast.Call) and _callee(node.func) == "Config":
+            total += passes
+        if isinstance(node, (ast.For, ast.AsyncFor)):
+            walk(node.iter, passes)
+            for child in node.body:
+                walk(child, passes * _passes(node.iter))
+            for child in node.orelse:
+                walk(child, passes)
+            return
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+            for generator in node.generators:
+                walk(generator.iter, passes)
+                passes *= _passes(generator.iter)
+            for part in (getattr(node, "elt", None), getattr(node, "key", None), getattr(node, "value", None)):
+                if part is not None:
+                    walk(part, passes)
+            return
+        for child in ast.iter_child_nodes(node):
+            walk(child, passes)
+
+    walk(tree, 1)
+    return total
+
+
+def _callee(func: ast.expr) -> str:
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
+def _passes(iterable: ast.expr) -> int:
+    """How many times a loop over `iterable` runs, where the source says (else 1)."""
+    if isinstance(iterable, (ast.List, ast.Tuple, ast.Set)):
+        return max(1, len(iterable.elts))
+    if isinstance(iterable, ast.Call) and _callee(iterable.func) == "range" and 1 <= len(iterable.args) <= 3:
+        bounds = [a.value for a in iterable.args if isinstance(a, ast.Constant) and type(a.value) is int]
+        if len(bounds) == len(iterable.args) and (len(bounds) < 3 or bounds[2] != 0):
+            return max(1, len(range(*bounds)))
+    return 1

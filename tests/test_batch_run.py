@@ -440,10 +440,11 @@ def test_what_passed_is_timed_on_any_slot_while_checks_still_run(tmp_path):
     assert len(seen) == 4 and all(checks_then["gpu 1"] >= 1 for _, checks_then in seen[:3]), seen  # gpu 1 checking
 
 
-def test_a_slot_times_the_predictions_whose_tests_ran_quickest_first():
-    """Timings that start together measure only once all of them have captured their calls (by running their tests
-    again): alike ones together, so that one slow capture holds up few others, and the slow ones last."""
-    from geak.agent.batch_eval import _Checked, timing_order
+def test_a_slot_times_the_quickest_and_the_slowest_tests_by_turns():
+    """A timing captures its calls by running the tests again, and prepares only while no other measures: the
+    quickest is soon ready to measure (the device kept busy), and the slowest, taken by turns with it, prepares
+    beside the others instead of being the run's tail."""
+    from geak.agent.batch_eval import _Checked, next_to_time, timing_order
     from geak.evaluator.results import CheckResult, TestOutcome
 
     def checked(line: int, *seconds: float) -> _Checked:
@@ -451,8 +452,13 @@ def test_a_slot_times_the_predictions_whose_tests_ran_quickest_first():
         return _Checked({"line": line}, check=CheckResult(True, "exec", "cuda", "f.py", "", tests=tests))
 
     unchecked = _Checked({"line": 4})
-    order = timing_order([checked(0, 0.5), checked(1, 20.0, 15.0), checked(2, 0.5), checked(3, 3.0), unchecked])
-    assert [c.record["line"] for c in order] == [4, 0, 2, 3, 1]
+    waiting = [checked(0, 0.5), checked(1, 20.0, 15.0), checked(2, 0.5), checked(3, 3.0), unchecked]
+    assert [c.record["line"] for c in timing_order(waiting)] == [4, 0, 2, 3, 1]
+    taken = []
+    while waiting:
+        taken.append(next_to_time(waiting, len(taken)))
+        waiting.remove(taken[-1])
+    assert [c.record["line"] for c in taken] == [4, 1, 0, 3, 2]
 
 
 def test_a_timed_eval_times_what_passed_beside_the_checks_a_few_at_a_time(tmp_path, monkeypatch):

@@ -60,13 +60,40 @@ def test_references_start_longest_first_and_the_largest_where_not_known(tmp_path
     assert reference_costs.longest_first([small, slow, large], {small: 2.0, slow: 9.0}) == [slow, small, large]
 
 
+def test_a_first_run_starts_the_file_that_writes_many_autotune_configs_first(tmp_path):
+    """Where no run is known, a file's size and the autotune configs it writes foretell its cost: the configs built in
+    nested loops over literal lists (TritonBench-revised `int8_dequant_matmul.py`: 418, its test at the 120 s limit)
+    count once a pass."""
+    many = tmp_path / "many.py"
+    many.write_text(
+        "import triton\n"
+        "configs = [triton.Config({'BLOCK': 16}, num_warps=1)]\n"  # 1
+        "for stages in [2, 3, 4]:\n"
+        "    for block in (32, 64):\n"
+        "        configs.append(triton.Config({'BLOCK': block}, num_stages=stages))\n"  # 3 x 2
+        "        for split in range(1, 9, 2):\n"
+        "            configs.append(triton.Config({'BLOCK': block, 'SPLIT': split}))\n"  # 3 x 2 x 4
+        "configs += [Config({'BLOCK': b}) for b in [8, 16] for w in range(3)]\n"  # 2 x 3
+        "for n in sizes():\n"
+        "    configs.append(triton.Config({'BLOCK': n}))\n"  # a loop the source does not size: once
+    )
+    assert reference_costs.configs_written(many.read_text()) == 1 + 6 + 24 + 6 + 1
+    assert reference_costs.configs_written("def broken(:\n") == 0
+    large = tmp_path / "large.py"
+    large.write_text("# " + "x" * 20 * reference_costs.BYTES_PER_CONFIG + "\n")
+    assert reference_costs.text_cost(tmp_path / "missing.py") == 0
+    assert reference_costs.longest_first([large, many], {}) == [many, large]
+    assert reference_costs.longest_first([large, many], {large: 1.0}) == [large, many]
+
+
 @pytest.mark.parametrize(
     ("names", "known", "first"),
     [
         # known here before: the slow one first, whatever its size
         (["relu_kernel.py", "add_example.py", "relu_kernel.py"], {"add_example.py": 100.0, "relu_kernel.py": 1.0},
          ["add_example.py", "relu_kernel.py", "relu_kernel.py"]),
-        # a first run: the largest golden file first (add_example.py 1059 bytes, row_sum.py 862, relu_kernel.py 803)
+        # a first run: the largest golden file first (add_example.py 1059 bytes, row_sum.py 862, relu_kernel.py 803;
+        # none autotunes)
         (["relu_kernel.py", "row_sum.py", "add_example.py"], {},
          ["add_example.py", "row_sum.py", "relu_kernel.py"]),
     ],
