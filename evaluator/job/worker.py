@@ -1035,12 +1035,15 @@ def run_screen(job: ScreenJob, info: Any, send) -> dict[str, Any]:
 
 def run_peaks(job: PeaksJob, info: Any, send) -> dict[str, Any]:
     """Measure the device's ceilings and A/A rounds (no user code runs in this job)."""
-    from .device_ceilings import measure
+    from .device_ceilings import measure, warm_up
 
     if info.backend == "interpreter":
         return {"error": "no GPU: nothing to measure"}
     from . import sandbox
 
+    if job.measure:
+        send({"event": "progress", "bench": "loading what the device's measurement runs"})
+        warm_up()
     sandbox.DEVICE_GRANTS.wait_alone()
     send({"event": "progress", "bench": "measuring the device's peaks and noise floor"})
     peaks = measure(job.measure)
