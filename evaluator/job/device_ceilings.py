@@ -10,7 +10,7 @@
   multiple of the largest departure from 1 of their speedup intervals (``peaks.noise_margin``).
 
 Its kernels are compiled and loaded first, while the device is still shared (``warm_up``): the pool pauses every other
-job while it measures, and on a fresh H200 that pause, the first of a timed `geak eval`'s, took 8.4 s.
+job while it measures, and on a fresh H200 that pause, the first of a whole suite's timed scoring, took 8.4 s.
 """
 
 from __future__ import annotations
