@@ -183,7 +183,7 @@ def _through_service(args: argparse.Namespace, method: str, result_type, report)
         found = asyncio.run(service_client.evaluate(method, args.file, args.against, eval_arguments(args), report))
     except service_client.ServiceUnavailable as e:
         if e.unexpected:  # said: a failing service must not go unseen (it hid a bug once)
-            log.warning("the evaluator service failed (%s): evaluating in this process", e)
+            log.warning("no warm evaluator service: %s; evaluating in this process", e)
         else:
             log.info("evaluating in this process: %s", e)
         return None

@@ -28,8 +28,9 @@ MAX_SOCKET_PATH = 104  # bytes: sockaddr_un's path is 108 on Linux, 104 on macOS
 
 
 class ServiceUnavailable(RuntimeError):
-    """No service could be reached or started: evaluate in this process instead. `unexpected`: a service that
-    failed (ended without a result, or did not start), which the user should hear of, as against no room for one."""
+    """No service could be reached or started: evaluate in this process instead. `unexpected`: what the user should
+    hear of (a service that ended without a result or did not start, a service folder refused as not private), as
+    against no room for one."""
 
     def __init__(self, message: str, unexpected: bool = False):
         super().__init__(message)
@@ -52,7 +53,9 @@ def this_service() -> Path:
     """The socket of the service for this build, environment and working directory."""
     try:
         path = socket_path(identity() + "-" + _cwd_key())
-    except (ServiceDirError, OSError) as e:
+    except ServiceDirError as e:  # the user's setting, to be heard of: every command then runs slower
+        raise ServiceUnavailable(f"{e} (make it 0700, or set GEAK_SERVICE_DIR)", unexpected=True) from e
+    except OSError as e:
         raise ServiceUnavailable(str(e)) from e
     if len(os.fsencode(path)) > MAX_SOCKET_PATH:
         raise ServiceUnavailable(f"the socket path {path} is too long for a Unix socket (set GEAK_SERVICE_DIR)")
