@@ -13,6 +13,8 @@ longest are listed too, the last to end first: a check paused through every spel
 timing found the device busy with a paused job's kernel, and no one had it alone until the jobs then sharing it had
 ended; each is given with the last check to end before the device was alone again (twentieth: three of 33-38 s, in
 each of which a candidate's check whose probe spun on the GPU until its stall limit was among the jobs in the way).
+The timings to end last are listed with their own time, pauses left out: a timing whose preparation is long, started
+last, is the batch's tail (twenty-second: the last of one run took 28.2 s, 11.8 s of it its own).
 """
 
 from __future__ import annotations
@@ -71,12 +73,17 @@ class Timeline:
 
 
 @dataclass(frozen=True)
-class PausedCheck:
+class EndedJob:
     end_s: float
     took_s: float
     paused_s: float
     ended: str  # how (``ENDS``)
     file: str  # the file it checked ("" in a log that does not name it)
+
+    @property
+    def own_s(self) -> float:
+        """The time it ran, its pauses left out."""
+        return max(0.0, self.took_s - self.paused_s)
 
 
 @dataclass(frozen=True)
@@ -106,15 +113,20 @@ def stalls(lines: list[str]) -> list[Stall]:
     return found
 
 
-def paused_checks(lines: list[str]) -> list[PausedCheck]:
-    """The check jobs paused at least ``LONG_GAP_S`` by timings, the last to end first."""
+def ended_jobs(lines: list[str], kind: str) -> list[EndedJob]:
+    """The jobs of `kind` ("check", "bench", ...) that ended in the log, the last to end first."""
     found = []
     for line in lines:
         m = ENDED.search(line)
-        if m and m.group(2) == "check" and m.group(6) and float(m.group(6)) >= LONG_GAP_S:
-            end_s, took_s, paused_s = int(m.group(1)) / 1e3, float(m.group(5)), float(m.group(6))
-            found.append(PausedCheck(end_s, took_s, paused_s, ENDS[m.group(4)], m.group(3) or ""))
+        if m and m.group(2) == kind:
+            end_s, took_s, paused_s = int(m.group(1)) / 1e3, float(m.group(5)), float(m.group(6) or 0.0)
+            found.append(EndedJob(end_s, took_s, paused_s, ENDS[m.group(4)], m.group(3) or ""))
     return sorted(found, key=lambda c: -c.end_s)
+
+
+def paused_checks(lines: list[str]) -> list[EndedJob]:
+    """The check jobs paused at least ``LONG_GAP_S`` by timings, the last to end first."""
+    return [c for c in ended_jobs(lines, "check") if c.paused_s >= LONG_GAP_S]
 
 
 def spells(lines: list[str]) -> list[Spell]:
@@ -191,6 +203,12 @@ def main(argv: list[str] | None = None) -> int:
             for c in checks[:LISTED_CHECKS]
         )
         print(f"checks paused {LONG_GAP_S:.0f} s or more: {len(checks)}, the last to end first: {listed}")
+    timings = ended_jobs(lines, "bench")
+    if timings and not args.json:
+        listed = "; ".join(
+            f"at {t.end_s:.1f} s after {t.took_s:.1f} s, {t.own_s:.1f} s of it its own" for t in timings[:LISTED_CHECKS]
+        )
+        print(f"timings to end last: {listed}")
     for s in [] if args.json else stalls(lines):
         held = f"none alone for {s.end_s - s.start_s:.1f} s" if s.end_s is not None else "none alone again in the log"
         after = f" (the last check to end before: {s.last_check})" if s.last_check and s.end_s is not None else ""

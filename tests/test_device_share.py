@@ -463,6 +463,7 @@ def test_each_spell_alone_is_logged_for_the_spell_timeline(tmp_path):
     assert ("checks paused 5 s or more: 3, the last to end first: killed at its limit at 41.5 s after 150.0 s, 30.0 s "
             "of it paused; spin.py ended as hung at 39.5 s after 20.0 s, 6.0 s of it paused; chunk retention.py ended "
             "at 39.0 s after 60.0 s, 30.5 s of it paused") in done.stdout, done.stdout  # fmt: skip
+    assert "timings to end last: at 42.0 s after 3.0 s, 0.0 s of it its own" in done.stdout, done.stdout
     assert ("GPU 0: stalled at 3.1 s, 2 job(s) in the way, none alone for 36.9 s (the last check to end before: "
             "spin.py ended as hung)") in done.stdout, done.stdout  # fmt: skip
     empty = tmp_path / "empty.log"
