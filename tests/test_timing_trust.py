@@ -907,6 +907,43 @@ def test_the_evaluator_uses_only_believable_cached_peaks(tmp_path, monkeypatch):
     assert fallback.source == "unknown device" and fallback.noise_margin == DEFAULT_NOISE_MARGIN
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="measuring the device needs a GPU")
+def test_the_peaks_job_loads_its_kernels_before_it_has_the_device_alone(tmp_path, monkeypatch):
+    """The job measuring the device's ceilings and margin compiles and loads what it runs while the device is still
+    shared (``device_ceilings.warm_up``): the pool pauses every other job only for the measurements."""
+    import asyncio
+    import logging
+
+    from geak.evaluator.api import EvalOptions, Evaluator
+
+    monkeypatch.setenv("GEAK_CACHE_DIR", str(tmp_path))
+    said: list[str] = []
+
+    class Heard(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            said.append(record.getMessage())
+
+    logger = logging.getLogger("geak.evaluator.device_share")
+    heard, level = Heard(), logger.level
+    logger.addHandler(heard)
+    logger.setLevel(logging.DEBUG)
+
+    async def go() -> Peaks:
+        async with Evaluator(EvalOptions(spares=0)) as ev:
+            return await ev.device_peaks(progress=said.append)
+
+    try:
+        peaks = asyncio.run(go())
+    finally:
+        logger.removeHandler(heard)
+        logger.setLevel(level)
+    loading = next(i for i, m in enumerate(said) if "loading what the device's measurement runs" in m)
+    alone = next(i for i, m in enumerate(said) if "alone for a job" in m)
+    measuring = next(i for i, m in enumerate(said) if m == "timing measuring the device's peaks and noise floor")
+    assert loading < alone < measuring, said
+    assert peaks.source == "measured" and peaks.bandwidth_gbps > 0 and peaks.tflops_16bit > 0, peaks
+
+
 def test_the_timer_rejects_work_on_a_side_stream(host_timer):
     from geak.evaluator.job import sandbox
 
