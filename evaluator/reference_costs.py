@@ -92,6 +92,8 @@ def configs_written(text: str) -> int:
     """How many `triton.Config(...)` the source builds, by reading it: each call counted once for every pass of the
     loops and comprehensions around it over a literal list, tuple or set or a `range` of constants (other loops
     count once). 0 where it does not parse."""
+    if "Config" not in text:  # most files: no parse needed (184 parses took 0.7 s on a 2-core machine)
+        return 0
     try:
         tree = parse(text)
     except (SyntaxError, ValueError):
