@@ -78,7 +78,7 @@ def test_a_first_run_starts_the_file_that_writes_many_autotune_configs_first(tmp
         "    configs.append(triton.Config({'BLOCK': n}))\n"  # a loop the source does not size: once
     )
     assert reference_costs.configs_written(many.read_text()) == 1 + 6 + 24 + 6 + 1
-    assert reference_costs.configs_written("def broken(:\n") == 0
+    assert reference_costs.configs_written("def broken(:\n    triton.Config({})\n") == 0
     large = tmp_path / "large.py"
     large.write_text("# " + "x" * 20 * reference_costs.BYTES_PER_CONFIG + "\n")
     assert reference_costs.text_cost(tmp_path / "missing.py") == 0
