@@ -196,10 +196,10 @@ def next_to_time(waiting: list[_Checked], started: int) -> _Checked:
 
 def _slow_first(lines: list[int], references: dict[int, Path], slots: list[EvalSlot]) -> list[int]:
     """The lines to check, their golden files longest first (``reference_costs.longest_first``: those whose own run
-    took longest when it last ran here, then the largest), the predictions of one golden file together (its
-    outputs are then forgotten sooner: ``_checked_against``): a golden file that hangs to the time limit, or checks
-    for a minute, started late holds up every timing after it. The checks start in this order (the slots' semaphore
-    wakes its waiters first come, first served); a line without code, scored at once, goes first."""
+    took longest when it last ran here, then the costliest by their text), the predictions of one golden file
+    together (its outputs are then forgotten sooner: ``_checked_against``): a golden file that hangs to the time
+    limit, or checks for a minute, started late holds up every timing after it. The checks start in this order (the
+    slots' semaphore wakes its waiters first come, first served); a line without code, scored at once, goes first."""
     if not slots:
         return lines
     paths = sorted(set(references.values()))

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from .python_source import parse
+from .triton_file import decorator_name
 
 FILE = "reference-seconds.json"
 MAX_ENTRIES = 20_000  # the file stays small: past this, the entries recorded longest ago go
@@ -82,10 +83,10 @@ def text_cost(path: Path) -> int:
     autotuning (17 KB) ran theirs in 50-73 s; by size alone the first started 41st of 184. A file that cannot be read
     costs 0."""
     try:
-        text = path.read_text(errors="replace")
+        data = path.read_bytes()
     except OSError:
         return 0
-    return len(text.encode()) + BYTES_PER_CONFIG * configs_written(text)
+    return len(data) + BYTES_PER_CONFIG * configs_written(data.decode(errors="replace"))
 
 
 def configs_written(text: str) -> int:
@@ -102,7 +103,7 @@ def configs_written(text: str) -> int:
 
     def walk(node: ast.AST, passes: int) -> None:
         nonlocal total
-        if isinstance(node, ast.Call) and _callee(node.func) == "Config":
+        if isinstance(node, ast.Call) and decorator_name(node).split(".")[-1] == "Config":
             total += passes
         if isinstance(node, (ast.For, ast.AsyncFor)):
             walk(node.iter, passes)
@@ -126,15 +127,11 @@ def configs_written(text: str) -> int:
     return total
 
 
-def _callee(func: ast.expr) -> str:
-    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-
-
 def _passes(iterable: ast.expr) -> int:
     """How many times a loop over `iterable` runs, where the source says (else 1)."""
     if isinstance(iterable, (ast.List, ast.Tuple, ast.Set)):
         return max(1, len(iterable.elts))
-    if isinstance(iterable, ast.Call) and _callee(iterable.func) == "range" and 1 <= len(iterable.args) <= 3:
+    if isinstance(iterable, ast.Call) and decorator_name(iterable) == "range" and 1 <= len(iterable.args) <= 3:
         bounds = [a.value for a in iterable.args if isinstance(a, ast.Constant) and type(a.value) is int]
         if len(bounds) == len(iterable.args) and (len(bounds) < 3 or bounds[2] != 0):
             return max(1, len(range(*bounds)))
