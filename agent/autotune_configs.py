@@ -13,7 +13,13 @@ import ast
 from dataclasses import dataclass, field
 
 from geak.evaluator.python_source import parse
-from geak.evaluator.triton_file import AUTOTUNE_DECORATORS, decorator_name, is_kernel_def
+from geak.evaluator.triton_file import (
+    AUTOTUNE_DECORATORS,
+    constexpr_params,
+    decorator_name,
+    is_config_call,
+    is_kernel_def,
+)
 
 from .launch_params import ROCM_OPTIONS
 
@@ -69,8 +75,7 @@ def find_autotune_sites(source: str, backend: str | None = None) -> list[Autotun
         if not is_kernel_def(node):
             continue
         assert isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
-        allowed = {a.arg for a in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]
-                   if a.annotation is not None and "constexpr" in ast.unparse(a.annotation)}  # fmt: skip
+        allowed = set(constexpr_params(node))
         if backend == "rocm":
             allowed |= set(ROCM_OPTIONS)
         for decorator in node.decorator_list:
@@ -112,7 +117,7 @@ def _site(
         line=configs.lineno,
         keys=tuple(keys),
         known=known,
-        spelling=_dotted(calls[0].func),
+        spelling=ast.unparse(calls[0].func),
         extra=_shared_extra(calls, lines),
         _span=span,
     )
@@ -121,7 +126,7 @@ def _site(
 def _config_calls(tree: ast.Module, configs: ast.AST, depth: int) -> list[ast.Call]:
     """The ``Config(...)`` calls the configs expression is made of: in it, in the module-level value of a name it
     uses, or in the module functions it calls (a few levels deep)."""
-    calls = [n for n in ast.walk(configs) if isinstance(n, ast.Call) and _is_config(n)]
+    calls = [n for n in ast.walk(configs) if is_config_call(n)]
     if depth > 3:
         return calls
     for node in ast.walk(configs):
@@ -137,10 +142,6 @@ def _config_calls(tree: ast.Module, configs: ast.AST, depth: int) -> list[ast.Ca
             if len(defs) == 1 and defs[0] is not configs:
                 calls += _config_calls(tree, defs[0], depth + 1)
     return calls
-
-
-def _is_config(call: ast.Call) -> bool:
-    return _dotted(call.func).split(".")[-1] == "Config"
 
 
 def _meta_dict(call: ast.Call) -> ast.expr | None:
@@ -178,14 +179,6 @@ def _shared_extra(calls: list[ast.Call], lines: list[str]) -> str:
     if not texts or any(t != texts[0] for t in texts):
         return ""
     return "".join(f", {t}" for t in texts[0])
-
-
-def _dotted(node: ast.expr) -> str:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        return f"{_dotted(node.value)}.{node.attr}"
-    return "triton.Config"
 
 
 def _char_col(line: str, byte_col: int) -> int:

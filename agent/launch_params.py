@@ -30,7 +30,7 @@ from itertools import pairwise
 from typing import Literal
 
 from geak.evaluator.python_source import parse
-from geak.evaluator.triton_file import AUTOTUNE_DECORATORS, decorator_name, is_kernel_def
+from geak.evaluator.triton_file import AUTOTUNE_DECORATORS, constexpr_params, decorator_name, is_kernel_def
 
 HEURISTICS_DECORATORS = frozenset({"triton.heuristics", "heuristics"})
 
@@ -232,20 +232,6 @@ def _line_starts(source: str) -> list[int]:
 # --- kernels ---------------------------------------------------------------------------------------------
 
 
-def _dotted(node: ast.expr) -> str:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        return f"{_dotted(node.value)}.{node.attr}"
-    return ""
-
-
-def _is_constexpr(annotation: ast.expr | None) -> bool:
-    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
-        return annotation.value.split(".")[-1] == "constexpr"
-    return annotation is not None and _dotted(annotation).split(".")[-1] == "constexpr"
-
-
 def _kernels(tree: ast.Module) -> dict[str, _Kernel]:
     kernels: dict[str, _Kernel] = {}
     for node in ast.walk(tree):
@@ -253,7 +239,7 @@ def _kernels(tree: ast.Module) -> dict[str, _Kernel]:
             continue
         decorators = {decorator_name(d) for d in node.decorator_list}
         positional = [*node.args.posonlyargs, *node.args.args]
-        constexprs = frozenset(a.arg for a in [*positional, *node.args.kwonlyargs] if _is_constexpr(a.annotation))
+        constexprs = frozenset(constexpr_params(node))
         heuristics = tuple(
             (key.value, value)
             for d in node.decorator_list
@@ -521,7 +507,7 @@ def _clamped_power_of_two_bound(node: ast.expr) -> _Literal | None:
     first, second = node.args
     for literal_node, other in ((first, second), (second, first)):
         literal = _int_literal(literal_node)
-        if literal is not None and isinstance(other, ast.Call) and _dotted(other.func).endswith("next_power_of_2"):
+        if literal is not None and isinstance(other, ast.Call) and decorator_name(other).endswith("next_power_of_2"):
             return literal
     return None
 

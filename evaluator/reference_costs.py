@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from .python_source import parse
-from .triton_file import decorator_name
+from .triton_file import decorator_name, is_config_call
 
 FILE = "reference-seconds.json"
 MAX_ENTRIES = 20_000  # the file stays small: past this, the entries recorded longest ago go
@@ -103,7 +103,7 @@ def configs_written(text: str) -> int:
 
     def walk(node: ast.AST, passes: int) -> None:
         nonlocal total
-        if isinstance(node, ast.Call) and decorator_name(node).split(".")[-1] == "Config":
+        if is_config_call(node):
             total += passes
         if isinstance(node, (ast.For, ast.AsyncFor)):
             walk(node.iter, passes)

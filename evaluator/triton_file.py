@@ -493,6 +493,23 @@ def decorator_name(dec: ast.expr) -> str:
     return ".".join(reversed(parts))
 
 
+def is_config_call(node: ast.AST) -> bool:
+    """A call of `triton.Config` (or of `Config` however it was imported): the one reading of "writes a Config"."""
+    return isinstance(node, ast.Call) and decorator_name(node).split(".")[-1] == "Config"
+
+
+def constexpr_params(node: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[str, ...]:
+    """The parameters of a function annotated `tl.constexpr` (however spelled, or as a string), in order."""
+    args = node.args
+    return tuple(a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs] if _is_constexpr(a.annotation))
+
+
+def _is_constexpr(annotation: ast.expr | None) -> bool:
+    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+        return annotation.value.split(".")[-1] == "constexpr"
+    return isinstance(annotation, ast.Name | ast.Attribute) and decorator_name(annotation).split(".")[-1] == "constexpr"
+
+
 def is_kernel_def(node: ast.AST) -> bool:
     """A `@triton.jit` function (also under `@triton.autotune` / `@triton.heuristics`)."""
     return isinstance(node, ast.FunctionDef) and any(decorator_name(d) in JIT_DECORATORS for d in node.decorator_list)
@@ -503,10 +520,8 @@ def _find_kernels(tree: ast.Module):
         if not is_kernel_def(node):
             continue
         names = [decorator_name(d) for d in node.decorator_list]
-        params = tuple(a.arg for a in node.args.args)
-        constexprs = tuple(
-            a.arg for a in node.args.args if a.annotation is not None and "constexpr" in ast.unparse(a.annotation)
-        )
+        params = tuple(a.arg for a in [*node.args.posonlyargs, *node.args.args])
+        constexprs = constexpr_params(node)
         yield KernelInfo(
             name=node.name,
             line=node.lineno,

@@ -1,10 +1,17 @@
 """The file contract: formats, sections, composition and line origins, and clear errors."""
 
+import ast
 from pathlib import Path
 
 import pytest
 
-from geak.evaluator.triton_file import SEPARATOR, TritonFileError, parse_triton_file, read_triton_file
+from geak.evaluator.triton_file import (
+    SEPARATOR,
+    TritonFileError,
+    is_config_call,
+    parse_triton_file,
+    read_triton_file,
+)
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -108,3 +115,26 @@ def test_k():
 """
     (kernel,) = parse_triton_file(src).kernels
     assert kernel.autotuned and kernel.line == 6
+
+
+def test_constexpr_parameters_however_spelled_and_only_those():
+    src = """import triton
+import triton.language as tl
+from triton.language import constexpr
+
+@triton.jit
+def k(x, n_constexpr_like: int, A: tl.constexpr, B: "tl.constexpr", /, C: constexpr = 4, *, D: tl.constexpr = 8):
+    pass
+
+def test_k():
+    pass
+"""
+    (kernel,) = parse_triton_file(src).kernels
+    assert kernel.params == ("x", "n_constexpr_like", "A", "B", "C")
+    assert kernel.constexprs == ("A", "B", "C", "D")
+
+
+def test_a_config_call_is_one_named_config():
+    texts = ("triton.Config({})", "Config({})", "tr.Config({})", "table[0]({})", "make()({})", "Configs({})")
+    calls = [ast.parse(text, mode="eval").body for text in texts]
+    assert [is_config_call(call) for call in calls] == [True, True, True, False, False, False]
