@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from filelock import FileLock, Timeout
 
 from .service_protocol import IDLE_S, ServiceDirError, encode, identity, service_dir, socket_path
 
+log = logging.getLogger(__name__)
 START_TIMEOUT_S = 30.0
 MAX_SOCKET_PATH = 104  # bytes: sockaddr_un's path is 108 on Linux, 104 on macOS
 
@@ -72,6 +74,7 @@ async def evaluate(
     """The result (as `to_dict` gives it) of `method` ("check" or "bench") on `file`, from the service."""
     path = this_service()
     reader, writer = await _connect_or_start(path)
+    log.info("connected to the evaluator service (%s)", path.name)  # with `-v`, each line's time: where a command waits
     request = {
         "method": method,
         "file": str(Path(file).absolute()),
@@ -87,9 +90,11 @@ async def evaluate(
                 raise ServiceUnavailable("the service ended the connection without a result", unexpected=True)
             message = json.loads(line)
             if "progress" in message:
+                log.info("the service: %s", message["progress"])
                 if progress is not None:
                     progress(str(message["progress"]))
             elif "result" in message:
+                log.info("the service's result came")
                 return message["result"]
             else:
                 raise ServiceError(str(message.get("error")), str(message.get("message")))

@@ -52,8 +52,10 @@ def test_the_first_command_starts_the_service_and_the_next_reuses_it(service_env
     first = geak(service_env, "check", str(ADD), "--backend", "interpreter", "--json")
     assert first.returncode == 0 and json.loads(first.stdout)["ok"], first.stderr
     # every evaluation option travels to the service (one it did not know made the command fall back unseen)
-    second = geak(service_env, "check", str(ADD), "--backend", "interpreter", "--fresh-inputs-only", "--json")
+    second = geak(service_env, "-v", "check", str(ADD), "--backend", "interpreter", "--fresh-inputs-only", "--json")
     assert second.returncode == 0 and json.loads(second.stdout)["ok"]
+    # with -v, the service's progress is logged as it comes (each line's time: where a command waits)
+    assert "connected to the evaluator service" in second.stderr and "the service: running" in second.stderr
     services = list(status(service_env).values())
     assert len(services) == 1 and services[0]["requests"] == 2 and services[0]["workers"]
     folder = Path(service_env["GEAK_SERVICE_DIR"])
