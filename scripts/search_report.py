@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import math
 import os
 import random
@@ -337,7 +338,14 @@ def main() -> None:
     parser.add_argument("--runs-dir", help="where the optimize runs write their files (default DIR/runs)")
     parser.add_argument("--report", action="store_true", help="only print the table of what DIR holds")
     parser.add_argument("--steps", action="store_true", help="also print the evaluator's own steps (a timeline)")
-    asyncio.run(main_async(parser.parse_args()))
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="the evaluator's log on stderr (-vv: debug)")
+    args = parser.parse_args()
+    if args.verbose:
+        from geak.server.cli import LOG_FORMAT
+
+        logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+        logging.getLogger("geak").setLevel(logging.DEBUG if args.verbose > 1 else logging.INFO)
+    asyncio.run(main_async(args))
 
 
 if __name__ == "__main__":
