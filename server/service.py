@@ -50,9 +50,13 @@ class EvaluatorService:
         self._stop = asyncio.Event()
 
     async def serve(self, path: Path) -> None:
-        """Listen on `path` until idle for `idle_s` or asked to stop; then close every evaluator."""
+        """Listen on `path` until idle for `idle_s` or asked to stop; then close every evaluator. Where a service
+        already answers at `path`, none is started: taking its socket would leave it serving no one."""
+        if await _answers(path):
+            log.warning("a service already answers at %s: not starting another", path)
+            return
         with contextlib.suppress(FileNotFoundError):
-            path.unlink()
+            path.unlink()  # a service that died left it
         server = await asyncio.start_unix_server(self._connection, path=str(path))
         os.chmod(path, 0o600)
         log.info("serving on %s", path)
@@ -155,6 +159,15 @@ class EvaluatorService:
             ],
             "idle_s": self.idle_s,
         }
+
+
+async def _answers(path: Path) -> bool:
+    try:
+        _, writer = await asyncio.open_unix_connection(str(path))
+    except OSError:
+        return False
+    writer.close()
+    return True
 
 
 def _peer_uid(writer: asyncio.StreamWriter) -> int:

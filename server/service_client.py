@@ -130,9 +130,12 @@ async def _connect_or_start(path: Path) -> tuple[asyncio.StreamReader, asyncio.S
             return await asyncio.open_unix_connection(str(path))
         service = _start(path)
         deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline and service.poll() is None:
+        while time.monotonic() < deadline:
+            ended = service.poll() is not None  # (one that found another service answering there ends at once)
             with contextlib.suppress(OSError):
                 return await asyncio.open_unix_connection(str(path))
+            if ended:
+                break
             await asyncio.sleep(0.05)
         why = "ended" if service.poll() is not None else f"did not start within {START_TIMEOUT_S:g} s"
         raise ServiceUnavailable(f"the service {why} (see {_log_of(path)})", unexpected=True)
@@ -141,10 +144,9 @@ async def _connect_or_start(path: Path) -> tuple[asyncio.StreamReader, asyncio.S
 
 
 def _start(path: Path) -> subprocess.Popen:
-    """Start the service in a session of its own, its output in a log beside its socket."""
+    """Start the service in a session of its own, its output in a log beside its socket (a socket a dead service
+    left there, the service replaces; one that answers, it leaves alone and ends)."""
     idle = os.environ.get("GEAK_SERVICE_IDLE_S", str(IDLE_S))
-    with contextlib.suppress(FileNotFoundError):
-        path.unlink()  # a service that died left its socket
     with open(_log_of(path), "ab") as log:
         return subprocess.Popen(
             [sys.executable, "-m", "geak.server.cli", "service", "run", "--socket", str(path), "--idle", idle],

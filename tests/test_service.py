@@ -77,6 +77,29 @@ def test_a_service_that_fails_to_start_is_said_and_the_command_runs_in_its_own_p
     assert "no warm evaluator service: the service ended" in done.stderr  # said without -v
 
 
+def test_a_dead_services_socket_is_replaced_and_a_live_service_left_alone(service_env, service_dir):
+    import socket as sockets
+
+    service_dir.mkdir(mode=0o700, parents=True)
+    path = service_dir / "evaluator-test.sock"
+    dead = sockets.socket(sockets.AF_UNIX)
+    dead.bind(str(path))
+    dead.close()  # what a killed service leaves: a socket file no one listens on
+    run = [sys.executable, "-m", "geak.server.cli", "service", "run", "--socket", str(path), "--idle", "30"]
+    first = subprocess.Popen(run, env=service_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and str(path) not in status(service_env):
+            time.sleep(0.2)
+        assert status(service_env)[str(path)]["pid"] == first.pid
+        second = subprocess.run(run, env=service_env, capture_output=True, text=True, timeout=60)
+        assert second.returncode == 0 and "already answers" in second.stderr
+        assert status(service_env)[str(path)]["pid"] == first.pid  # still served by the first
+    finally:
+        first.kill()
+        first.wait()
+
+
 def test_another_working_directory_or_environment_gets_a_service_of_its_own(service_env, tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
