@@ -168,3 +168,22 @@ def test_a_compile_already_in_the_cache_is_read_here_and_no_process_is_forked_fo
     assert report.compiled == 1 and forks == [1] and in_triton_cache(key)
     again, report = submitted()  # read here: no process forked for it
     assert report.compiled == 1 and forks == [1] and again.hash == first.hash
+
+
+def test_a_launch_that_reuses_a_pending_compile_is_told_apart_from_one_that_submits_it():
+    """Two variants with one kernel: Triton's mode hands the second the first's pending compile, and the screening
+    must know that the second needs it too (else, not compiled in the time, it compiles at its run, unbounded)."""
+    from triton.runtime._async_compile import AsyncCompileMode
+
+    from geak.evaluator.job.forked_compiles import compile_mode
+
+    executor = ForkedCompiles(2)
+    callbacks = [lambda *_: None] * (len(inspect.signature(AsyncCompileMode.submit).parameters) - 3)
+    with compile_mode(executor) as mode:
+        slow = mode.submit("geak-test-slow-kernel", lambda: time.sleep(30), *callbacks)
+        again = mode.submit("geak-test-slow-kernel", lambda: time.sleep(30), *callbacks)
+        other = mode.submit("geak-test-quick-kernel", lambda: "compiled", *callbacks)
+        asked = list(executor.asked)
+        report = executor.run(time.monotonic() + 1.0)
+    assert again is slow and asked == [0, 0, 1] and report.not_in_time == {0}
+    assert other.result() == "compiled"

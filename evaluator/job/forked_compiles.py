@@ -81,6 +81,14 @@ class ForkedCompiles(Executor):
         self._running: dict[int, int] = {}  # pid -> index
         self._outcome: dict[int, int | str] = {}  # index -> the child's exit code (0: compiled), or why none started
         self._frozen = False
+        self._index_of: dict[Any, int] = {}  # a compile's key (Triton's) -> its submission
+        self.asked: list[int] = []  # per compile a launch asked for, its submission: a new one or one already queued
+
+    def asked_for(self, key: Any) -> None:
+        """Note that a launch asked for the compile of `key`: just submitted, or submitted before (Triton's mode
+        then hands back the pending one, so a second variant with the same kernel needs that same compile)."""
+        self._index_of.setdefault(key, len(self.queued) - 1)
+        self.asked.append(self._index_of[key])
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
         pending = _Pending(lambda: fn(*args, **kwargs), here=isinstance(fn, _Cached))
@@ -149,6 +157,7 @@ class ForkedCompiles(Executor):
         report.compiled = sum(1 for p in self.queued if p.exception() is None)
         report.failed = report.submitted - report.compiled - len(report.not_in_time)
         self.queued, self._next, self._running, self._outcome, self._frozen = [], 0, {}, {}, False
+        self._index_of, self.asked = {}, []
 
     @staticmethod
     def _fork(fn: Callable[[], Any]) -> int:
@@ -187,7 +196,9 @@ def compile_mode(executor: ForkedCompiles) -> Any:
         def submit(self, key: Any, compile_fn: Callable[[], Any], *rest: Any) -> Any:
             if key not in self.future_kernels and in_triton_cache(key):
                 compile_fn = _Cached(compile_fn)
-            return super().submit(key, compile_fn, *rest)
+            future = super().submit(key, compile_fn, *rest)
+            executor.asked_for(key)
+            return future
 
     return CachedInPlace(executor, ignore_errors=True)
 
