@@ -38,6 +38,7 @@ from geak.evaluator.results import ScreenResult
 from geak.evaluator.shared.sequential import is_undecided
 
 from .launch_space import Focus, Space, Variant, focus_of
+from .review_notes import atomic_path_notes
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +91,7 @@ class Finalist:
     source: str
     screen_ratio: float  # its screen time over the original's in the same screening (ranking only)
     confirmation: Confirmation | None = None
+    review: list[str] = field(default_factory=list)  # what its reviewer must hear of that the test cannot show
 
     @property
     def confirmed(self) -> bool:
@@ -112,6 +114,7 @@ class SearchResult:
     diagnosis: str = ""
     seconds: float = 0.0
     configurations: list[dict[str, Any]] = field(default_factory=list)  # the fastest screened first (``SHOWN``)
+    review: list[str] = field(default_factory=list)  # the best's notes for its reviewer (``review_notes``)
 
 
 async def search_launch_configs(
@@ -333,7 +336,9 @@ class _Search:
         finalists = []
         for entry in self.state["finalists"]:
             variant = Variant.from_json(entry["variant"])
-            finalists.append(Finalist(self.space.describe(variant), self.space.render(variant), entry["ratio"]))
+            review = atomic_path_notes(self.space.source, self.space.param_changes(variant))
+            finalist = Finalist(self.space.describe(variant), self.space.render(variant), entry["ratio"], review=review)
+            finalists.append(finalist)
         return finalists
 
     def _statuses(self) -> list[str]:
@@ -408,6 +413,7 @@ class _Search:
             diagnosis=self.diagnosis or next((r.get("diagnosis", "") for r in self.state["rounds"]), ""),
             seconds=time.monotonic() - self.started,
             configurations=self._shown(),
+            review=best.review if best is not None else [],
         )
 
     def _shown(self) -> list[dict[str, Any]]:

@@ -39,6 +39,7 @@ from geak.evaluator.triton_file import is_kernel_def
 
 from .autotune_configs import AutotuneSite, LaunchConfig, find_autotune_sites, pin
 from .launch_params import NUM_STAGES_CHOICES, NUM_WARPS_CHOICES, TunableParam, apply_params, find_tunable_params
+from .review_notes import ParamChange
 
 Focus = Literal["memory", "compute", "latency", "spills", "unknown"]
 Role = Literal["M", "N", "K", "tile", "warps", "stages", "other"]
@@ -143,6 +144,17 @@ class Space:
             label = f"{group.kernel} ({', '.join(where)})" if where else group.kernel
             parts.append(f"{label}: {', '.join(changed) or 'unchanged'}")
         return "; ".join(parts)
+
+    def param_changes(self, variant: Variant) -> list[ParamChange]:
+        """The kernel parameters (and config meta-parameters) the variant sets to other values than the source's."""
+        changes = []
+        for name, values in variant.changes:
+            group = self.group(name)
+            for key, value in values:
+                knob = group.knob(key)
+                if knob.current != value:
+                    changes.append(ParamChange(group.kernel, knob.name, knob.current, value))
+        return changes
 
     def render(self, variant: Variant) -> str:
         """The source of `variant` (screened, and proposed if it wins). ValueError where the rewrite fails."""

@@ -176,6 +176,8 @@ def print_result(result: OptimizeResult) -> None:
         out.print(search_line(result.search))
         if result.search.get("diagnosis"):
             out.print(f"[dim]why it was slow: {escape(result.search['diagnosis'])}[/dim]")
+        for note in result.search.get("review") or []:
+            out.print(f"[yellow]review:[/yellow] {escape(note)}")
     if result.diff:
         out.print(Syntax(result.diff, "diff", theme="ansi_dark", background_color="default"))
     if result.pass_at_k:

@@ -265,18 +265,8 @@ class OptimizeManager:
         self, snap: Snapshot, kernel: str | None, result: OptimizeResult
     ) -> tuple[dict[str, Any], types.WorkspaceEdit | None]:
         candidates = [candidate_dict(c) for c in result.candidates]
-        best = result.best.evaluation if result.best is not None else None
-        speedup = best.speedup if best is not None and result.improved else None
-        focus = f" ({kernel})" if kernel else ""
-        if speedup is not None and best is not None:
-            device = result.runtime.get("device") or "this GPU"
-            summary = f"{speedup:.2f}x faster [{best.speedup_low:.2f}, {best.speedup_high:.2f}] on {device}{focus}"
-        else:
-            summary = result.message + focus
+        speedup, summary = answer_summary(result, kernel)
         search = result.search or {}
-        tally = str(search.get("summary") or "")
-        if speedup is None and tally and tally not in summary:  # what the search found out, e.g. on a CPU
-            summary += f" ({tally})"
         diagnosis = str(search.get("diagnosis") or "")
         self.records[snap.uri] = OptimizeRecord(
             snap.uri, snap.model.key, kernel, summary, speedup, candidates, diagnosis
@@ -298,6 +288,27 @@ class OptimizeManager:
             "search": search,
         }
         return answer, edit
+
+
+def answer_summary(result: OptimizeResult, kernel: str | None) -> tuple[float | None, str]:
+    """The confirmed speedup (None: the original stays) and the one line the editor shows of an optimize: the speedup
+    with its interval and device, or why there is none; what the search found out where nothing was faster; and what
+    the winner's reviewer must hear of that the test cannot show (``review_notes``)."""
+    best = result.best.evaluation if result.best is not None else None
+    speedup = best.speedup if best is not None and result.improved else None
+    focus = f" ({kernel})" if kernel else ""
+    if speedup is not None and best is not None:
+        device = result.runtime.get("device") or "this GPU"
+        summary = f"{speedup:.2f}x faster [{best.speedup_low:.2f}, {best.speedup_high:.2f}] on {device}{focus}"
+    else:
+        summary = result.message + focus
+    search = result.search or {}
+    tally = str(search.get("summary") or "")
+    if speedup is None and tally and tally not in summary:  # what the search found out, e.g. on a CPU
+        summary += f" ({tally})"
+    if speedup is not None and search.get("review"):
+        summary += "; review: " + "; ".join(str(note) for note in search["review"])
+    return speedup, summary
 
 
 def refusal(summary: str) -> dict[str, Any]:

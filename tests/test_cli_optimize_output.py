@@ -80,3 +80,16 @@ def test_the_demo_says_its_result_once_with_whole_notes(tmp_path):
     assert re.search(r"launch search: 2 knob\(s\), \d+ configuration\(s\) screened \(\d+ correct\)", p.stdout)
     table = [line for line in p.stdout.splitlines() if "│" in line or "┃" in line]
     assert table and all(len(line) <= 80 for line in table)  # the table fits the terminal
+
+
+def test_the_search_winners_review_notes_are_printed(capsys):
+    from geak.agent.outcome import OptimizeResult
+    from geak.server.cli_optimize import print_result
+
+    note = "mm: SPLIT_K 1→2 takes its `tl.atomic_add` path (line 9): it adds into memory that must start at zero"
+    search = {"summary": "mm: SPLIT_K 1→2: 2.000x faster", "knobs": 1, "screened": 4, "correct": 4, "rounds": 1,
+              "finalists": 1, "seconds": 3.0, "review": [note]}  # fmt: skip
+    result = OptimizeResult(str(ADD), True, "s1 (search) is 2.0x faster", True, {"device": "GPU"}, 1.0, None, None,
+                            "", [], search=search)  # fmt: skip
+    print_result(result)
+    assert f"review: {note}" in capsys.readouterr().out.replace("\n", " ")

@@ -392,3 +392,19 @@ def find_site(source):
     from geak.agent.autotune_configs import find_autotune_sites
 
     return find_autotune_sites(source)[0]
+
+
+def test_a_winner_that_takes_its_kernel_onto_an_atomic_path_is_said_for_its_reviewer():
+    """The test cannot show that such a winner needs zeroed memory: the result says so (``review_notes``)."""
+    store = "        tl.store(out_ptr + offs, x + tl.load(y_ptr + offs, mask=mask), mask=mask)\n"
+    assert store in SOURCE
+    atomic = SOURCE.replace(store, (
+        "        if BLOCK_SIZE > 2048:\n"
+        "            tl.atomic_add(out_ptr + offs, x + tl.load(y_ptr + offs, mask=mask), mask=mask)\n"
+        "        else:\n" + "    " + store
+    ))  # fmt: skip
+    result = run(Scripted(), source=atomic)
+    assert result.improved and launch_values(result.best.source)["BLOCK_SIZE"] == 4096
+    (note,) = result.review
+    assert note.startswith("add_kernel: BLOCK_SIZE 1024→4096 takes its `tl.atomic_add` path (line 12)")
+    assert run(Scripted()).review == []  # the same winner on a kernel without such a path: nothing to say
