@@ -38,7 +38,7 @@ from geak.evaluator.results import ScreenResult
 from geak.evaluator.shared.sequential import is_undecided
 
 from .launch_space import Focus, Space, Variant, focus_of
-from .review_notes import atomic_path_notes
+from .review_notes import atomic_path_notes, pinned_note
 
 log = logging.getLogger(__name__)
 
@@ -337,6 +337,7 @@ class _Search:
         for entry in self.state["finalists"]:
             variant = Variant.from_json(entry["variant"])
             review = atomic_path_notes(self.space.source, self.space.param_changes(variant))
+            review += [pinned_note(kernel, configs) for kernel, configs in self.space.pinned(variant)]
             finalist = Finalist(self.space.describe(variant), self.space.render(variant), entry["ratio"], review=review)
             finalists.append(finalist)
         return finalists

@@ -156,6 +156,11 @@ class Space:
                     changes.append(ParamChange(group.kernel, knob.name, knob.current, value))
         return changes
 
+    def pinned(self, variant: Variant) -> list[tuple[str, int]]:
+        """The autotuned kernels (with their counts of literal configs, two or more) the variant pins to one config."""
+        sites = [(g.kernel, g.autotune) for g in (self.group(name) for name, _ in variant.changes)]
+        return [(kernel, len(site.known)) for kernel, site in sites if site is not None and len(site.known) > 1]
+
     def render(self, variant: Variant) -> str:
         """The source of `variant` (screened, and proposed if it wins). ValueError where the rewrite fails."""
         params: dict[str, int] = {}

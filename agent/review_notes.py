@@ -1,8 +1,11 @@
-"""What a reviewer must hear of a launch-configuration change that the file's test cannot show: a constexpr that
-takes its kernel onto a path that adds into memory with `tl.atomic_*` (TritonBench-revised `matmul_dequantize.py`:
-`SPLIT_K 1→2` leaves `tl.store` for `tl.atomic_add`). The check passes where the test's outputs start at zero; a
-caller that hands the kernel a buffer of its own must zero it first, and the sums' order, so their last bits, then
-varies from run to run."""
+"""What a reviewer must hear of a launch-configuration change that the file's test cannot show.
+
+- A constexpr that takes its kernel onto a path that adds into memory with `tl.atomic_*` (TritonBench-revised
+  `matmul_dequantize.py`: `SPLIT_K 1→2` leaves `tl.store` for `tl.atomic_add`). The check passes where the test's
+  outputs start at zero; a caller that hands the kernel a buffer of its own must zero it first, and the sums' order,
+  so their last bits, then varies from run to run.
+- An autotuned kernel pinned to the config timed here: every size then runs it, sizes the test never times too.
+"""
 
 from __future__ import annotations
 
@@ -58,6 +61,12 @@ def atomic_path_notes(source: str, changes: Iterable[ParamChange]) -> list[str]:
                     "caller passes in), and the sums' order, so their last bits, varies from run to run"
                 )
     return notes
+
+
+def pinned_note(kernel: str, configs: int) -> str:
+    """The note for an autotuned kernel whose `configs` configs the change replaces by the one it timed."""
+    return (f"{kernel}: its autotuner's {configs} configs are replaced by the one timed here, so every size runs it, "
+            "sizes the test does not time too (keep the others beside it where those matter)")  # fmt: skip
 
 
 def _reads(test: ast.expr, name: str) -> bool:

@@ -373,6 +373,8 @@ def test_an_autotuned_kernels_own_configs_are_the_bar_and_never_finalists():
     assert all(dict(find_site(s).known[0].meta)["BLOCK"] not in own for s in backend.confirmed)
     assert all(dict(find_site(s).known[0].meta)["BLOCK"] != 512 for s in backend.confirmed)  # 1% over the bar
     assert result.improved and dict(find_site(result.best.source).known[0].meta)["BLOCK"] == 1024
+    (note,) = result.review  # sizes the test does not time run the pinned config too: said for the reviewer
+    assert note.startswith("scale_kernel: its autotuner's 3 configs are replaced by the one timed here")
     space = Space(AUTOTUNED, "cuda")
     assert [space.describe(v) for v in space.own_configs(16)][2] == (
         "scale_kernel: its own config 3 of 3 pinned (BLOCK=256, num_warps=8, num_stages=2)"

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from geak.agent.launch_space import Space, Variant
-from geak.agent.review_notes import ParamChange, atomic_path_notes
+from geak.agent.review_notes import ParamChange, atomic_path_notes, pinned_note
 
 SUITE = Path(__file__).resolve().parents[2] / "shared" / "suites" / "tritonbench_revised" / "TritonBench_G_v1"
 
@@ -64,3 +64,30 @@ def test_the_suite_file_whose_search_winner_split_k_the_review_names():
     (note,) = atomic_path_notes(source, space.param_changes(variant))
     assert note.startswith("matmul_kernel: SPLIT_K 1→2 takes its `tl.atomic_add` path (line 213)")
     assert atomic_path_notes(source, space.param_changes(Variant(((group.name, ((split_k.key, 1),)),)))) == []
+
+
+def test_an_autotuned_kernel_pinned_to_one_config_is_said_and_a_launch_change_is_not():
+    source = """import triton
+import triton.language as tl
+
+@triton.autotune(configs=[triton.Config({"B": 32}), triton.Config({"B": 64}, num_warps=8)], key=["n"])
+@triton.jit
+def tuned(x, n, B: tl.constexpr):
+    pass
+
+@triton.jit
+def plain(x, n, B: tl.constexpr):
+    pass
+
+def run(x, n):
+    tuned[(1,)](x, n)
+    plain[(1,)](x, n, B=16)
+"""
+    space = Space(source, "cuda")
+    tuned = next(g for g in space.groups if g.autotune is not None)
+    plain = next(g for g in space.groups if g.kernel == "plain")
+    b = next(k for k in tuned.knobs if k.name == "B")
+    assert space.pinned(Variant(((tuned.name, ((b.key, 128),)),))) == [("tuned", 2)]
+    launch = next(k for k in plain.knobs if k.name == "B")
+    assert space.pinned(Variant(((plain.name, ((launch.key, 32),)),))) == []
+    assert pinned_note("tuned", 2).startswith("tuned: its autotuner's 2 configs are replaced by the one timed here")
