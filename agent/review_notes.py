@@ -55,10 +55,12 @@ def atomic_path_notes(source: str, changes: Iterable[ParamChange]) -> list[str]:
                 continue
             atomic = _first_atomic(branch.body if after else branch.orelse)
             if atomic is not None and _first_atomic(branch.body if before else branch.orelse) is None:
+                name, line = atomic
+                start = "start at zero" if name.endswith("atomic_add") else "hold its starting value first"
                 notes.append(
-                    f"{change.kernel}: {change.param} {change.old}→{change.new} takes its `{atomic[0]}` path (line "
-                    f"{atomic[1]}): it adds into memory that must start at zero (the test's did: zero a buffer a "
-                    "caller passes in), and the sums' order, so their last bits, varies from run to run"
+                    f"{change.kernel}: {change.param} {change.old}→{change.new} takes its `{name}` path (line {line}): "
+                    f"it updates memory atomically, which must {start} (the test's did; so must a buffer a caller "
+                    "passes in), and the order of the updates, so the last bits of sums, varies from run to run"
                 )
     return notes
 
