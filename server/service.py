@@ -29,6 +29,7 @@ from geak.evaluator.options import EvalOptions
 from geak.evaluator.pool import WorkerPool, WorkerStartError
 
 from .eval_options import eval_options
+from .service_client import request
 from .service_protocol import encode
 
 log = logging.getLogger(__name__)
@@ -52,7 +53,7 @@ class EvaluatorService:
     async def serve(self, path: Path) -> None:
         """Listen on `path` until idle for `idle_s` or asked to stop; then close every evaluator. Where a service
         already answers at `path`, none is started: taking its socket would leave it serving no one."""
-        if await _answers(path):
+        if await request(path, {"method": "status"}) is not None:
             log.warning("a service already answers at %s: not starting another", path)
             return
         with contextlib.suppress(FileNotFoundError):
@@ -159,15 +160,6 @@ class EvaluatorService:
             ],
             "idle_s": self.idle_s,
         }
-
-
-async def _answers(path: Path) -> bool:
-    try:
-        _, writer = await asyncio.open_unix_connection(str(path))
-    except OSError:
-        return False
-    writer.close()
-    return True
 
 
 def _peer_uid(writer: asyncio.StreamWriter) -> int:
