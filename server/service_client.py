@@ -147,12 +147,12 @@ def _start(path: Path) -> subprocess.Popen:
     """Start the service in a session of its own, its output in a log beside its socket (a socket a dead service
     left there, the service replaces; one that answers, it leaves alone and ends)."""
     idle = os.environ.get("GEAK_SERVICE_IDLE_S", str(IDLE_S))
-    with open(_log_of(path), "ab") as log:
+    with open(_log_of(path), "ab") as output:
         return subprocess.Popen(
             [sys.executable, "-m", "geak.server.cli", "service", "run", "--socket", str(path), "--idle", idle],
             stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
+            stdout=output,
+            stderr=output,
             start_new_session=True,
             close_fds=True,
         )
