@@ -178,11 +178,16 @@ class _Search:
 
     async def run(self, focus: Focus, seed: int) -> SearchResult:
         space = self.space
+        if not space.groups and space.set_by_test:
+            return self._result(f"no launch configuration to tune: the file sets its {len(space.set_by_test)} "
+                                "launch parameter(s) in its test code, which every check keeps as the original's ("
+                                + _listed(space.set_by_test) + ")")  # fmt: skip
         if not space.groups:
             return self._result("no launch configuration to tune: every launch's configuration is computed at run "
                                 "time or set by the test")  # fmt: skip
+        left = f"; {len(space.set_by_test)} set in the test code left as they are" if space.set_by_test else ""
         self._say(f"{space.knob_count} knob(s) in {len(space.groups)} launch configuration(s): "
-                  + ", ".join(g.name for g in space.groups))  # fmt: skip
+                  + ", ".join(g.name for g in space.groups) + left)  # fmt: skip
         confirm_s = self.backend.confirm_estimate_s or CONFIRM_ESTIMATE_S
         self.finalists = FINALISTS if FINALISTS * confirm_s <= self.budget_s / 2 else 1
         reserve = confirm_s if self.backend.timing else 0.0  # the first finalist's; the next only while time is left
@@ -444,3 +449,9 @@ def _said(finalist: Finalist) -> str:
 def _undecided_but_ahead(c: Confirmation | None) -> bool:
     """Did the bench leave a correct finalist undecided while its speedup was above 1 (worth one more bench)?"""
     return c is not None and c.ok and is_undecided(c.speedup_verdict) and (c.speedup or 0.0) > 1.0
+
+
+def _listed(items: list[str], shown: int = 3) -> str:
+    """The first `shown` of `items`, and how many more."""
+    more = f" and {len(items) - shown} more" if len(items) > shown else ""
+    return ", ".join(items[:shown]) + more

@@ -35,7 +35,7 @@ from typing import Literal
 
 from geak.evaluator.python_source import parse
 from geak.evaluator.results import CallCost, CompiledKernelFacts
-from geak.evaluator.triton_file import is_kernel_def
+from geak.evaluator.triton_file import TritonFileError, is_kernel_def, parse_triton_file
 
 from .autotune_configs import AutotuneSite, LaunchConfig, find_autotune_sites, pin
 from .launch_params import NUM_STAGES_CHOICES, NUM_WARPS_CHOICES, TunableParam, apply_params, find_tunable_params
@@ -113,8 +113,12 @@ class Space:
     kernel: str | None = None
     groups: list[Group] = field(default_factory=list)
 
+    set_by_test: list[str] = field(default_factory=list)  # knobs on lines of the test section: never screened
+
     def __post_init__(self) -> None:
-        self.groups = [g for g in _groups(self.source, self.backend) if self.kernel in (None, g.kernel)]
+        groups, in_test = _groups(self.source, self.backend)
+        self.groups = [g for g in groups if self.kernel in (None, g.kernel)]
+        self.set_by_test = [where for kernel, where in in_test if self.kernel in (None, kernel)]
 
     @property
     def knob_count(self) -> int:
@@ -262,12 +266,21 @@ def focus_of(calls: Sequence[CallCost], kernels: Sequence[CompiledKernelFacts]) 
 # ---------------------------------------------------------------------------------------------- groups
 
 
-def _groups(source: str, backend: str | None) -> list[Group]:
+def _groups(source: str, backend: str | None) -> tuple[list[Group], list[tuple[str, str]]]:
+    """The launch configurations of `source`, and (kernel, where) of each knob on a line of its test section: a check
+    composes every candidate with the original's test section, so a change there would screen the original again
+    (the ROCm benchmark's files launch their kernels from wrappers after the separator: 24 of its 31 files set every
+    launch configuration there)."""
     traits = _kernel_traits(source)
     rocm = "rocm" if backend == "rocm" else None
+    in_test = _test_lines(source)
+    set_by_test: list[tuple[str, str]] = []
     by_group: dict[str, list[TunableParam]] = {}
     for param in find_tunable_params(source, rocm):
-        by_group.setdefault(param.group, []).append(param)
+        if param.line in in_test:
+            set_by_test.append((param.kernel, f"{param.kernel}: {param.name} (line {param.line})"))
+        else:
+            by_group.setdefault(param.group, []).append(param)
     groups = []
     for name, params in by_group.items():
         kernel = params[0].kernel
@@ -280,11 +293,22 @@ def _groups(source: str, backend: str | None) -> list[Group]:
         if knobs:
             groups.append(Group(name, kernel, knobs, uses_dot, loops))
     for site in find_autotune_sites(source, rocm):
+        if site.line in in_test:
+            set_by_test.append((site.kernel, f"{site.kernel}: its autotune configs (line {site.line})"))
+            continue
         uses_dot, loops = traits.get(site.kernel, (False, True))
         knobs = tuple(_autotune_knobs(site, loops))
         if knobs:
             groups.append(Group(site.group, site.kernel, knobs, uses_dot, loops, site))
-    return groups
+    return groups, set_by_test
+
+
+def _test_lines(source: str) -> frozenset[int]:
+    """The lines of `source` in its test section (``TritonFile.test_line_numbers``); none for kernel code alone."""
+    try:
+        return parse_triton_file(source).test_line_numbers
+    except TritonFileError:
+        return frozenset()
 
 
 def _kernel_traits(source: str) -> dict[str, tuple[bool, bool]]:

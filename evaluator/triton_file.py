@@ -92,7 +92,6 @@ class TritonFile:
         benchmark's `*_triton_wrapper` helpers), and `Class.apply` of autograd functions."""
         return self.wrappers + self.test_launchers + tuple(f"{name}.apply" for name in self.autograd_functions)
 
-
     @property
     def kernel_section(self) -> str:
         """The rewritable part. Native format keeps line numbers (test lines are blanked)."""
@@ -105,6 +104,12 @@ class TritonFile:
     @property
     def test_section(self) -> str:
         return _join(line for _, lines in self.test_blocks for line in lines)
+
+    @property
+    def test_line_numbers(self) -> frozenset[int]:
+        """The file's lines (1-based) in its test section: a check composes every candidate with the original's test
+        section, so a candidate's change on one of them never runs."""
+        return frozenset(start + offset for start, lines in self.test_blocks for offset in range(len(lines)))
 
     def compose(self, kernel_section: str | None = None) -> Composed:
         """Candidate kernel code (default: this file's) followed by this file's test section."""
@@ -259,8 +264,6 @@ def parse_triton_file(text: str, path: str = "<string>", *, require_tests: bool 
         test_style=style,
         output_source=output_source,
     )
-
-
 
 
 def _test_launchers(test_stmts: list[ast.stmt], kernel_names: set[str]) -> tuple[str, ...]:

@@ -221,6 +221,48 @@ def test_nothing_to_tune():
     assert result.summary.startswith("no launch configuration to tune")
 
 
+WITH_TEST = (
+    SOURCE
+    + "\n"
+    + "#" * 146
+    + """
+
+def add_in_test(x, y, out):
+    add_kernel[(1,)](x, y, out, out.numel(), BLOCK_SIZE=256, num_warps=2)
+
+
+def test_add():
+    add_in_test(1, 2, 3)
+"""
+)
+
+
+def test_launches_in_the_test_section_are_left_alone_and_said():
+    space = Space(WITH_TEST, "cuda")
+    lines = WITH_TEST.splitlines()
+    test_line = next(i for i, text in enumerate(lines, 1) if "BLOCK_SIZE=256" in text)
+    assert space.set_by_test == [
+        f"add_kernel: {name} (line {test_line})" for name in ("BLOCK_SIZE", "num_warps", "num_stages")
+    ]
+    assert {g.name for g in space.groups} == {g.name for g in Space(SOURCE, "cuda").groups}
+    backend = Scripted()
+    run(backend, WITH_TEST, budget_s=20)
+    assert backend.screens and all("BLOCK_SIZE=256, num_warps=2" in v for screen in backend.screens for v in screen)
+
+
+def test_a_file_whose_test_sets_every_launch_configuration_screens_nothing_and_says_why():
+    only_test = WITH_TEST.replace(
+        "BLOCK_SIZE=1024)", "BLOCK_SIZE=triton.next_power_of_2(n), num_warps=n // 256, num_stages=n % 3)"
+    )
+    backend = Scripted()
+    result = run(backend, only_test)
+    assert not result.improved and backend.screens == []
+    assert result.summary.startswith(
+        "no launch configuration to tune: the file sets its 3 launch parameter(s) in its "
+        "test code, which every check keeps as the original's (add_kernel: BLOCK_SIZE"
+    )
+
+
 def test_a_short_budget_screens_once():
     backend = Scripted(confirm_estimate_s=100.0)  # confirming the finalists would take the whole budget
     run(backend, budget_s=30)
