@@ -66,6 +66,20 @@ def test_a_rocm_benchmark_file_is_screened_with_its_benchmark_module():
     assert result.calls  # the benchmark's calls were captured through the module
 
 
+def test_a_call_the_reference_does_not_reproduce_is_left_out_of_the_jobs_rough_check_too():
+    """The caller leaves such a call to the full check; the job's own check used to call every variant of it wrong,
+    so that none was timed."""
+    unstable = SOURCE.replace(
+        "    out = torch.empty_like(x)\n",
+        "    y[0] = float(time.perf_counter_ns() % 1009)  # another in every run\n    out = torch.empty_like(x)\n",
+    ).replace("import torch\n", "import time\n\nimport torch\n", 1)
+    wider = unstable.replace("BLOCK=256)", "BLOCK=512)").replace("cdiv(n, 256)", "cdiv(n, 512)")
+    result = screen([wider], baseline=unstable)
+    assert result.ok, result.message
+    assert [(v.status, v.message) for v in result.variants] == [("ok", "")]
+    assert "the reference does not reproduce" in result.message
+
+
 def test_a_variant_of_another_baseline_is_compared_with_that_baseline():
     baseline = SOURCE.replace("BLOCK=256)", "BLOCK=1024)").replace("cdiv(n, 256)", "cdiv(n, 1024)")
     result = screen([SOURCE], baseline=baseline)
