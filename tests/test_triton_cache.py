@@ -38,12 +38,18 @@ def test_a_trusted_job_is_kept_and_seeds_later_jobs_but_a_candidate_is_never_kep
     keep_job(str(trusted), job(cand, seed="k1", keep=None))
     assert (trusted / "k1" / "abc" / "kernel.cubin").read_bytes() == b"compiled"
 
-    again = tmp_path / "again"  # a second trusted run under the same key does not replace the first
-    (again / JOB_CACHE).mkdir(parents=True)
+    again = tmp_path / "again"  # a later trusted run under the same key adds what it compiled, changes nothing
+    (again / JOB_CACHE / "abc").mkdir(parents=True)
+    (again / JOB_CACHE / "abc" / "kernel.cubin").write_bytes(b"other")
     (again / JOB_CACHE / "other").write_bytes(b"x")
     keep_job(str(trusted), job(again, keep="k1"))
-    assert not (trusted / "k1" / "other").exists()
+    assert (trusted / "k1" / "other").read_bytes() == b"x"
+    assert (trusted / "k1" / "abc" / "kernel.cubin").read_bytes() == b"compiled"
     assert sorted(p.name for p in trusted.iterdir()) == ["k1"]  # no staging folder left
+    before = (trusted / "k1").stat().st_ino
+    keep_job(str(trusted), job(again, keep="k1"))  # nothing new: the entry is left as it is
+    assert (trusted / "k1").stat().st_ino == before
+    assert sorted(p.name for p in trusted.iterdir()) == ["k1"]
 
 
 COMPILE_FOR_HOPPER = """
