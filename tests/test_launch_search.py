@@ -211,14 +211,23 @@ def test_without_timing_configurations_are_checked_for_correctness_only():
     assert f"{CPU_ROUND} launch configuration(s)" in result.summary and "the original is kept" in result.summary
 
 
-def test_nothing_to_tune():
-    computed = SOURCE.replace(
+def computed_launch(source):
+    """`source` with its wrapper's launch configuration computed at run time: no knob there."""
+    return source.replace(
         "BLOCK_SIZE=1024)", "BLOCK_SIZE=triton.next_power_of_2(n), num_warps=n // 256, num_stages=n % 3)"
     )
+
+
+def untuned(source):
+    """The search's summary of `source`, which it must leave as it is without screening anything."""
     backend = Scripted()
-    result = run(backend, computed)
+    result = run(backend, source)
     assert not result.improved and backend.screens == []
-    assert result.summary.startswith("no launch configuration to tune")
+    return result.summary
+
+
+def test_nothing_to_tune():
+    assert untuned(computed_launch(SOURCE)).startswith("no launch configuration to tune")
 
 
 WITH_TEST = (
@@ -251,13 +260,7 @@ def test_launches_in_the_test_section_are_left_alone_and_said():
 
 
 def test_a_file_whose_test_sets_every_launch_configuration_screens_nothing_and_says_why():
-    only_test = WITH_TEST.replace(
-        "BLOCK_SIZE=1024)", "BLOCK_SIZE=triton.next_power_of_2(n), num_warps=n // 256, num_stages=n % 3)"
-    )
-    backend = Scripted()
-    result = run(backend, only_test)
-    assert not result.improved and backend.screens == []
-    assert result.summary.startswith(
+    assert untuned(computed_launch(WITH_TEST)).startswith(
         "no launch configuration to tune: the file sets its 3 launch parameter(s) in its "
         "test code, which every check keeps as the original's (add_kernel: BLOCK_SIZE"
     )
