@@ -112,7 +112,6 @@ class Space:
     backend: str | None = None
     kernel: str | None = None
     groups: list[Group] = field(default_factory=list)
-
     set_by_test: list[str] = field(default_factory=list)  # knobs on lines of the test section: never screened
 
     def __post_init__(self) -> None:
