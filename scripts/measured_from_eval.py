@@ -16,6 +16,8 @@ import json
 import statistics
 from pathlib import Path
 
+from geak.agent.records_file import read_records
+
 TB_FOLDER = "tritonbench_revised/TritonBench_G_v1"
 
 
@@ -46,15 +48,12 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     parser.add_argument("--date", required=True)
     args = parser.parse_args()
-    records = [
-        {(row := json.loads(line))["filename"]: row for line in Path(p).read_text().splitlines() if line.strip()}
-        for p in args.records
-    ]
+    records = [{row["filename"]: row for row in read_records(Path(p), "filename")} for p in args.records]
     alone_us = {
         row["file"]: row["baseline_ms"] * 1e3
         for p in args.baselines
-        for line in Path(p).read_text().splitlines()
-        if line.strip() and (row := json.loads(line)).get("baseline_ms")
+        for row in read_records(Path(p), "file")
+        if row.get("baseline_ms")
     }
     old = json.loads(Path(args.rocm_from).read_text())
     rocm = [f for f in old["files"] if f["path"].startswith("rocm/")]
