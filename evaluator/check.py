@@ -11,7 +11,7 @@ from . import cpu_support
 from .compare import UnreadableOutput, compare, load_output
 from .diagnostics import definition_line, error_diagnostic
 from .options import EvalOptions
-from .pool import JobOutcome
+from .pool import JobOutcome, usable_cores
 from .reference_probes import ReferenceProbes, is_probe_where, rejudged_after_rerun
 from .reproduction import Masks, differences, prefixed, two_runs, unwritten_summary
 from .results import FAILED_KINDS, NOT_RUN_KINDS, TEST_KINDS, CheckResult, Comparison, Diagnostic, Mismatch, TestOutcome
@@ -69,8 +69,17 @@ def check_job(
             cwd=str(Path(owner.path).resolve().parent) if Path(owner.path).exists() else None,
             probe_stall_s=options.probe_stall_s,
             stop_kinds=sorted(stop_kinds),
+            compile_workers=compile_workers(options),
         )
     )
+
+
+def compile_workers(options: EvalOptions) -> int:
+    """The processes a check job may compile its kernels in ahead of its tests: its share of the cores beside the
+    jobs that may run at once on this host (none on the interpreter, which compiles nothing)."""
+    if options.backend == "interpreter":
+        return 0
+    return usable_cores() // max(1, options.host_jobs or options.max_concurrent)
 
 
 def reference_stop_kinds(poison: bool) -> frozenset[str]:

@@ -1,4 +1,4 @@
-"""Triton compiles in forked processes, for the screening job's many variants.
+"""Triton compiles in forked processes, for the screening job's many variants and a check's dry pass.
 
 Triton's front end (the AST walk that writes the first IR) holds the GIL, so the thread pool Triton's
 ``AsyncCompileMode`` is meant for compiles little faster than one by one: on an H200, 36 variants of an attention
@@ -11,8 +11,9 @@ itself, which finds the binary in that cache and only reads it.
 A child never touches the GPU: Triton's compile is given its target and needs no device (the job process opened its
 GPU context before the fork, and no GPU context survives one). A child that fails, crashes or is killed at the
 deadline only loses its own compile: the variant then compiles at its first run, or is not run (``not_in_time``).
-A compile already in the job's Triton cache (seeded from a trusted run that compiled it) is read in the job process
-when its turn comes, with no fork (``compile_mode``).
+A compile already in the job's Triton cache (seeded from a trusted run that compiled it, or compiled since by another
+process of the job: a check's dry pass, ``compile_ahead``, and the job itself) is read in the job process when its
+turn comes, with no fork (``compile_mode``).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ class _Pending(Future):
         super().__init__()
         self.fn = fn
         self.here = here
+        self.key: Any = None  # Triton's key of the compile, where the mode said it (``compile_mode``)
 
     def settle_here(self) -> None:
         if self.done():
@@ -87,8 +89,10 @@ class ForkedCompiles(Executor):
     def asked_for(self, key: Any) -> None:
         """Note that a launch asked for the compile of `key`: just submitted, or submitted before (Triton's mode
         then hands back the pending one, so a second variant with the same kernel needs that same compile)."""
-        self._index_of.setdefault(key, len(self.queued) - 1)
-        self.asked.append(self._index_of[key])
+        index = self._index_of.setdefault(key, len(self.queued) - 1)
+        self.asked.append(index)
+        if self.queued[index].key is None:
+            self.queued[index].key = key
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
         pending = _Pending(lambda: fn(*args, **kwargs), here=isinstance(fn, _Cached))
@@ -107,8 +111,8 @@ class ForkedCompiles(Executor):
             pending = self.queued[index]
             if pending.done():  # asked for early, compiled here
                 continue
-            if pending.here:  # in the cache: read, no process forked for it
-                pending.settle_here()
+            if pending.here or (pending.key is not None and in_triton_cache(pending.key)):
+                pending.settle_here()  # in the cache (another process may have compiled it since): read here
                 continue
             if not self._frozen:
                 gc.freeze()  # the children's collections leave the parent's objects (and their pages) alone
@@ -166,6 +170,7 @@ class ForkedCompiles(Executor):
             return pid
         code = 1  # the child: compile, and leave without running the parent's exit handlers
         try:
+            sandbox.die_with_parent()  # a job process killed (or a check's dry pass ended) ends its compiles
             fn()
             code = 0
         except BaseException:

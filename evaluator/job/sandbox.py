@@ -9,6 +9,7 @@ process and creates its GPU context there.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import importlib
 import importlib.util
@@ -31,6 +32,8 @@ import torch
 
 from ..shared.poison import second_poison
 from .kernel_watch import KernelWatch
+
+_PR_SET_PDEATHSIG = 1
 
 BACKEND_CHOICES = ("auto", "gpu", "interpreter")
 
@@ -123,6 +126,13 @@ def enter_child(info: RuntimeInfo) -> None:
     if info.backend != "interpreter":
         torch.empty(1, device="cuda")
         torch.cuda.synchronize()
+
+
+def die_with_parent() -> None:
+    """In a forked process: be killed when the thread that forked it ends (Linux ``PR_SET_PDEATHSIG``; elsewhere,
+    or under a seccomp filter that forbids it, nothing)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
 
 
 def fork_process() -> int:
@@ -253,8 +263,10 @@ _SHARE_TWINS = threading.Event()
 _KEEP_TUNING = threading.Event()
 _COMPILE_AHEAD = threading.Event()
 _TWIN_CHOICES: dict[tuple[Any, ...], dict[Any, int]] = {}  # a kernel's fingerprint -> tuning key -> config index
-_TUNING_BENCH: list[Callable[..., Any]] = []  # what autotuners time their configs with, within `tuned_with`
+# what autotuners time their configs with, and whether over Triton's own benchmarks too, within `tuned_with`
+_TUNING_BENCH: list[tuple[Callable[..., Any], bool]] = []
 _COMPILE_ONLY = threading.Event()
+_EVERY_CONFIG = threading.Event()
 _KEEP_COMPILED = threading.Event()
 _WATCHES: list[KernelWatch] = []  # the watch of the tests or probes now running, within `kernels_watched`
 
@@ -354,14 +366,17 @@ def twins_tuned_alike():
 
 
 @contextlib.contextmanager
-def tuned_with(bench: Callable[..., Any]):
+def tuned_with(bench: Callable[..., Any], over_tritons: bool = False):
     """Within it, a `@triton.autotune` kernel whose file gave it no benchmark of its own times its configs with
-    `bench` (Triton's ``do_bench`` signature) instead of Triton's default."""
-    _TUNING_BENCH.append(bench)
+    `bench` (Triton's ``do_bench`` signature) instead of Triton's default. `over_tritons`: also one whose file asked
+    for one of Triton's own benchmarks (`use_cuda_graph`, `warmup`, `rep`), where no choice is by speed (a check); a
+    benchmark the file wrote itself (`do_bench=`) is its own everywhere."""
+    entry = (bench, over_tritons)
+    _TUNING_BENCH.append(entry)
     try:
         yield
     finally:
-        _TUNING_BENCH.remove(bench)
+        _TUNING_BENCH.remove(entry)
 
 
 @contextlib.contextmanager
@@ -373,6 +388,17 @@ def compile_only():
         yield
     finally:
         _COMPILE_ONLY.clear()
+
+
+@contextlib.contextmanager
+def every_config_compiled():
+    """Within ``compile_only``, an autotuned kernel's launch compiles each of its configs (a check's kernels compiled
+    ahead: ``compile_ahead``), not only the one it would run."""
+    _EVERY_CONFIG.set()
+    try:
+        yield
+    finally:
+        _EVERY_CONFIG.clear()
 
 
 @contextlib.contextmanager
@@ -475,6 +501,8 @@ def _install_tuning_deferral() -> None:
             return original(self, *args, **kwargs)
         if _SHARE_TWINS.is_set():
             return _tuned_like_twins(self, original, args, kwargs)
+        if _EVERY_CONFIG.is_set() and _COMPILE_ONLY.is_set():
+            return _every_config_run(self, original, args, kwargs)
         only = _untuned_config(self, args, kwargs)
         if only is None:
             key = _tuning_key(self, args, kwargs) if _COMPILE_AHEAD.is_set() else None
@@ -500,18 +528,20 @@ def _install_tuning_deferral() -> None:
     def run(self, *args, **kwargs):
         if not _TUNING_BENCH or len(self.configs) <= 1:  # every timed launch comes here: nothing added to it
             return tuned(self, *args, **kwargs)
-        with _benchmarked_by(self, _TUNING_BENCH[-1]):
+        with _benchmarked_by(self, *_TUNING_BENCH[-1]):
             return tuned(self, *args, **kwargs)
 
     Autotuner.run = run
 
 
 @contextlib.contextmanager
-def _benchmarked_by(tuner: Any, bench: Callable[..., Any] | None):
+def _benchmarked_by(tuner: Any, bench: Callable[..., Any] | None, over_tritons: bool = False):
     """`tuner` times its configs with `bench` within, where it was given no benchmark of its own (``_do_bench``
-    None: no `do_bench`, `warmup`, `rep` or `use_cuda_graph` argument). Triton reads the benchmark through a cached
-    property, so the tuner's own attribute takes its place and is taken away after."""
-    if bench is None or getattr(tuner, "_do_bench", bench) is not None:
+    None: no `do_bench`, `warmup`, `rep` or `use_cuda_graph` argument), or, `over_tritons`, only one Triton made for
+    it from those arguments. Triton reads the benchmark through a cached property, so the tuner's own attribute
+    takes its place and is taken away after."""
+    own = getattr(tuner, "_do_bench", None)
+    if bench is None or (own is not None and not (over_tritons and tritons_own_benchmark(own))):
         yield
         return
     saved = tuner.__dict__.pop("do_bench", None)
@@ -522,6 +552,25 @@ def _benchmarked_by(tuner: Any, bench: Callable[..., Any] | None):
         del tuner.__dict__["do_bench"]
         if saved is not None:
             tuner.__dict__["do_bench"] = saved
+
+
+def tritons_own_benchmark(do_bench: Any) -> bool:
+    """Is `do_bench` one of the benchmarks `@triton.autotune` builds from its `use_cuda_graph`, `warmup` and `rep`
+    arguments (made in Triton's autotuner module), not one the file wrote?"""
+    return getattr(do_bench, "__module__", None) == "triton.runtime.autotuner"
+
+
+def _every_config_run(tuner: Any, original: Callable[..., Any], args: tuple, kwargs: dict) -> None:
+    """Run `tuner` once with each of its configs alone (within ``compile_only``: each compiles, nothing launches)."""
+    every = tuner.configs
+    for config in every:
+        tuner.configs = [config]
+        try:
+            original(tuner, *args, **kwargs)
+        except Exception:  # a config that fails here fails at its tuning in the job, which says why
+            continue
+        finally:
+            tuner.configs = every
 
 
 def _tuned_like_twins(tuner: Any, original: Callable[..., Any], args: tuple, kwargs: dict) -> Any:

@@ -73,6 +73,7 @@ PRELOAD = (
     ".rocm_bench",
     ".screening",
     ".forked_compiles",
+    ".compile_ahead",
     ".probes",
     ".probe_variants",
     ".namespaces",
@@ -330,10 +331,10 @@ def _job_process(
     zygote_pid: int,
     grant_read: int | None,
 ) -> None:
-    from . import device_wait, sandbox
+    from . import compile_ahead, device_wait, sandbox
 
     os.setpgid(0, 0)  # its own process group: the pool kills the job with all it started
-    _prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
+    sandbox.die_with_parent()
     if os.getppid() not in (zygote_pid, 0):  # the zygote died before the line above took effect (0: a PID 1)
         return
     _redirect_output(request["log"])
@@ -355,16 +356,22 @@ def _job_process(
         detail = "".join(traceback.format_exception(type(e), e, e.__traceback__))
         send({"event": "result", "worker_error": f"isolating the job failed:\n{detail}"})
         return
+    ahead = None  # a check's dry pass, compiling its kernels ahead of its tests
     try:
         timed_files = [m["path"] for m in job.modules] if isinstance(job, BenchJob | ScreenJob) else []
         if info.backend == "cuda" and device_wait.one_work_queue_serves(timed_files):
             device_wait.one_work_queue()
         if isinstance(job, CheckJob) and info.backend != "interpreter":  # a check times nothing
             device_wait.sleep_while_waiting(hip=info.backend == "rocm")
+            ahead = compile_ahead.start(job, info)
         sandbox.enter_child(info)
+        if ahead is not None:
+            ahead.go()
     except BaseException as e:
         detail = "".join(traceback.format_exception(type(e), e, e.__traceback__))
         send({"event": "result", "worker_error": f"opening the {info.backend} runtime failed:\n{detail}"})
+        if ahead is not None:
+            ahead.stop()
         return
     if isinstance(job, CheckJob) and job.cwd and confinement.policy is None:  # sandboxed: in its own directory
         os.chdir(job.cwd)
@@ -377,6 +384,10 @@ def _job_process(
         result = {"error": str(e), "device_busy": True}
     except BaseException as e:  # the worker's own failure, reported rather than lost
         result = {"worker_error": "".join(traceback.format_exception(type(e), e, e.__traceback__))}
+    if ahead is not None:
+        ahead.stop()
+        if said := compile_ahead.said(job.scratch):
+            send({"event": "progress", "stage": said})
     send({"event": "result", **result})
 
 
@@ -453,13 +464,15 @@ def run_check(job: CheckJob, info: Any, send) -> dict[str, Any]:
     """Run a file's tests (and repeats and probes, as the job says), each test's outcome and output kept. On a GPU,
     `@triton.autotune` kernels tune with the timing job's short benchmark (``timing.tuning_bench``): the device is
     shared here, so no choice made in a check is by speed, and Triton's 125 ms a config spent seconds a tuning key
-    (10-11 s for a 48-config file's timing on an H100). Their configs compile at once in forked processes first
-    (``sandbox.configs_compiled_ahead``), and those that fail there are not tuned."""
+    (10-11 s for a 48-config file's timing on an H100); so do those whose file asked for Triton's CUDA-graph
+    benchmark (`use_cuda_graph=True`: ROCm `rmsnorm_fwd.py`), not one the file wrote itself. Their configs compile
+    at once in forked processes first (``sandbox.configs_compiled_ahead``), and those that fail there are not
+    tuned."""
     if info.backend == "interpreter":
         return _run_check(job, info, send)
     from . import sandbox, timing
 
-    with sandbox.tuned_with(timing.tuning_bench), sandbox.configs_compiled_ahead():
+    with sandbox.tuned_with(timing.tuning_bench, over_tritons=True), sandbox.configs_compiled_ahead():
         return _run_check(job, info, send)
 
 

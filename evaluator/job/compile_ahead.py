@@ -1,0 +1,184 @@
+"""A check's kernels compiled ahead of its tests, in parallel, by a dry pass in a process of its own.
+
+A cold check of a file with many test cases compiles each new specialization when its case reaches it, one after
+another: on an H200, ROCm `rmsnorm_fwd.py`'s 56 cases took 96 s, nearly all of it compiling. ``start`` forks, before
+the job process opens its GPU context, a *dry* process that opens its own, imports the file itself and runs the same
+tests (then the benchmark cases) with every Triton launch turned into a compile (``sandbox.compile_only``; an
+autotuned launch compiles each of its configs), those compiles running in forked processes at once
+(``forked_compiles``) into the job's own Triton cache. Its launches run nothing, so it runs ahead of the job, which
+runs its tests meanwhile as it would alone and finds in the cache what the dry pass compiled.
+
+Nothing of the dry pass reaches a verdict: it has a module object of its own (a file that keeps a kernel's result in
+a global computes it afresh in the job), its own folder (pytest's temporary folders, the benchmark harness's files),
+no output, no message to the caller, no autotuning choice kept (it times nothing), and at most a quarter of the
+device's memory; it stays in the job's process group (the pool's pauses and kills reach it) and is ended when the
+job's tests and probes end. A test that reads what a kernel wrote stops there in the dry pass (the kernel ran
+nothing): what it would have launched next compiles in the job, as before. Only where the caller gives the job
+cores to spare (``CheckJob.compile_workers``: none when many jobs share the host) and on a GPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from ..shared.protocol import CheckJob
+
+FOLDER = "ahead"  # in the job's scratch folder: the dry pass's working directory
+MIN_WORKERS = 2  # fewer compile processes than this: no dry pass (it would only add its own start-up)
+MEMORY_SHARE = 0.25  # of the device's memory, the most the dry pass's tests may allocate
+TALLY = "tally.json"  # in its folder: what the dry pass did
+
+
+@dataclass
+class DryPass:
+    """The dry pass of a check job, forked and waiting for ``go``."""
+
+    pid: int
+    go_write: int  # a byte written here lets it open its GPU context
+
+    def go(self) -> None:
+        """Let the dry pass open its GPU context: after the job opened its own, so that the job's is never the one a
+        device that allows one context at a time (exclusive-process mode) refuses, nor slowed by it."""
+        with contextlib.suppress(OSError):
+            os.write(self.go_write, b"g")
+            os.close(self.go_write)
+
+    def stop(self) -> None:
+        """Kill the dry pass (its compile processes die with it; what they compiled stays in the cache). Not waited
+        for: a process with a GPU context may take a while to go, and the job's result is ready."""
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.pid, os.WNOHANG)
+
+
+def start(job: CheckJob, info: Any) -> DryPass | None:
+    """In the job process, before it opens its GPU context: fork the dry pass where it can help (a GPU, cores to
+    spare); it starts at ``DryPass.go`` and dies with the job process."""
+    workers = min(job.compile_workers, _idle_cores())
+    if info.backend == "interpreter" or workers < MIN_WORKERS:
+        return None
+    from . import sandbox
+
+    go_read, go_write = os.pipe()
+    try:
+        pid = sandbox.fork_process()
+    except OSError:
+        os.close(go_read)
+        os.close(go_write)
+        return None
+    if pid:
+        os.close(go_read)
+        return DryPass(pid, go_write)
+    code = 1
+    try:
+        sandbox.die_with_parent()
+        os.close(go_write)
+        if os.read(go_read, 1) == b"g":  # nothing read: the job ended first
+            _dry_pass(job, info, workers)
+            code = 0
+    except BaseException:
+        pass
+    finally:
+        os._exit(code)
+
+
+def _idle_cores() -> int:
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return int(usable - os.getloadavg()[0])
+
+
+def _dry_pass(job: CheckJob, info: Any, workers: int) -> None:
+    import torch
+
+    from . import rocm_bench, sandbox, triton_cache
+    from .forked_compiles import ForkedCompiles, compile_mode
+
+    folder = Path(job.scratch, FOLDER)
+    folder.mkdir(exist_ok=True)
+    quiet = os.open(os.devnull, os.O_WRONLY)  # the job's log is the job's
+    os.dup2(quiet, 1)
+    os.dup2(quiet, 2)
+    os.close(quiet)
+    sandbox.enter_child(info)
+    torch.cuda.set_per_process_memory_fraction(MEMORY_SHARE)
+    os.chdir(folder)
+    rocm_bench.install(folder, [job.path])
+    triton_cache.reuse_autotuning(False)  # choices made by timing launches that run nothing are never kept
+    executor = ForkedCompiles(workers)
+    mode = compile_mode(executor)
+    started = time.monotonic()
+    tally = {"workers": workers, "cases": 0, "compiles": 0}
+
+    def after_case() -> None:
+        tally["cases"] += 1
+        tally["compiles"] = len(executor.queued)
+        executor.pump()
+        _write_tally(folder, tally)
+
+    with sandbox.tuning_deferred(), sandbox.compile_only(), sandbox.every_config_compiled(), mode:
+        try:
+            sandbox.seed_everything(job.seed)
+            module = sandbox.load_module(job.path, job.module_name)
+            _run_tests(job, module, folder, after_case, gpu=True)
+        finally:
+            report = executor.run(math.inf)
+            tally.update(compiles=report.submitted, compiled=report.compiled, seconds=time.monotonic() - started)
+            _write_tally(folder, tally)
+
+
+def _write_tally(folder: Path, tally: dict[str, Any]) -> None:
+    """What the dry pass has done so far, for the job's progress (``said``): written aside, then renamed."""
+    part = folder / f"{TALLY}.part"
+    part.write_text(json.dumps(tally))
+    os.replace(part, folder / TALLY)
+
+
+def said(scratch: str) -> str:
+    """The dry pass's work in a sentence, from its tally in the job's folder ("" without one)."""
+    try:
+        tally = json.loads(Path(scratch, FOLDER, TALLY).read_text()[:1000])
+        cases, compiles, workers = (int(tally[k]) for k in ("cases", "compiles", "workers"))
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
+    if "compiled" not in tally:
+        return f"compiling ahead: {cases} case(s) run dry, {compiles} compile(s) asked for, not all done"
+    return (f"compiled ahead: {cases} case(s) run dry, {int(tally['compiled'])} of {compiles} compile(s) in "
+            f"{float(tally['seconds']):.1f} s ({workers} processes)")  # fmt: skip
+
+
+def _run_tests(job: CheckJob, module: Any, folder: Path, pump: Callable[[], None], gpu: bool) -> None:
+    """The job's tests, then its benchmark cases (their shapes are the bench's), each seeded as in the job, the
+    compiles they ask for started after each."""
+    from . import sandbox
+
+    if job.test_style == "pytest":
+        from .pytest_plugin import CasePlugin, SessionPlan, run_session
+
+        plan = SessionPlan(frozenset(job.tests) | frozenset(job.benchmarks), frozenset(), job.output_source)
+        plugin = CasePlugin(
+            module,
+            Path(job.path),
+            plan,
+            SimpleNamespace(recording=False),  # no call recorded: probes are the job's
+            gpu,
+            on_case=lambda entry, error: pump(),
+            before_test=lambda: sandbox.seed_everything(job.seed),
+        )
+        run_session(plugin, folder)
+        return
+    for name in job.tests:
+        sandbox.seed_everything(job.seed)
+        with contextlib.suppress(Exception):
+            getattr(module, name)()
+        pump()
