@@ -165,7 +165,7 @@ def test_the_dry_pass_waits_for_the_jobs_context_and_never_starts_when_the_job_e
     (tmp_path / "late").mkdir()
     late = compile_ahead.start(job_for(tmp_path / "f.py", tmp_path / "late"), gpu)
     assert late is not None
-    late.stop()  # the job's tests ended before its context opened: the dry pass never runs
+    late.stop()  # the job ended before its context opened: the dry pass never runs
     with contextlib.suppress(ChildProcessError):
         os.waitpid(late.pid, 0)
     assert not (tmp_path / "late" / "ran").exists()
@@ -185,5 +185,22 @@ def test_the_job_says_what_its_dry_pass_did_and_nothing_without_a_tally(tmp_path
         compile_ahead.said(str(tmp_path))
         == "compiled ahead: 56 case(s) run dry, 160 of 168 compile(s) in 31.0 s (12 processes)"
     )
+    compile_ahead._write_tally(folder, {"error": "RuntimeError: CUDA error: initialization error"})
+    assert compile_ahead.said(str(tmp_path)) == (
+        "nothing compiled ahead: the dry pass failed (RuntimeError: CUDA error: initialization error)"
+    )
     (folder / compile_ahead.TALLY).write_text('{"cases": "many"}')  # the job's own folder: read with care
     assert compile_ahead.said(str(tmp_path)) == ""
+
+
+def test_a_dry_pass_that_fails_says_why_in_the_jobs_progress(tmp_path, monkeypatch):
+    def broken(job, info, workers):
+        raise RuntimeError("CUDA error: initialization error")
+
+    monkeypatch.setattr(compile_ahead, "_idle_cores", lambda: 16)
+    monkeypatch.setattr(compile_ahead, "_dry_pass", broken)
+    dry = compile_ahead.start(job_for(tmp_path / "f.py", tmp_path), sandbox.RuntimeInfo("cuda", "H200", "90", "", ""))
+    assert dry is not None
+    dry.go()
+    assert os.waitstatus_to_exitcode(os.waitpid(dry.pid, 0)[1]) == 1
+    assert "the dry pass failed (RuntimeError: CUDA error: initialization error)" in compile_ahead.said(str(tmp_path))

@@ -63,7 +63,8 @@ class DryPass:
 
 
 def start(job: CheckJob, info: Any) -> DryPass | None:
-    """In the job process, before it opens its GPU context: fork the dry pass where it can help (a GPU, cores to
+    """In the job process, before anything starts the GPU's driver there (a process forked after that cannot use
+    the GPU: N32, on an H200, the dry pass died at once): fork the dry pass where it can help (a GPU, cores to
     spare); it starts at ``DryPass.go`` and dies with the job process."""
     workers = min(job.compile_workers, _idle_cores())
     if info.backend == "interpreter" or workers < MIN_WORKERS:
@@ -87,8 +88,9 @@ def start(job: CheckJob, info: Any) -> DryPass | None:
         if os.read(go_read, 1) == b"g":  # nothing read: the job ended first
             _dry_pass(job, info, workers)
             code = 0
-    except BaseException:
-        pass
+    except BaseException as e:  # said in the job's progress; the job goes on as it would alone
+        with contextlib.suppress(Exception):
+            _write_tally(Path(job.scratch, FOLDER), {"error": f"{type(e).__name__}: {e}"[:300]})
     finally:
         os._exit(code)
 
@@ -101,7 +103,7 @@ def _idle_cores() -> int:
 def _dry_pass(job: CheckJob, info: Any, workers: int) -> None:
     import torch
 
-    from . import rocm_bench, sandbox, triton_cache
+    from . import device_wait, rocm_bench, sandbox, triton_cache
     from .forked_compiles import ForkedCompiles, compile_mode
 
     folder = Path(job.scratch, FOLDER)
@@ -110,6 +112,7 @@ def _dry_pass(job: CheckJob, info: Any, workers: int) -> None:
     os.dup2(quiet, 1)
     os.dup2(quiet, 2)
     os.close(quiet)
+    device_wait.sleep_while_waiting(hip=info.backend == "rocm")  # as the job's own: a check times nothing
     sandbox.enter_child(info)
     torch.cuda.set_per_process_memory_fraction(MEMORY_SHARE)
     os.chdir(folder)
@@ -139,6 +142,7 @@ def _dry_pass(job: CheckJob, info: Any, workers: int) -> None:
 
 def _write_tally(folder: Path, tally: dict[str, Any]) -> None:
     """What the dry pass has done so far, for the job's progress (``said``): written aside, then renamed."""
+    folder.mkdir(exist_ok=True)
     part = folder / f"{TALLY}.part"
     part.write_text(json.dumps(tally))
     os.replace(part, folder / TALLY)
@@ -148,6 +152,8 @@ def said(scratch: str) -> str:
     """The dry pass's work in a sentence, from its tally in the job's folder ("" without one)."""
     try:
         tally = json.loads(Path(scratch, FOLDER, TALLY).read_text()[:1000])
+        if "error" in tally:
+            return f"nothing compiled ahead: the dry pass failed ({str(tally['error'])[:300]})"
         cases, compiles, workers = (int(tally[k]) for k in ("cases", "compiles", "workers"))
     except (OSError, ValueError, KeyError, TypeError):
         return ""

@@ -362,8 +362,8 @@ def _job_process(
         if info.backend == "cuda" and device_wait.one_work_queue_serves(timed_files):
             device_wait.one_work_queue()
         if isinstance(job, CheckJob) and info.backend != "interpreter":  # a check times nothing
+            ahead = compile_ahead.start(job, info)  # before anything starts the GPU's driver here
             device_wait.sleep_while_waiting(hip=info.backend == "rocm")
-            ahead = compile_ahead.start(job, info)
         sandbox.enter_child(info)
         if ahead is not None:
             ahead.go()
