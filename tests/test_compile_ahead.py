@@ -159,13 +159,14 @@ def test_the_dry_pass_waits_for_the_jobs_context_and_never_starts_when_the_job_e
     dry = compile_ahead.start(job_for(tmp_path / "f.py", tmp_path), gpu)
     time.sleep(0.3)
     assert dry is not None and not (tmp_path / "ran").exists()  # the job opens its GPU context first
-    dry.go()
+    dry.go(after_s=0.2)
     assert os.waitstatus_to_exitcode(os.waitpid(dry.pid, 0)[1]) == 0
     assert (tmp_path / "ran").read_text() == "8"
     (tmp_path / "late").mkdir()
     late = compile_ahead.start(job_for(tmp_path / "f.py", tmp_path / "late"), gpu)
     assert late is not None
-    late.stop()  # the job ended before its context opened: the dry pass never runs
+    late.go(after_s=5.0)
+    late.stop()  # the job ended first (a warm check): the dry pass never runs
     with contextlib.suppress(ChildProcessError):
         os.waitpid(late.pid, 0)
     assert not (tmp_path / "late" / "ran").exists()
@@ -201,6 +202,6 @@ def test_a_dry_pass_that_fails_says_why_in_the_jobs_progress(tmp_path, monkeypat
     monkeypatch.setattr(compile_ahead, "_dry_pass", broken)
     dry = compile_ahead.start(job_for(tmp_path / "f.py", tmp_path), sandbox.RuntimeInfo("cuda", "H200", "90", "", ""))
     assert dry is not None
-    dry.go()
+    dry.go(after_s=0.0)
     assert os.waitstatus_to_exitcode(os.waitpid(dry.pid, 0)[1]) == 1
     assert "the dry pass failed (RuntimeError: CUDA error: initialization error)" in compile_ahead.said(str(tmp_path))

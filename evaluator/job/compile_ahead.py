@@ -24,6 +24,7 @@ import json
 import math
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ FOLDER = "ahead"  # in the job's scratch folder: the dry pass's working director
 MIN_WORKERS = 2  # fewer compile processes than this: no dry pass (it would only add its own start-up)
 MEMORY_SHARE = 0.25  # of the device's memory, the most the dry pass's tests may allocate
 TALLY = "tally.json"  # in its folder: what the dry pass did
+GO_AFTER_S = 1.0  # how long the job runs before its dry pass starts (a warm check of one kernel takes less)
 
 
 @dataclass
@@ -45,17 +47,28 @@ class DryPass:
 
     pid: int
     go_write: int  # a byte written here lets it open its GPU context
+    timer: threading.Timer | None = None
 
-    def go(self) -> None:
-        """Let the dry pass open its GPU context: after the job opened its own, so that the job's is never the one a
-        device that allows one context at a time (exclusive-process mode) refuses, nor slowed by it."""
+    def go(self, after_s: float = GO_AFTER_S) -> None:
+        """Let the dry pass open its GPU context `after_s` from now, if the job still runs: after the job opened its
+        own, so that the job's is never the one a device that allows one context at a time (exclusive-process mode)
+        refuses, nor slowed by it; and not in a check that is over by then (a warm save in the editor), which would
+        only pay for a second context."""
+        self.timer = threading.Timer(after_s, self._let_go)
+        self.timer.daemon = True
+        self.timer.start()
+
+    def _let_go(self) -> None:
         with contextlib.suppress(OSError):
             os.write(self.go_write, b"g")
-            os.close(self.go_write)
 
     def stop(self) -> None:
         """Kill the dry pass (its compile processes die with it; what they compiled stays in the cache). Not waited
         for: a process with a GPU context may take a while to go, and the job's result is ready."""
+        if self.timer is not None:
+            self.timer.cancel()
+        with contextlib.suppress(OSError):
+            os.close(self.go_write)
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, signal.SIGKILL)
         with contextlib.suppress(ChildProcessError):
