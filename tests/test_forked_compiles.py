@@ -132,19 +132,18 @@ def test_a_real_triton_compile_for_a_gpu_target_runs_in_a_child_without_a_gpu(tm
     assert kernel.hash and list((tmp_path / "cache").rglob("*.cubin"))  # the child's binary, read back here
 
 
-def test_a_compile_already_in_the_cache_is_read_here_and_no_process_is_forked_for_it(tmp_path, monkeypatch):
+def keyed_compile(tmp_path: Path, monkeypatch) -> tuple[Any, Any, list[int]]:
+    """(Triton's key of a small kernel's compile, that compile, the processes forked from now on) — skips where this
+    Triton cannot say the key its JIT submits a compile under."""
     triton, source, target = compilable_kernel(tmp_path, monkeypatch)
     from triton._C.libtriton import get_cache_invalidating_env_vars
     from triton.compiler.compiler import make_backend
-    from triton.runtime._async_compile import AsyncCompileMode
 
     try:
         from triton.runtime.cache import get_cache_key  # the key Triton's JIT submits a compile under
     except ImportError:
         pytest.skip("this Triton does not name its compile keys with get_cache_key")
-
     from geak.evaluator.job import sandbox
-    from geak.evaluator.job.forked_compiles import compile_mode, in_triton_cache
 
     backend = make_backend(target)
     options = backend.parse_options({"num_warps": 4})
@@ -152,14 +151,25 @@ def test_a_compile_already_in_the_cache_is_read_here_and_no_process_is_forked_fo
     forks: list[int] = []
     real_fork = sandbox.fork_process
     monkeypatch.setattr(sandbox, "fork_process", lambda: forks.append(1) or real_fork())
+    return key, lambda: triton.compile(source, target=target, options=options.__dict__), forks
+
+
+def submit_callbacks() -> list[Any]:
+    """What Triton's ``AsyncCompileMode.submit`` takes after the key and the compile (finalize, and cleanup)."""
+    from triton.runtime._async_compile import AsyncCompileMode
+
+    return [lambda *_: None] * (len(inspect.signature(AsyncCompileMode.submit).parameters) - 3)
+
+
+def test_a_compile_already_in_the_cache_is_read_here_and_no_process_is_forked_for_it(tmp_path, monkeypatch):
+    from geak.evaluator.job.forked_compiles import compile_mode, in_triton_cache
+
+    key, compile_, forks = keyed_compile(tmp_path, monkeypatch)
 
     def submitted() -> Any:
         executor = ForkedCompiles(2)
-        mode = compile_mode(executor)
-        compile_ = lambda: triton.compile(source, target=target, options=options.__dict__)
-        with mode:
-            callbacks = len(inspect.signature(AsyncCompileMode.submit).parameters) - 3  # finalize (and cleanup)
-            future = mode.submit(key, compile_, *[lambda kernel: None] * callbacks)
+        with compile_mode(executor) as mode:
+            future = mode.submit(key, compile_, *submit_callbacks())
             report = executor.run(time.monotonic() + 120)
         return future.result(), report
 
@@ -170,15 +180,28 @@ def test_a_compile_already_in_the_cache_is_read_here_and_no_process_is_forked_fo
     assert report.compiled == 1 and forks == [1] and again.hash == first.hash
 
 
+def test_a_compile_another_process_put_in_the_cache_meanwhile_is_read_at_its_turn(tmp_path, monkeypatch):
+    """A check compiles a kernel itself while its dry pass (``compile_ahead``) still has it queued: the dry pass
+    reads it at its turn, with no process forked for it."""
+    from geak.evaluator.job.forked_compiles import compile_mode, in_triton_cache
+
+    key, compile_, forks = keyed_compile(tmp_path, monkeypatch)
+    executor = ForkedCompiles(2)
+    with compile_mode(executor) as mode:
+        future = mode.submit(key, compile_, *submit_callbacks())
+        assert not in_triton_cache(key)
+        compile_()  # meanwhile, the job's own compile of the same kernel
+        report = executor.run(time.monotonic() + 120)
+    assert report.compiled == 1 and forks == [] and future.result().hash
+
+
 def test_a_launch_that_reuses_a_pending_compile_is_told_apart_from_one_that_submits_it():
     """Two variants with one kernel: Triton's mode hands the second the first's pending compile, and the screening
     must know that the second needs it too (else, not compiled in the time, it compiles at its run, unbounded)."""
-    from triton.runtime._async_compile import AsyncCompileMode
-
     from geak.evaluator.job.forked_compiles import compile_mode
 
     executor = ForkedCompiles(2)
-    callbacks = [lambda *_: None] * (len(inspect.signature(AsyncCompileMode.submit).parameters) - 3)
+    callbacks = submit_callbacks()
     with compile_mode(executor) as mode:
         slow = mode.submit("geak-test-slow-kernel", lambda: time.sleep(30), *callbacks)
         again = mode.submit("geak-test-slow-kernel", lambda: time.sleep(30), *callbacks)
