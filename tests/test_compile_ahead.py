@@ -71,6 +71,12 @@ def test_no_dry_pass_on_the_interpreter_or_without_cores_to_spare(tmp_path, monk
     assert dry is not None and dry.pid == 1 and forks == [1]
     os.close(dry.go_write)
 
+    def no_descriptors():
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(os, "pipe", no_descriptors)  # nothing the dry pass needs may fail the job
+    assert compile_ahead.start(job, gpu) is None and forks == [1]
+
 
 def test_the_dry_pass_runs_every_case_then_the_benchmarks_each_seeded_and_starts_compiles_after_each(tmp_path):
     path = tmp_path / "cases.py"

@@ -56,9 +56,11 @@ class DryPass:
         own, so that the job's is never the one a device that allows one context at a time (exclusive-process mode)
         refuses, nor slowed by it; and not in a check that is over by then (a warm save in the editor), which would
         only pay for a second context."""
-        self.timer = threading.Timer(after_s, self._let_go)
-        self.timer.daemon = True
-        self.timer.start()
+        timer = threading.Timer(after_s, self._let_go)
+        timer.daemon = True
+        with contextlib.suppress(RuntimeError):  # no thread to be had: the dry pass never starts, the job goes on
+            timer.start()
+            self.timer = timer
 
     def _let_go(self) -> None:
         with contextlib.suppress(OSError):
@@ -84,7 +86,10 @@ def start(job: CheckJob, info: Any) -> DryPass | None:
         return None
     from . import sandbox
 
-    go_read, go_write = os.pipe()
+    try:
+        go_read, go_write = os.pipe()
+    except OSError:  # no descriptors left: the job runs as it would alone
+        return None
     try:
         pid = sandbox.fork_process()
     except OSError:
@@ -110,7 +115,10 @@ def start(job: CheckJob, info: Any) -> DryPass | None:
 
 def _idle_cores() -> int:
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return int(usable - os.getloadavg()[0])
+    try:
+        return int(usable - os.getloadavg()[0])
+    except OSError:  # the load cannot be read: no cores known to be idle
+        return 0
 
 
 def _dry_pass(job: CheckJob, info: Any, workers: int) -> None:
