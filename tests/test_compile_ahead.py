@@ -63,10 +63,10 @@ def test_no_dry_pass_on_the_interpreter_or_without_cores_to_spare(tmp_path, monk
     gpu = sandbox.RuntimeInfo("cuda", "NVIDIA H200", "90", "", "")
     assert compile_ahead.start(job, interpreter) is None
     assert compile_ahead.start(replace(job, compile_workers=1), gpu) is None
-    monkeypatch.setattr(compile_ahead, "_idle_cores", lambda: 1)  # the host busy with other work
+    monkeypatch.setattr(compile_ahead, "idle_cores", lambda: 1)  # the host busy with other work
     assert compile_ahead.start(job, gpu) is None
     assert forks == []
-    monkeypatch.setattr(compile_ahead, "_idle_cores", lambda: 16)
+    monkeypatch.setattr(compile_ahead, "idle_cores", lambda: 16)
     dry = compile_ahead.start(job, gpu)
     assert dry is not None and dry.pid == 1 and forks == [1]
     os.close(dry.go_write)
@@ -123,7 +123,7 @@ def test_an_autotuned_launch_within_the_dry_pass_compiles_each_config_alone():
 
 
 def test_the_dry_pass_waits_for_the_jobs_context_and_never_starts_when_the_job_ends_first(tmp_path, monkeypatch):
-    monkeypatch.setattr(compile_ahead, "_idle_cores", lambda: 16)
+    monkeypatch.setattr(compile_ahead, "idle_cores", lambda: 16)
     ran = lambda job, info, workers: Path(job.scratch, "ran").write_text(str(workers))
     monkeypatch.setattr(compile_ahead, "_dry_pass", ran)
     gpu = sandbox.RuntimeInfo("cuda", "NVIDIA H200", "90", "", "")
@@ -169,7 +169,7 @@ def test_a_dry_pass_that_fails_says_why_in_the_jobs_progress(tmp_path, monkeypat
     def broken(job, info, workers):
         raise RuntimeError("CUDA error: initialization error")
 
-    monkeypatch.setattr(compile_ahead, "_idle_cores", lambda: 16)
+    monkeypatch.setattr(compile_ahead, "idle_cores", lambda: 16)
     monkeypatch.setattr(compile_ahead, "_dry_pass", broken)
     dry = compile_ahead.start(job_for(tmp_path / "f.py", tmp_path), sandbox.RuntimeInfo("cuda", "H200", "90", "", ""))
     assert dry is not None

@@ -210,3 +210,17 @@ def test_a_launch_that_reuses_a_pending_compile_is_told_apart_from_one_that_subm
         report = executor.run(time.monotonic() + 1.0)
     assert again is slow and asked == [0, 0, 1] and report.not_in_time == {0}
     assert other.result() == "compiled"
+
+
+def test_idle_cores_are_the_cores_less_the_load_and_none_where_the_load_cannot_be_read(monkeypatch):
+    from geak.evaluator.job import forked_compiles
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    monkeypatch.setattr(os, "getloadavg", lambda: (3.6, 2.0, 1.0))
+    assert forked_compiles.idle_cores() == 12
+
+    def unreadable():
+        raise OSError("no load average here")
+
+    monkeypatch.setattr(os, "getloadavg", unreadable)
+    assert forked_compiles.idle_cores() == 0

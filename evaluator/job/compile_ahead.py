@@ -35,6 +35,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from ..shared.protocol import CheckJob
+from .forked_compiles import ForkedCompiles, compile_mode, idle_cores
 
 FOLDER = "ahead"  # in the job's scratch folder: the dry pass's working directory
 MIN_WORKERS = 2  # fewer compile processes than this: no dry pass (it would only add its own start-up)
@@ -81,7 +82,7 @@ def start(job: CheckJob, info: Any) -> DryPass | None:
     """In the job process, before anything starts the GPU's driver there (a process forked after that cannot use
     the GPU: N32, on an H200, the dry pass died at once): fork the dry pass where it can help (a GPU, cores to
     spare); it starts at ``DryPass.go`` and dies with the job process."""
-    workers = min(job.compile_workers, _idle_cores())
+    workers = min(job.compile_workers, idle_cores())
     if info.backend == "interpreter" or workers < MIN_WORKERS:
         return None
     from . import sandbox
@@ -113,19 +114,10 @@ def start(job: CheckJob, info: Any) -> DryPass | None:
         os._exit(code)
 
 
-def _idle_cores() -> int:
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    try:
-        return int(usable - os.getloadavg()[0])
-    except OSError:  # the load cannot be read: no cores known to be idle
-        return 0
-
-
 def _dry_pass(job: CheckJob, info: Any, workers: int) -> None:
     import torch
 
     from . import device_wait, rocm_bench, sandbox, triton_cache
-    from .forked_compiles import ForkedCompiles, compile_mode
 
     folder = Path(job.scratch, FOLDER)
     folder.mkdir(exist_ok=True)

@@ -33,6 +33,15 @@ from . import sandbox
 POLL_S = 0.01  # between two looks at the children
 
 
+def idle_cores() -> int:
+    """The host's cores not busy now (its core count less its load over the last minute): how many compiles may run
+    at once beside the rest of its work; 0 where the load cannot be read."""
+    try:
+        return int((os.cpu_count() or 2) - os.getloadavg()[0])
+    except OSError:
+        return 0
+
+
 class NotCompiledInTime(RuntimeError):
     """A compile the deadline stopped (or never started)."""
 

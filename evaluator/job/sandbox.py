@@ -602,10 +602,9 @@ def _compile_ahead(tuner: Any, configs: list[Any], args: tuple, kwargs: dict) ->
         return []
     if not hasattr(_kernel_function(tuner), "src") or active_mode.get() is not None:  # interpreted, or gathered
         return []
-    from .forked_compiles import ForkedCompiles, compile_mode
+    from .forked_compiles import ForkedCompiles, compile_mode, idle_cores
 
-    idle = (os.cpu_count() or 2) - os.getloadavg()[0]
-    executor = ForkedCompiles(min(len(configs), max(2, min(COMPILE_AHEAD_WORKERS, int(idle)))))
+    executor = ForkedCompiles(min(len(configs), max(2, min(COMPILE_AHEAD_WORKERS, idle_cores()))))
     submitted: list[Any] = []  # the config of each submitted compile, in order
     with compile_mode(executor):
         try:
