@@ -1,8 +1,11 @@
 """The screening stage on the caller's side: the screening job it sends, and the verdict it builds from what came back.
 
-The job's word is taken for nothing that matters: each variant's outputs are compared here with the reference's
+The job's word is taken for nothing a verdict rests on: each variant's outputs are compared here with the reference's
 (``compare``; calls whose output the reference itself does not reproduce are left to the full check), and its short
-timings only rank the variants for the full check and paired bench that alone may claim a speedup.
+timings only rank the variants for the full check and paired bench that alone may claim a speedup. What the job
+names bit for bit the reference's first output (``identical``: not saved again, as an argument a call only read is
+only marked) is taken as it says: like its timings, a lie there could only send a wrong variant to the full check,
+which compares every output itself.
 """
 
 from __future__ import annotations
@@ -91,7 +94,7 @@ def _verdict(
     calls = result["calls"]
     n_calls = len(calls)
     reference = result["reference"]
-    unstable = _unstable_calls(n_calls, outputs_dir, options)
+    unstable = _unstable_calls(n_calls, outputs_dir, options, _identical_calls(reference, n_calls))
     timing = result.get("timing") or {}
     timed = bool(timing.get("timed"))
     reference_ms = _median(reference.get("samples")) if timed else None
@@ -146,7 +149,7 @@ def _variant(
     message = str(report.get("message") or "")[:2000]
     kernels = tuple(diagnosis.kernel_facts(k, limits) for k in report.get("kernels") or ())
     if status in ("ok", "same", "wrong"):
-        mismatch = _mismatch(label, n_calls, unstable, outputs_dir, options)
+        mismatch = _mismatch(label, n_calls, unstable | _identical_calls(report, n_calls), outputs_dir, options)
         if mismatch is None and status == "wrong":
             status, message = "ok", "matches the reference (not timed: the job's rough check disagreed)"
         elif mismatch is not None:
@@ -156,10 +159,10 @@ def _variant(
     return ScreenedVariant(label, status, message, screen_ms, int(report.get("rung") or 0), kernels)
 
 
-def _mismatch(label: str, n_calls: int, unstable: set[int], outputs_dir: Path, options: EvalOptions) -> str | None:
-    """Why the variant's outputs differ from the reference's on the captured calls, or None."""
+def _mismatch(label: str, n_calls: int, left_out: set[int], outputs_dir: Path, options: EvalOptions) -> str | None:
+    """Why the variant's outputs differ from the reference's on the captured calls but `left_out`, or None."""
     for i in range(n_calls):
-        if i in unstable:
+        if i in left_out:
             continue
         try:
             ref = load_output(outputs_dir / screen_output_file("reference", i))
@@ -172,10 +175,21 @@ def _mismatch(label: str, n_calls: int, unstable: set[int], outputs_dir: Path, o
     return None
 
 
-def _unstable_calls(n_calls: int, outputs_dir: Path, options: EvalOptions) -> set[int]:
-    """Calls whose output the reference's second run did not reproduce (atomics, nondeterministic reductions)."""
+def _identical_calls(report: dict[str, Any], n_calls: int) -> set[int]:
+    """The calls whose output the job names bit for bit the reference's first (ValueError for what names no call)."""
+    calls = {int(i) for i in report.get("identical") or ()}
+    if any(not 0 <= i < n_calls for i in calls):
+        raise ValueError(f"identical outputs of calls {sorted(calls)} of {n_calls}")
+    return calls
+
+
+def _unstable_calls(n_calls: int, outputs_dir: Path, options: EvalOptions, reproduced: set[int]) -> set[int]:
+    """Calls whose output the reference's second run did not reproduce (atomics, nondeterministic reductions); the
+    `reproduced` ones, the job says, it did bit for bit."""
     unstable = set()
     for i in range(n_calls):
+        if i in reproduced:
+            continue
         try:
             first = load_output(outputs_dir / screen_output_file("reference", i))
             again = load_output(outputs_dir / screen_output_file("reference", i, "again"))

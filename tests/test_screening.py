@@ -142,6 +142,42 @@ def test_calls_the_reference_does_not_reproduce_are_left_to_the_check(tmp_path):
     assert "the reference does not reproduce" in result.message
 
 
+def test_outputs_the_job_names_bit_for_bit_the_references_are_not_saved_again(tmp_path):
+    """TritonBench-revised `rope_embedding.py`: ten calls of 268 MB a variant. What the job names identical is taken
+    as it says (a lie would only send a wrong variant to the full check); what it saved is compared as ever."""
+    ref = torch.arange(8.0)
+    write(tmp_path, "reference", 0, ref)
+    write(tmp_path, "reference", 1, ref * 2)  # call 0's second run named identical, not saved; call 1's saved
+    write(tmp_path, "reference", 1, ref * 2, "again")
+    write(tmp_path, "v2", 1, ref)  # call 0 named identical; call 1 saved, and it differs
+    variants = {
+        "v1": {"status": "ok", "samples": [0.5], "rung": 1, "identical": [0, 1]},  # nothing saved
+        "v2": {"status": "ok", "samples": [0.4], "rung": 1, "identical": [0]},
+    }
+    result = report(variants)
+    result["calls"] *= 2
+    result["reference"]["identical"] = [0]
+    result["timing"]["estimates_ms"] = [1.0, 1.0]
+    by_label = {v.label: v for v in verdict(tmp_path, result, ["v1", "v2"]).variants}
+    assert by_label["v1"].status == "ok" and by_label["v1"].screen_ms == pytest.approx(0.5)
+    assert by_label["v2"].status == "wrong" and "call 2" in by_label["v2"].message
+    result["variants"]["v1"]["identical"] = [0, 2]  # no call 3
+    assert "malformed" in verdict(tmp_path, result, ["v1"]).message
+
+
+def test_identical_outputs_are_the_same_structure_bit_for_bit():
+    from geak.evaluator.job.screening import _identical
+
+    out = {"return": (torch.arange(4.0), 3, "untouched"), "args": [None, torch.ones(2)], "kwargs": {}}
+    same = {"return": (torch.arange(4.0), 3, "untouched"), "args": [None, torch.ones(2)], "kwargs": {}}
+    assert _identical(out, same)
+    assert not _identical(out, {**same, "args": [None, torch.ones(2, dtype=torch.float64)]})  # equal values, not bits
+    assert not _identical(out, {**same, "return": [torch.arange(4.0), 3, "untouched"]})
+    assert not _identical(out, {**same, "return": (torch.arange(4.0) + 1e-7, 3, "untouched")})
+    nan = torch.tensor([float("nan")])
+    assert not _identical(nan, nan.clone())  # saved and compared by the caller, which weighs NaN
+
+
 def test_a_malformed_or_failed_report_is_no_verdict(tmp_path):
     assert not verdict(tmp_path, {"calls": "nope"}, ["v1"]).ok
     failed = screen_result(JobOutcome("timeout", None, "timed out after 60 s"), ["v1"], tmp_path, {}, None,

@@ -8,8 +8,11 @@
    processes (``forked_compiles``; where the Triton has the mode, else each compiles at its first run).
 3. The reference (twice: which outputs it reproduces) and each variant run every captured call on a fresh copy of
    its arguments; the outputs are saved under the protocol's names for the caller to compare, and the compiled
-   kernels' facts are kept (registers, spills, shared memory, warps, stages). A configuration the device cannot run
-   (out of resources) or the compiler refuses is skipped, not failed.
+   kernels' facts are kept (registers, spills, shared memory, warps, stages). An output bit for bit the reference's
+   first one is not saved again, only named in the report (``identical``), as an argument a call left as it was is
+   only marked: TritonBench-revised `rope_embedding.py`'s ten calls return 268 MB each, and saving and roughly
+   checking them took most of each variant's run (13 of 53 configurations run in a search's minute, on an H200).
+   A configuration the device cannot run (out of resources) or the compiler refuses is skipped, not failed.
 4. On a GPU, with the device alone, the variants that ran, launched kernels other than the reference's and gave
    roughly the reference's outputs (a rough check of this job's own, which only decides what is worth timing) are
    ranked by successive halving (``shared.screening``). Screen timings only rank: no speed is claimed from them.
@@ -108,7 +111,7 @@ def _run_all(
 
     send({"event": "progress", "screen": "running the reference"})
     for run in ("", "again"):
-        problem = reference.run_calls(calls, seed, out_dir, save, run, gpu)
+        problem = reference.run_calls(calls, seed, out_dir, save, run, gpu, reference.outputs if run else [])
         if problem:
             return problem, None
     lost = None
@@ -119,7 +122,7 @@ def _run_all(
         if index % PROGRESS_EVERY == 1:
             last = min(index + PROGRESS_EVERY - 1, len(variants))
             send({"event": "progress", "screen": f"running variants {index}-{last} of {len(variants)}"})
-        problem = variant.run_calls(calls, seed, out_dir, save, "", gpu)
+        problem = variant.run_calls(calls, seed, out_dir, save, "", gpu, reference.outputs)
         if problem:
             variant.fail(problem)
             if sandbox.context_lost(gpu, problem):
@@ -142,6 +145,7 @@ class _Variant:
         self.kernels: list[dict[str, Any]] = []
         self.outputs: list[Any] = []  # portable outputs per call (the reference's, and a variant's until judged)
         self.stable: list[bool] = []  # per call, whether the reference's second run roughly reproduced its output
+        self.identical: list[int] = []  # calls whose output was bit for bit the reference's first (not saved again)
         self.costs: list[dict[str, Any]] = []
         self.samples: list[float] = []
         self.rung = 0
@@ -150,12 +154,15 @@ class _Variant:
         skipped = any(word in message for word in ("out of resource", "OutOfResources", "CompilationError"))
         self.status, self.message = ("skipped" if skipped else "failed"), message
 
-    def run_calls(self, calls: list[Any], seed: int, out_dir: Path, save, run: str, gpu: bool) -> str | None:
-        """Run every captured call on a fresh copy of its arguments and save the outputs; the error, or None."""
+    def run_calls(
+        self, calls: list[Any], seed: int, out_dir: Path, save, run: str, gpu: bool, first: list[Any]
+    ) -> str | None:
+        """Run every captured call on a fresh copy of its arguments and save the outputs, but those bit for bit as
+        in `first` (the reference's first run's; empty for that run); the error, or None."""
         from . import sandbox
         from .capture import bytes_moved, call_outputs
 
-        outputs, compiled = [], []
+        outputs, compiled, identical = [], [], []
         for i, call in enumerate(calls):
             fn = self.functions[i]
             if fn is None:
@@ -173,10 +180,15 @@ class _Variant:
             if self.label == "reference" and not run:
                 self.costs.append({"bytes": bytes_moved(args, kwargs, ret), **_declared_costs(self, call, fn)})
             output = call_outputs(ret, *_untouched_marked(args, kwargs, before))
-            save(output, out_dir / screen_output_file(self.label, i, run))
+            if first and _identical(first[i], output):
+                identical.append(i)
+            else:
+                save(output, out_dir / screen_output_file(self.label, i, run))
             outputs.append(output)
+        self.identical = identical
         if run == "again":
-            self.stable = [_roughly_equal(first, again) for first, again in zip(self.outputs, outputs, strict=True)]
+            self.stable = [i in identical or _roughly_equal(once, again)
+                           for i, (once, again) in enumerate(zip(self.outputs, outputs, strict=True))]  # fmt: skip
         else:
             self.outputs, self.kernels = outputs, compiled_facts(compiled)
         return None
@@ -191,7 +203,7 @@ class _Variant:
         pairs = zip(reference.outputs, self.outputs, reference.stable, strict=True)
         if hashes and all(hashes) and hashes == sorted(k.get("hash") or "" for k in reference.kernels):
             self.status, self.message = "same", "launches the reference's very kernels"
-        elif not all(_roughly_equal(r, c) for r, c, kept in pairs if kept):
+        elif not all(_roughly_equal(r, c) for i, (r, c, kept) in enumerate(pairs) if kept and i not in self.identical):
             self.status, self.message = "wrong", "its outputs are far from the reference's"
         self.outputs = []  # saved for the caller; not needed here any more
 
@@ -202,6 +214,7 @@ class _Variant:
             "kernels": self.kernels,
             "samples": self.samples,
             "rung": self.rung,
+            "identical": self.identical,
         }
 
 
@@ -471,6 +484,32 @@ def _untouched_marked(args: tuple, kwargs: dict, before: tuple[tuple, dict]) -> 
         tuple(mark(a, b) for a, b in zip(args, old_args, strict=True)),
         {k: mark(v, old_kwargs[k]) for k, v in kwargs.items()},
     )
+
+
+def _identical(reference: Any, candidate: Any) -> bool:
+    """The same structure, bit for bit (a NaN equals nothing: such an output is saved and compared)."""
+    import torch
+
+    if isinstance(reference, torch.Tensor):
+        return (
+            isinstance(candidate, torch.Tensor)
+            and reference.dtype == candidate.dtype
+            and reference.shape == candidate.shape
+            and bool(torch.equal(reference, candidate))
+        )
+    if isinstance(reference, dict):
+        return (
+            isinstance(candidate, dict)
+            and reference.keys() == candidate.keys()
+            and all(_identical(reference[k], candidate[k]) for k in reference)
+        )
+    if isinstance(reference, (list, tuple)):
+        return (
+            type(candidate) is type(reference)
+            and len(reference) == len(candidate)
+            and all(_identical(r, c) for r, c in zip(reference, candidate, strict=True))
+        )
+    return type(candidate) is type(reference) and bool(reference == candidate)
 
 
 def _roughly_equal(reference: Any, candidate: Any) -> bool:
