@@ -178,6 +178,17 @@ def test_identical_outputs_are_the_same_structure_bit_for_bit():
     assert not _identical(nan, nan.clone())  # saved and compared by the caller, which weighs NaN
 
 
+def test_the_jobs_rough_check_weighs_each_float_type_against_the_references_scale():
+    from geak.evaluator.job.screening import _roughly_equal
+
+    for dtype in (torch.bfloat16, torch.float16, torch.float32, torch.float64):
+        ref = torch.linspace(-4, 4, 1000, dtype=dtype)
+        assert _roughly_equal(ref, ref * 1.01) and _roughly_equal(ref, ref + 0.05)
+        assert not _roughly_equal(ref, ref * 1.3) and not _roughly_equal(ref, ref[:-1])
+    huge = torch.tensor([1e300, 1.0], dtype=torch.float64)  # beyond float32: weighed in float64
+    assert _roughly_equal(huge, huge.clone()) and not _roughly_equal(huge, huge * 2)
+
+
 def test_a_malformed_or_failed_report_is_no_verdict(tmp_path):
     assert not verdict(tmp_path, {"calls": "nope"}, ["v1"]).ok
     failed = screen_result(JobOutcome("timeout", None, "timed out after 60 s"), ["v1"], tmp_path, {}, None,

@@ -521,7 +521,8 @@ def _roughly_equal(reference: Any, candidate: Any) -> bool:
             return False
         if not reference.is_floating_point():
             return bool(torch.equal(reference, candidate))
-        ref, cand = reference.double(), candidate.double()
+        wide = torch.float64 if reference.dtype == torch.float64 else torch.float32  # 4x faster than doubles on CPU
+        ref, cand = reference.to(wide), candidate.to(wide)
         scale = float(ref[torch.isfinite(ref)].pow(2).mean().sqrt()) if ref.numel() else 0.0
         scale = scale if math.isfinite(scale) else 0.0
         return bool(torch.allclose(cand, ref, rtol=ROUGH_TOLERANCE, atol=ROUGH_TOLERANCE * scale + 1e-6,
