@@ -10,7 +10,8 @@
    half the budget unspent).
 4. The few configurations that beat the original in screening by more than ``SCREEN_GAIN`` are finalists (an
    autotuned kernel's: that beat the best of its own configs pinned, which the first round screens too; they are the
-   bar, never finalists themselves; where none does, the best that beats it by ``NEAR_GAIN``): each gets
+   bar, never finalists themselves, and each later round screens the best of them again, by which its ratios are
+   put on the first round's scale; where none does, the best that beats it by ``NEAR_GAIN``): each gets
    the full check against the original and the paired bench. Only a finalist the bench finds significantly faster is
    kept, the fastest of those; otherwise the original stays. Screen timings only rank; they never claim. Where none
    is confirmed and the bench left one undecided although ahead (a busy device: on an H200 `triton_matmul.py`'s
@@ -223,7 +224,9 @@ class _Search:
             if not later:
                 break
             before = len(rounds)
-            await self._round(later, self.left_s - reserve, _round_name(len(rounds)))
+            control = self._control()
+            await self._round([control, *later] if control else later, self.left_s - reserve,
+                              _round_name(len(rounds)), control is not None)  # fmt: skip
             if len(rounds) == before or not rounds[-1]["ok"]:
                 break
         if self.stopped:
@@ -246,8 +249,9 @@ class _Search:
         best = max(confirmed, key=lambda f: f.confirmation.speedup or 0.0) if confirmed else None  # type: ignore[union-attr]
         return self._result(self._final_summary(best, finalists), best, finalists)
 
-    async def _round(self, variants: list[Variant], deadline_s: float, label: str) -> None:
-        """Screen `variants` (each rendered; a rewrite that fails is recorded as failed) and record the round."""
+    async def _round(self, variants: list[Variant], deadline_s: float, label: str, control: bool = False) -> None:
+        """Screen `variants` (each rendered; a rewrite that fails is recorded as failed) and record the round;
+        `control`: the first is the bar's own config screened again (``_control``)."""
         rendered, kept = [], []
         for variant in variants:
             try:
@@ -276,6 +280,7 @@ class _Search:
                 "verdicts": verdicts,
                 "focus": focus,
                 "diagnosis": self.diagnosis,
+                **({"control": 0} if control and kept and kept[0] == variants[0] else {}),
             }
         )
         self._save()
@@ -315,19 +320,52 @@ class _Search:
                 reached.add(variant)
         return reached, {v: n for v, n in missed.items() if v not in reached}
 
-    def _screened(self) -> Iterator[tuple[Variant, dict[str, Any]]]:
-        """Every configuration each round screened, with its verdict there, round after round."""
+    def _screened(self, controls: bool = False) -> Iterator[tuple[Variant, dict[str, Any]]]:
+        """Every configuration each round screened, with its verdict there, round after round (a later round's
+        control, screened again, only with `controls`)."""
         for r in self.state["rounds"]:
-            for data, verdict in zip(r["variants"], r["verdicts"], strict=False):
-                yield Variant.from_json(data), verdict
+            for index, (data, verdict) in enumerate(zip(r["variants"], r["verdicts"], strict=False)):
+                if controls or index != r.get("control"):
+                    yield Variant.from_json(data), verdict
 
     def _ranked(self) -> list[tuple[Variant, float]]:
-        """Every correct, timed configuration screened so far, fastest relative to the original first."""
+        """Every correct, timed configuration screened so far, fastest relative to the original first, each round's
+        ratios on the first round's scale (``_scale``)."""
         found: dict[Variant, float] = {}
-        for variant, verdict in self._screened():
-            if verdict["status"] == "ok" and verdict.get("ratio"):
-                found[variant] = min(found.get(variant, verdict["ratio"]), verdict["ratio"])
+        for r in self.state["rounds"]:
+            scale = self._scale(r)
+            for data, verdict in zip(r["variants"], r["verdicts"], strict=False):
+                if verdict["status"] == "ok" and verdict.get("ratio"):
+                    variant, ratio = Variant.from_json(data), verdict["ratio"] * scale
+                    found[variant] = min(found.get(variant, ratio), ratio)
         return sorted(found.items(), key=lambda item: item[1])
+
+    def _control(self) -> Variant | None:
+        """The own config an autotuned kernel's finalists must beat (the bar), to screen again in a later round:
+        the original's own time there comes from its autotuner's choice, which may differ from round to round (on an
+        H200, TritonBench-revised `matmul_dequantize.py`'s original took 0.180 ms in one round and 0.102 ms in the
+        next, and the first round's leaders, ranked over the slower, were confirmed 1.6x where the second's ran
+        faster)."""
+        own = [(ratio, v) for v, ratio in self._first_round_ratios().items() if self.space.own_index(v) is not None]
+        best = min(own, key=lambda item: item[0], default=None)
+        return best[1] if best is not None and best[0] < 1.0 else None
+
+    def _first_round_ratios(self) -> dict[Variant, float]:
+        """The first round's correct, timed configurations and their ratios to the original there."""
+        first = self.state["rounds"][0]
+        pairs = zip(first["variants"], first["verdicts"], strict=False)
+        return {Variant.from_json(data): v["ratio"] for data, v in pairs if v["status"] == "ok" and v.get("ratio")}
+
+    def _scale(self, round_: dict[str, Any]) -> float:
+        """What puts a later round's ratios on the first round's scale: its control's ratio in the first round over
+        its ratio in this one (1 where the round has none, or it was not timed there)."""
+        index = round_.get("control")
+        if index is None or round_ is self.state["rounds"][0]:
+            return 1.0
+        verdict = round_["verdicts"][index] if index < len(round_["verdicts"]) else {}
+        before = self._first_round_ratios().get(Variant.from_json(round_["variants"][index]))
+        now = verdict.get("ratio") if verdict.get("status") == "ok" else None
+        return before / now if before and now else 1.0
 
     def _bar(self) -> float:
         """What a finalist must beat in screening, relative to the original: the original itself, or the best of an
@@ -354,8 +392,9 @@ class _Search:
         return finalists
 
     def _statuses(self) -> list[str]:
-        """Every screened configuration's status, round after round ("not run": out of time)."""
-        return [v["status"] for r in self.state["rounds"] for v in r["verdicts"]]
+        """Every screened configuration's status, round after round ("not run": out of time); a later round's
+        control is counted once, in the first."""
+        return [verdict["status"] for _, verdict in self._screened()]
 
     def _counts(self) -> tuple[int, int]:
         """(configurations screened: run, whatever came of it; those correct). One a round did not reach is counted

@@ -458,6 +458,39 @@ def test_an_autotuned_kernel_whose_best_own_config_is_not_beaten_confirms_nothin
     assert bar in result.summary
 
 
+def test_later_rounds_are_ranked_on_the_first_rounds_scale_where_the_originals_own_time_changed():
+    """The original's time comes from its autotuner's choice, which changed between two screening jobs on an H200
+    (0.180 ms, then 0.102 ms: `matmul_dequantize.py`): each later round screens the bar's own config again, and its
+    ratios are put on the first round's scale, so that the fastest configuration is the first finalist whichever
+    round found it (here a later one: 0.5 ms against the first round's 0.6 ms, over an original of 2.0 ms there and
+    1.0 ms later)."""
+    own = {64: 2.0, 128: 1.2, 256: 1.0}
+    probe = AutotunedScripted(config_ms=lambda config: own.get(dict(config.meta)["BLOCK"], 0.6))
+    run(probe, AUTOTUNED)
+    first_round = set(probe.screens[0])
+
+    @dataclass
+    class Retuned(AutotunedScripted):
+        def time_of_source(self, source):
+            known = find_site(source).known
+            if len(known) > 1:  # the original: its autotuner chose its best own config after the first round
+                return 2.0 if not self.screens else 1.0
+            block = dict(known[0].meta)["BLOCK"]
+            return own.get(block, 0.6 if source in first_round else 0.5)
+
+        async def screen(self, baseline, variants, deadline_s, finalists):
+            self.kept_ms = self.time_of_source(baseline)  # before this screen counts: 2.0 ms in the first only
+            return await super().screen(baseline, variants, deadline_s, finalists)
+
+    backend = Retuned()
+    result = run(backend, AUTOTUNED)
+    assert len(backend.screens) >= 2 and backend.screens[0] == probe.screens[0]
+    assert all(len(find_site(s[0]).known) == 1 and backend.time_of_source(s[0]) == 1.0 for s in backend.screens[1:])
+    assert backend.confirmed and backend.time_of_source(backend.confirmed[0]) == 0.5
+    assert result.improved and backend.time_of_source(result.best.source) == 0.5
+    assert result.screened == len({s for screen in backend.screens for s in screen})  # the control counted once
+
+
 def find_site(source):
     from geak.agent.autotune_configs import find_autotune_sites
 
