@@ -488,37 +488,24 @@ def _untouched_marked(args: tuple, kwargs: dict, before: tuple[tuple, dict]) -> 
 
 def _identical(reference: Any, candidate: Any) -> bool:
     """The same structure, bit for bit (a NaN equals nothing: such an output is saved and compared)."""
-    import torch
-
-    if isinstance(reference, torch.Tensor):
-        return (
-            isinstance(candidate, torch.Tensor)
-            and reference.dtype == candidate.dtype
-            and reference.shape == candidate.shape
-            and bool(torch.equal(reference, candidate))
-        )
-    if isinstance(reference, dict):
-        return (
-            isinstance(candidate, dict)
-            and reference.keys() == candidate.keys()
-            and all(_identical(reference[k], candidate[k]) for k in reference)
-        )
-    if isinstance(reference, (list, tuple)):
-        return (
-            type(candidate) is type(reference)
-            and len(reference) == len(candidate)
-            and all(_identical(r, c) for r, c in zip(reference, candidate, strict=True))
-        )
-    return type(candidate) is type(reference) and bool(reference == candidate)
+    return _alike(reference, candidate, exact=True)
 
 
 def _roughly_equal(reference: Any, candidate: Any) -> bool:
     """Close enough to be worth timing: same structure, tensors within ``ROUGH_TOLERANCE`` of the reference's scale."""
+    return _alike(reference, candidate, exact=False)
+
+
+def _alike(reference: Any, candidate: Any, exact: bool) -> bool:
+    """The same structure, with its tensors and numbers the same (`exact`: bit for bit, types and dtypes too) or
+    roughly so."""
     import torch
 
     if isinstance(reference, torch.Tensor):
         if not isinstance(candidate, torch.Tensor) or reference.shape != candidate.shape:
             return False
+        if exact:
+            return reference.dtype == candidate.dtype and bool(torch.equal(reference, candidate))
         if not reference.is_floating_point():
             return bool(torch.equal(reference, candidate))
         wide = torch.float64 if reference.dtype == torch.float64 else torch.float32  # 4x faster than doubles on CPU
@@ -531,14 +518,16 @@ def _roughly_equal(reference: Any, candidate: Any) -> bool:
         return (
             isinstance(candidate, dict)
             and reference.keys() == candidate.keys()
-            and all(_roughly_equal(reference[k], candidate[k]) for k in reference)
+            and all(_alike(reference[k], candidate[k], exact) for k in reference)
         )
     if isinstance(reference, (list, tuple)):
         return (
-            isinstance(candidate, (list, tuple))
+            (type(candidate) is type(reference) if exact else isinstance(candidate, (list, tuple)))
             and len(reference) == len(candidate)
-            and all(_roughly_equal(r, c) for r, c in zip(reference, candidate, strict=True))
+            and all(_alike(r, c, exact) for r, c in zip(reference, candidate, strict=True))
         )
+    if exact:
+        return type(candidate) is type(reference) and bool(reference == candidate)
     if isinstance(reference, float) and isinstance(candidate, (int, float)):
         both_nan = math.isnan(reference) and math.isnan(candidate)
         return both_nan or math.isclose(reference, candidate, rel_tol=ROUGH_TOLERANCE, abs_tol=1e-6)
