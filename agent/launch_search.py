@@ -320,12 +320,12 @@ class _Search:
                 reached.add(variant)
         return reached, {v: n for v, n in missed.items() if v not in reached}
 
-    def _screened(self, controls: bool = False) -> Iterator[tuple[Variant, dict[str, Any]]]:
+    def _screened(self) -> Iterator[tuple[Variant, dict[str, Any]]]:
         """Every configuration each round screened, with its verdict there, round after round (a later round's
-        control, screened again, only with `controls`)."""
+        control, screened again, only in the first)."""
         for r in self.state["rounds"]:
             for index, (data, verdict) in enumerate(zip(r["variants"], r["verdicts"], strict=False)):
-                if controls or index != r.get("control"):
+                if index != r.get("control"):
                     yield Variant.from_json(data), verdict
 
     def _ranked(self) -> list[tuple[Variant, float]]:
