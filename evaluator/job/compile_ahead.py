@@ -36,6 +36,7 @@ from typing import Any
 
 from ..shared.protocol import CheckJob
 from .forked_compiles import ForkedCompiles, compile_mode, idle_cores
+from .process_ties import die_with_parent
 
 FOLDER = "ahead"  # in the job's scratch folder: the dry pass's working directory
 MIN_WORKERS = 2  # fewer compile processes than this: no dry pass (it would only add its own start-up)
@@ -102,7 +103,7 @@ def start(job: CheckJob, info: Any) -> DryPass | None:
         return DryPass(pid, go_write)
     code = 1
     try:
-        sandbox.die_with_parent()
+        die_with_parent()
         os.close(go_write)
         if os.read(go_read, 1) == b"g":  # nothing read: the job ended first
             _dry_pass(job, info, workers)

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import sandbox
+from .process_ties import die_with_parent
 
 POLL_S = 0.01  # between two looks at the children
 
@@ -179,7 +180,7 @@ class ForkedCompiles(Executor):
             return pid
         code = 1  # the child: compile, and leave without running the parent's exit handlers
         try:
-            sandbox.die_with_parent()  # a job process killed (or a check's dry pass ended) ends its compiles
+            die_with_parent()  # a job process killed (or a check's dry pass ended) ends its compiles
             fn()
             code = 0
         except BaseException:

@@ -9,7 +9,6 @@ process and creates its GPU context there.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import functools
 import importlib
 import importlib.util
@@ -32,8 +31,6 @@ import torch
 
 from ..shared.poison import second_poison
 from .kernel_watch import KernelWatch
-
-_PR_SET_PDEATHSIG = 1
 
 BACKEND_CHOICES = ("auto", "gpu", "interpreter")
 
@@ -126,13 +123,6 @@ def enter_child(info: RuntimeInfo) -> None:
     if info.backend != "interpreter":
         torch.empty(1, device="cuda")
         torch.cuda.synchronize()
-
-
-def die_with_parent() -> None:
-    """In a forked process: be killed when the thread that forked it ends (Linux ``PR_SET_PDEATHSIG``; elsewhere,
-    or under a seccomp filter that forbids it, nothing)."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
 
 
 def fork_process() -> int:

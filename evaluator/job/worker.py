@@ -24,7 +24,6 @@ measures: it sends ``{"event": "device_wanted"}`` and waits; once the pool has t
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import math
 import os
@@ -57,6 +56,7 @@ from ..shared.protocol import (
     timed_output_sets,
 )
 from .bench_capture import Send, calls_to_time, capture_bench_calls
+from .process_ties import PR_SET_CHILD_SUBREAPER, die_with_parent, prctl
 
 if TYPE_CHECKING:
     from ..shared.sequential import RoundPlan
@@ -74,6 +74,7 @@ PRELOAD = (
     ".screening",
     ".forked_compiles",
     ".compile_ahead",
+    ".process_ties",
     ".probes",
     ".probe_variants",
     ".namespaces",
@@ -85,15 +86,13 @@ PRELOAD = (
 
 _MONOTONIC = time.monotonic  # bound before any user code: a timing's time limit
 _IMPORTED_AT = time.perf_counter()  # before torch: the zygote's start-up is timed from here
-_PR_SET_PDEATHSIG = 1
-_PR_SET_CHILD_SUBREAPER = 36
 
 
 def main() -> None:
     """`python -m PACKAGE.job.worker`, from the neutral copy of this package the pool wrote (``job_package``). The
     first line of its input is the pool's JSON configuration ({"backend", "log", "isolation", "policy", "bwrap",
     "trusted_cache", "forget"}): neither its command line nor its environment names the evaluator."""
-    _prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))  # no zygote outlives the pool's process
+    die_with_parent()  # no zygote outlives the pool's process
     requests = _Lines(0)
     config = json.loads(requests.next_line() or "{}")
     sys.argv[:] = [""]
@@ -124,7 +123,7 @@ def main() -> None:
         send({"event": "startup_error", "message": "".join(traceback.format_exception_only(type(e), e)).strip()})
         return
     # Orphans of a job process (whatever it started) are re-parented here, so they can be reaped, not left as zombies.
-    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    prctl(PR_SET_CHILD_SUBREAPER, 1)
     status = confinement.status
     grants = _pidfds_work()
     send(
@@ -334,7 +333,7 @@ def _job_process(
     from . import compile_ahead, device_wait, sandbox
 
     os.setpgid(0, 0)  # its own process group: the pool kills the job with all it started
-    sandbox.die_with_parent()
+    die_with_parent()
     if os.getppid() not in (zygote_pid, 0):  # the zygote died before the line above took effect (0: a PID 1)
         return
     _redirect_output(request["log"])
@@ -449,12 +448,6 @@ def _child_pids() -> list[int]:
             if int(stat.rsplit(")", 1)[1].split()[1]) == me:
                 children.append(int(entry.name))
     return children
-
-
-def _prctl(option: int, value: int) -> None:
-    """Linux prctl(2); without it (another OS, or a seccomp filter) the zygote still works, less tidily."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
 
 
 # ----------------------------------------------------------------------------------------- check
