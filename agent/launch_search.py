@@ -375,11 +375,11 @@ class _Search:
 
     def _finalists(self) -> list[Finalist]:
         if "finalists" not in self.state:
-            bar = self._bar() * (1 - SCREEN_GAIN)
+            bar = self._bar()
             new = [(v, ratio) for v, ratio in self._ranked() if self.space.own_index(v) is None]
-            chosen = [(v, ratio) for v, ratio in new if ratio < bar][: self.finalists]
+            chosen = [(v, ratio) for v, ratio in new if ratio < bar * (1 - SCREEN_GAIN)][: self.finalists]
             if not chosen:  # the confirmation kept for one would go unspent: the best within the bench's reach
-                chosen = [(v, ratio) for v, ratio in new if ratio < self._bar() * (1 - NEAR_GAIN)][:1]
+                chosen = [(v, ratio) for v, ratio in new if ratio < bar * (1 - NEAR_GAIN)][:1]
             self.state["finalists"] = [{"variant": v.to_json(), "ratio": ratio} for v, ratio in chosen]
             self._save()
         finalists = []
