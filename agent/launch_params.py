@@ -7,7 +7,10 @@ branches of an ``if``, each its own parameter; then that binding is rewritten, a
 follows); a row of a table (``configs[dtype]["BLOCK_SIZE_M"]``: one parameter per row a runtime key can select); a
 branch of a conditional expression (``4 if n <= 64 else 8``); the literal bound of the common
 ``min(4096, triton.next_power_of_2(n))`` / ``max(...)`` pattern; an element of what a module function returns into a
-tuple (``BLOCK, num_warps = calculate_settings(n)``); or a value a ``@triton.heuristics`` function gives. Tunable are:
+tuple (``BLOCK, num_warps = calculate_settings(n)``); or a value a ``@triton.heuristics`` function gives. Where one
+launch passes one name to several meta-parameters (``BLOCK_M=BLOCK, BLOCK_N=BLOCK``), the first owns the name's
+literal (and every other use of the name, the grid's among them) and each other one is tuned on its own too: a change
+writes its literal in place of the name in that keyword alone (``BLOCK_N=64``). Tunable are:
 
 - ``tl.constexpr`` arguments (keyword or positional) holding a power of two from 16 to 65536 (smaller
   values are usually flags or row counts);
@@ -107,6 +110,7 @@ class TunableParam:
     _edit: _Edit = field(repr=False, compare=False)
     group: str = ""  # the launch configuration it belongs to: its launch site, and the table row or branch it sets
     via: str = "literal"  # how the launch reaches its literal (``VIAS``); "default" for an omitted option
+    tied_to: str = ""  # a keyword passed a name another parameter of its launch owns: that one's key (followed)
 
 
 @dataclass(frozen=True)
@@ -136,17 +140,22 @@ def find_tunable_params(source: str, backend: str | None = None) -> list[Tunable
     kernels = {name: k for name, k in _kernels(tree).items() if not k.autotuned}
     options = _LAUNCH_OPTIONS + (ROCM_OPTIONS if backend == "rocm" else ())
     params: list[TunableParam] = []
-    claimed: set[tuple[int, int]] = set()  # literals already owned by a parameter (a name shared by launches)
+    claimed: dict[tuple[int, int], TunableParam] = {}  # literal -> the parameter that owns it (a name shared)
     seen_keys: Counter[str] = Counter()
     found = [p for call, name, scopes in _launch_sites(tree, kernels) for p in _call_params(call, kernels[name], scopes,
                                                                                              options)]  # fmt: skip
     found += [p for kernel in kernels.values() for p in _heuristic_params(tree, kernel)]
     for param in found:
-        location = (param._edit.line, param._edit.col)
-        if not param._edit.is_insertion:
+        if isinstance(param, _SplitCandidate):
+            owner = claimed.get(param.literal)
+            if owner is None or owner.group != param.param.group or owner.name == param.param.name:
+                continue  # the keyword owns the name's literal, or another launch does: nothing to split from
+            param = replace(param.param, tied_to=owner.key)
+        elif not param._edit.is_insertion:
+            location = (param._edit.line, param._edit.col)
             if location in claimed:
                 continue
-            claimed.add(location)
+            claimed[location] = param
         seen_keys[param.key] += 1
         if seen_keys[param.key] > 1:  # two launches of one kernel on one line: number them in order
             param = replace(param, key=f"{param.key}#{seen_keys[param.key]}")
@@ -172,7 +181,8 @@ def apply_params(source: str, values: Mapping[str, int], backend: str | None = N
         param = params[key]
         if isinstance(value, bool) or not isinstance(value, int) or value not in param.choices:
             raise ValueError(f"{key}: value {value!r} is not one of the choices {param.choices}")
-        if value == param.current:
+        follows = values.get(param.tied_to, params[param.tied_to].current) if param.tied_to else param.current
+        if value == follows:  # as it is (a tied keyword: as the name it is passed gives it)
             continue
         edit = param._edit
         start = line_starts[edit.line - 1] + edit.col
@@ -284,7 +294,7 @@ def _launch_sites(tree: ast.Module, kernels: Mapping[str, _Kernel]) -> Iterator[
 
 def _call_params(
     call: ast.Call, kernel: _Kernel, scopes: tuple[_ScopeNode, ...], options: tuple[str, ...]
-) -> Iterator[TunableParam]:
+) -> Iterator[TunableParam | _SplitCandidate]:
     overwritten = kernel.set_by_heuristics
     keywords = {kw.arg: kw for kw in call.keywords if kw.arg is not None and kw.arg not in overwritten}
     spread = any(kw.arg is None for kw in call.keywords)  # `**kwargs`: what it holds is unknown
@@ -292,9 +302,12 @@ def _call_params(
     site = f"{kernel.name}@L{call.lineno}"
     for name, value in passed:
         if name in kernel.constexprs and name not in overwritten:
-            for found in _literals(value, scopes, "constexpr"):
+            literals = _literals(value, scopes, "constexpr")
+            for found in literals:
                 linked = _grid_literals(call, found.value) if found.node is value else ()
                 yield _make_param(kernel.name, name, "constexpr", found, site, linked)
+            if isinstance(value, ast.Name) and len(literals) == 1:
+                yield _split_candidate(kernel.name, name, value, literals[0], site)
     for option in options:
         if option in keywords:
             for found in _literals(keywords[option].value, scopes, option):
@@ -364,6 +377,33 @@ def _make_param(
         group=site + literal.row,
         via=literal.via,
     )
+
+
+@dataclass(frozen=True)
+class _SplitCandidate:
+    """A keyword passed a name (`param`: its own literal written in place of the name), kept where another
+    parameter of its launch owns the name's literal at `literal` (line, column)."""
+
+    param: TunableParam
+    literal: tuple[int, int]
+
+
+def _split_candidate(kernel: str, name: str, value: ast.Name, literal: _Literal, site: str) -> _SplitCandidate:
+    edit = _Edit(value.lineno, value.col_offset, value.end_lineno or value.lineno, value.end_col_offset or 0)
+    param = TunableParam(
+        key=f"{kernel}:{name}@L{value.lineno}",
+        kernel=kernel,
+        name=name,
+        kind="constexpr",
+        current=literal.value,
+        line=value.lineno,
+        choices=_choices("constexpr", literal.value),
+        default=False,
+        _edit=edit,
+        group=site,
+        via="name",
+    )
+    return _SplitCandidate(param, (literal.node.lineno, literal.node.col_offset))
 
 
 def _default_param(call: ast.Call, kernel: str, option: ParamKind, site: str) -> TunableParam:

@@ -453,3 +453,46 @@ def test_block_size_literal_in_the_grid_changes_with_it():
     (block,) = [p for p in find_tunable_params(src) if p.name == "BLOCK"]
     out = apply_params(src, {block.key: 1024})
     assert "k[(triton.cdiv(n, 1024),)](x, n, BLOCK=1024, num_warps=4)" in out
+
+
+ATTENTION_LIKE = textwrap.dedent(
+    """\
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def attn(q, n, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+        pass
+
+
+    def run(q, n):
+        BLOCK = 128
+        grid = (triton.cdiv(n, BLOCK),)
+        attn[grid](q, n, BLOCK_M=BLOCK, BLOCK_N=BLOCK, num_warps=4)
+    """
+)
+
+
+def test_a_name_passed_to_two_meta_parameters_of_one_launch_is_split():
+    params = by_key(ATTENTION_LIKE)
+    owner, tied = params["attn:BLOCK_M@L11"], params["attn:BLOCK_N@L13"]
+    assert (owner.current, owner.tied_to, tied.current, tied.tied_to) == (128, "", 128, "attn:BLOCK_M@L11")
+    assert tied.group == owner.group
+    # the tied keyword alone: its own literal in place of the name; the grid and BLOCK_M keep the name
+    alone = apply_params(ATTENTION_LIKE, {tied.key: 64})
+    assert alone == ATTENTION_LIKE.replace("BLOCK_N=BLOCK", "BLOCK_N=64")
+    # the owner alone moves the name (the grid with it) and the tied keyword keeps its value
+    moved = apply_params(ATTENTION_LIKE, {owner.key: 64, tied.key: 128})
+    assert moved == ATTENTION_LIKE.replace("BLOCK = 128", "BLOCK = 64").replace("BLOCK_N=BLOCK", "BLOCK_N=128")
+    # both to one value: the name carries it, the smallest diff
+    both = apply_params(ATTENTION_LIKE, {owner.key: 64, tied.key: 64})
+    assert both == ATTENTION_LIKE.replace("BLOCK = 128", "BLOCK = 64")
+    assert {p.key: p.current for p in find_tunable_params(moved)}[tied.key] == 128
+
+
+def test_a_name_shared_by_two_launches_is_not_split():
+    second = "    attn[grid](q, n, BLOCK_M=BLOCK, BLOCK_N=32)\n"
+    source = ATTENTION_LIKE.replace("BLOCK_N=BLOCK, ", "BLOCK_N=64, ") + second
+    assert [p.key for p in find_tunable_params(source) if p.name == "BLOCK_M"] == ["attn:BLOCK_M@L11"]
+    assert not any(p.tied_to for p in find_tunable_params(source))
