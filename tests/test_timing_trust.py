@@ -819,6 +819,9 @@ def host_timer(monkeypatch):
     monkeypatch.setattr(torch.cuda, "ExternalStream", lambda handle: handle)
     monkeypatch.setattr(timing, "_flush_buffer", lambda: torch.empty(16))
     monkeypatch.setattr(timing, "_probe_buffer", lambda: torch.zeros(1))
+    monkeypatch.setattr(timing, "_spin", lambda cycles: None)
+    monkeypatch.setattr(timing, "_cycles_per_ms", lambda: 2e6)  # not cached from these stand-ins
+    monkeypatch.setattr(timing, "_flush_ms", lambda: 0.0)
     return timing
 
 
@@ -952,6 +955,36 @@ def test_the_peaks_job_loads_its_kernels_before_it_has_the_device_alone(tmp_path
     measuring = next(i for i, m in enumerate(said) if m == "timing measuring the device's peaks and noise floor")
     assert loading < alone < measuring, said
     assert peaks.source == "measured" and peaks.bandwidth_gbps > 0 and peaks.tflops_16bit > 0, peaks
+
+
+def test_a_flushed_call_keeps_the_device_busy_while_its_wrapper_runs_its_host_code(host_timer, monkeypatch):
+    """After the L2 flush the device spins for twice the wrapper's host time, less the flush's own (at most
+    ``MAX_COVER_MS``): a wrapper whose host code outlasts the flush would be timed with the device waiting for its
+    launches."""
+    import time
+
+    spins: list[int] = []
+    monkeypatch.setattr(host_timer, "_spin", spins.append)
+    monkeypatch.setattr(host_timer, "_flush_ms", lambda: 0.1)
+
+    def host_bound(ms):
+        def call(x, y):
+            until = time.perf_counter() + ms / 1e3
+            while time.perf_counter() < until:
+                pass
+            return honest_add(x, y)
+
+        return call
+
+    sets = InputSets(((torch.randn(64), torch.randn(64)), {}), 2)
+    slow = host_timer.make_timer(host_bound(0.5), sets, estimate=1.0, rep_ms=5.0, per_graph=None)
+    assert 0.85 <= slow.cover_cycles / 2e6 <= host_timer.MAX_COVER_MS  # 2 x 0.5 ms less the flush's 0.1
+    spins.clear()
+    slow.sample()
+    assert spins == [slow.cover_cycles] * slow.reps
+    assert host_timer.make_timer(honest_add, sets, estimate=1.0, rep_ms=5.0, per_graph=None).cover_cycles == 0
+    capped = host_timer.make_timer(host_bound(5.0), sets, estimate=10.0, rep_ms=5.0, per_graph=None)
+    assert capped.cover_cycles == int(host_timer.MAX_COVER_MS * 2e6)
 
 
 def test_the_timer_rejects_work_on_a_side_stream(host_timer):

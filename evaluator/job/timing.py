@@ -4,7 +4,9 @@
   floating-point inputs get new values before every timed call (the captured values times a factor unique to the
   call, outside the timed region): an output cached by input address or content is stale when it is checked.
 * Calls over ``GRAPH_BELOW_MS`` are timed one by one with the L2 flushed before each (median; ``triton.testing.
-  do_bench``'s method, with the input refresh between calls). Shorter calls are timed by replaying a CUDA/HIP graph
+  do_bench``'s method, with the input refresh between calls), the device kept busy after the flush for as long as the
+  wrapper's host code takes (``host_cover_cycles``), so that a call's time is its device work and never the host's
+  launch of it. Shorter calls are timed by replaying a CUDA/HIP graph
   of many calls cycling over the input sets (hot L2, launch gaps removed); the sets get new values between
   replays. If the call cannot be captured (host syncs, side streams), it is timed flushed.
 * Kernel launches are counted during the timed calls (graph: during capture); the caller compares them with the
@@ -42,6 +44,9 @@ ESTIMATE_ENOUGH_MS = 40.0  # an estimate stops sooner once its calls took this l
 LONG_CALL_MS = 20.0  # a call this long (a host-bound wrapper: weights packed in Python) is guarded with fewer calls
 MIN_REPS = 5  # calls a flushed sample's median is over, unless the rounds' time limit says fewer (``fewest_reps``)
 ESTIMATE_SPIN_CYCLES = 2_000_000  # ~1 ms of device clock before each estimated call, for its host code to hide in
+HOST_COVER = 2.0  # a flushed call's device is kept busy this many times its wrapper's host time (flush included)
+HOST_CALLS = 3  # calls whose host time (median) sizes that cover
+MAX_COVER_MS = 2.0  # at most: a host-bound wrapper (tens of ms a call) would spend the rounds' time spinning
 TUNING_CALLS = 7  # timed calls per config when an autotuned kernel tunes in a job (``tuning_bench``)
 MAX_INPUT_SETS = 4
 FLUSH_BYTES = 256 << 20  # what do_bench zeroes before each call: far beyond any L2
@@ -195,6 +200,7 @@ class Timer:
     timed_calls: int = 0
     launches: Counter[str] = field(default_factory=Counter)
     graph_nodes: int = 0  # nodes one call replays in the graph (kernels, copies, sets; 0: not in a graph)
+    cover_cycles: int = 0  # a flushed call's spin after the flush, which its wrapper's host code runs under
     _graph: torch.cuda.CUDAGraph | None = None
     _graph_outputs: dict[int, Any] = field(default_factory=dict)  # set -> return value of its last captured call
     _captured: Counter[str] = field(default_factory=Counter)  # launches of one replay (all its calls)
@@ -215,6 +221,8 @@ class Timer:
                 k = step % len(self.sets)
                 self.sets.refresh(k, step)
                 _zero(flush)
+                if self.cover_cycles:
+                    _spin(self.cover_cycles)
                 sandbox.LAUNCH_STREAMS.clear()
                 _record(starts[i])
                 self.sets.call(self.fn, k)
@@ -368,7 +376,51 @@ def make_timer(
         if timer is not None:
             return timer
     reps = max(min_reps, min(1000, int(rep_ms / max(estimate, 1e-3))))
-    return Timer(fn, sets, "flushed", reps)
+    return Timer(fn, sets, "flushed", reps, cover_cycles=host_cover_cycles(lambda: sets.call(fn, 0)))
+
+
+def host_cover_cycles(fn: Callable[[], object]) -> int:
+    """The spin (device clock cycles) that keeps the device busy after the L2 flush while a flushed call's wrapper
+    runs its host code: ``HOST_COVER`` times the host's time to launch the call, less what the flush itself covers,
+    at most ``MAX_COVER_MS``. Without it a wrapper whose host code outlasts the flush (several launches of many
+    arguments each: one launch of 25 took 52 µs of host time on an H200, where the flush takes 86 µs) is timed with
+    the device waiting for its launches, the host's time and jitter in the call's, as graph replays never are."""
+    host: list[float] = []
+    for _ in range(HOST_CALLS):
+        _spin(ESTIMATE_SPIN_CYCLES)  # the device busy: the host's time alone, not a wait for the device
+        started = _host_clock()
+        fn()
+        host.append((_host_clock() - started) * 1e3)
+    _synchronize()
+    cover_ms = min(MAX_COVER_MS, HOST_COVER * statistics.median(host) - _flush_ms())
+    return int(cover_ms * _cycles_per_ms()) if cover_ms > 0 else 0
+
+
+@functools.cache
+def _cycles_per_ms() -> float:
+    """The device clock's cycles per ms, as the spin kernel counts them (measured once)."""
+    return ESTIMATE_SPIN_CYCLES / max(1e-3, statistics.median(_device_times(lambda: _spin(ESTIMATE_SPIN_CYCLES))))
+
+
+@functools.cache
+def _flush_ms() -> float:
+    """How long the L2 flush keeps the device busy (measured once)."""
+    flush = _flush_buffer()
+    return statistics.median(_device_times(lambda: _zero(flush)))
+
+
+def _device_times(fn: Callable[[], object], calls: int = 3) -> list[float]:
+    """Device times (ms) of `calls` runs of `fn`, after a warm-up run."""
+    fn()
+    times = []
+    for _ in range(calls):
+        start, end = _timing_event(), _timing_event()
+        _record(start)
+        fn()
+        _record(end)
+        _wait_for(end)
+        times.append(_elapsed_ms(start, end))
+    return times
 
 
 def graph_timer(fn: Callable, sets: InputSets, per_graph: int) -> Timer | None:
