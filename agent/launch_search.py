@@ -8,7 +8,12 @@
    launch configurations combined, then what earlier rounds did not reach in their time, then configurations not
    tried yet (on an H200, 9 of a sample of 24 files had stopped after one round that reached few of its 48, with
    half the budget unspent).
-4. The few configurations that beat the original in screening by more than ``SCREEN_GAIN`` are finalists (an
+4. Configurations whose screening compiled the very same kernels (a knob of a branch the test never takes changed
+   beside one that it does) are one configuration, said by its smallest change: it is ranked, refined and proposed
+   once, as the diff with the fewest changed knobs; and a finalist is proposed without the changes a configuration
+   screened within ``ALIKE_WITHIN`` of it shows it does not need (embedding_triton_kernel.py's `num_stages 1→2`
+   beside `BLOCK_N 64→16, num_warps 1→8`, which screened the same without it).
+5. The few configurations that beat the original in screening by more than ``SCREEN_GAIN`` are finalists (an
    autotuned kernel's: that beat the best of its own configs pinned, which the first round screens too; they are the
    bar, never finalists themselves, and each later round screens the best of them again, by which its ratios are
    put on the first round's scale; where none does, the best that beats it by ``NEAR_GAIN``): each gets
@@ -35,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from geak.evaluator.diagnosis import summary as diagnosis_summary
-from geak.evaluator.results import ScreenResult
+from geak.evaluator.results import ScreenedVariant, ScreenResult
 from geak.evaluator.shared.sequential import is_undecided
 
 from .launch_space import Focus, Space, Variant, focus_of
@@ -48,6 +53,7 @@ SCREEN_GAIN = 0.03  # a configuration must beat the original by this much in scr
 # confirmed) still gets the confirmation the budget kept for one: on an H200, TritonBench-revised
 # `iv_dependent_matmul.py`'s leaders screened 2.2% faster and its search ended with that time unspent.
 NEAR_GAIN = 0.02
+ALIKE_WITHIN = 0.01  # a configuration that changes less and screens within this of a finalist is proposed instead
 FINALISTS = 2  # at most; one where confirming two would take more than half the budget
 FIRST_ROUND = 48  # configurations of the first round on a GPU (the screen's deadline stops it sooner)
 OWN_CONFIGS = 16  # an autotuned kernel's own configs screened pinned, before the first round's new ones
@@ -269,7 +275,8 @@ class _Search:
         verdicts = []
         for screened in result.variants:
             ratio = screened.screen_ms / result.reference_ms if screened.screen_ms and result.reference_ms else None
-            verdicts.append({"status": screened.status, "ratio": ratio, "message": screened.message[:300]})
+            verdicts.append({"status": screened.status, "ratio": ratio, "message": screened.message[:300],
+                             "kernels": _kernels_of(screened)})  # fmt: skip
         self.state["rounds"].append(
             {
                 "label": label,
@@ -303,7 +310,7 @@ class _Search:
         at most ``LATER_ROUND``, none the same as one screened before."""
         reached, unreached = self._reach()
         tried = reached | set(unreached)
-        leaders = [v for v, _ in self._ranked()[:LEADERS]]
+        leaders = [v for v, _ in self._distinct()[:LEADERS]]
         refined = self.space.refine(leaders, tried, LATER_ROUND, focus) if leaders else []
         again = [v for v, missed in unreached.items() if missed < 2]
         fresh = [v for v in self.space.first_round(len(tried) + LATER_ROUND, focus, seed) if v not in tried]
@@ -338,6 +345,36 @@ class _Search:
                 if verdict["status"] == "ok" and verdict.get("ratio"):
                     variant, ratio = Variant.from_json(data), verdict["ratio"] * scale
                     found[variant] = min(found.get(variant, ratio), ratio)
+        return sorted(found.items(), key=lambda item: item[1])
+
+    def _distinct(self) -> list[tuple[Variant, float]]:
+        """``_ranked``, one entry for the configurations that compiled the very same kernels: the one that changes
+        the fewest knobs (the smallest diff), at the best ratio among them (their differences are the timing's
+        noise). On an H200 TritonBench-revised `context_attn_nopad.py`'s two finalists were one kernel, the second
+        also changing the `num_warps` of a branch its test never takes."""
+        kernels: dict[Variant, str] = {}
+        for variant, verdict in self._screened():
+            kernels.setdefault(variant, verdict.get("kernels") or "")
+        found: dict[str, tuple[Variant, float]] = {}
+        for variant, ratio in self._ranked():
+            key = kernels.get(variant) or repr(variant)  # unknown kernels: its own configuration
+            best = found.get(key)
+            if best is None:
+                found[key] = (variant, ratio)
+            elif len(self.space.param_changes(variant)) < len(self.space.param_changes(best[0])):
+                found[key] = (variant, best[1])
+        return list(found.values())
+
+    def _smallest_alike(self, ranked: list[tuple[Variant, float]]) -> list[tuple[Variant, float]]:
+        """`ranked` with each configuration said by the one with the fewest changes among those whose changes are some
+        of its own and that screened within ``ALIKE_WITHIN`` of it (itself where none does), once, fastest first: the
+        same gain, a smaller diff for its reviewer."""
+        changes = {v: set(self.space.param_changes(v)) for v, _ in ranked}
+        found: dict[Variant, float] = {}
+        for variant, ratio in ranked:
+            alike = [(v, r) for v, r in ranked if r <= ratio * (1 + ALIKE_WITHIN) and changes[v] <= changes[variant]]
+            smallest, at = min(alike, key=lambda item: (len(changes[item[0]]), item[1]))
+            found.setdefault(smallest, at)
         return sorted(found.items(), key=lambda item: item[1])
 
     def _control(self) -> Variant | None:
@@ -376,7 +413,7 @@ class _Search:
     def _finalists(self) -> list[Finalist]:
         if "finalists" not in self.state:
             bar = self._bar()
-            new = [(v, ratio) for v, ratio in self._ranked() if self.space.own_index(v) is None]
+            new = self._smallest_alike([(v, ratio) for v, ratio in self._distinct() if self.space.own_index(v) is None])
             chosen = [(v, ratio) for v, ratio in new if ratio < bar * (1 - SCREEN_GAIN)][: self.finalists]
             if not chosen:  # the confirmation kept for one would go unspent: the best within the bench's reach
                 chosen = [(v, ratio) for v, ratio in new if ratio < bar * (1 - NEAR_GAIN)][:1]
@@ -473,6 +510,12 @@ class _Search:
                  "message": verdict.get("message", "")} for variant, verdict in self._screened()]  # fmt: skip
         rows.sort(key=lambda row: (row["ratio"] is None, row["ratio"] or 0.0, row["status"] != "ok"))
         return rows[:SHOWN]
+
+
+def _kernels_of(screened: ScreenedVariant) -> str:
+    """What a screened configuration compiled, as one string of its kernels' hashes ("" where one is unknown)."""
+    hashes = sorted(k.hash for k in screened.kernels)
+    return "+".join(hashes) if hashes and all(hashes) else ""
 
 
 def _round_name(index: int) -> str:

@@ -28,6 +28,7 @@ def kernel_facts(raw: Mapping[str, Any], limits: Mapping[str, int]) -> CompiledK
         shared_bytes=number("shared"),
         num_warps=number("num_warps"),
         num_stages=number("num_stages"),
+        hash=str(raw.get("hash") or "")[:128],
     )
     occupancy, limited_by = occupancy_of(facts, limits)
     return CompiledKernelFacts(**{**facts.__dict__, "occupancy": occupancy, "limited_by": limited_by})

@@ -129,6 +129,7 @@ class CompiledKernelFacts:
     num_stages: int | None = None
     occupancy: float | None = None
     limited_by: str | None = None  # what bounds the occupancy: "registers", "shared memory" or "warps"
+    hash: str = ""  # the compiled kernel's hash, as the job reported it ("" where unknown): which kernels are the same
 
 
 @dataclass(frozen=True)

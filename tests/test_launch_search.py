@@ -15,7 +15,7 @@ from geak.agent.launch_search import (
     search_launch_configs,
 )
 from geak.agent.launch_space import Space
-from geak.evaluator.results import ScreenedVariant, ScreenResult
+from geak.evaluator.results import CompiledKernelFacts, ScreenedVariant, ScreenResult
 
 SOURCE = """\
 import triton
@@ -511,3 +511,45 @@ def test_a_winner_that_takes_its_kernel_onto_an_atomic_path_is_said_for_its_revi
     (note,) = result.review
     assert note.startswith("add_kernel: BLOCK_SIZE 1024→4096 takes its `tl.atomic_add` path (line 12)")
     assert run(Scripted()).review == []  # the same winner on a kernel without such a path: nothing to say
+
+
+DEAD_BRANCH = SOURCE.replace(
+    "    n = out.numel()\n", "    n = out.numel()\n    warps = 4 if n < 0 else 8  # the first branch: never taken\n"
+).replace("BLOCK_SIZE=1024)", "BLOCK_SIZE=1024, num_warps=warps)")
+
+
+@dataclass
+class Hashed(Scripted):
+    """Reports each variant's kernels as a real screening does: one hash per distinct compiled kernel, the same for
+    launches that differ only in a branch the test never takes."""
+
+    async def screen(self, baseline, variants, deadline_s, finalists):
+        result = await super().screen(baseline, variants, deadline_s, finalists)
+        hashed = [replace(v, kernels=(CompiledKernelFacts("add_kernel", hash=_live(source)),))
+                  for v, source in zip(result.variants, variants, strict=True)]  # fmt: skip
+        return replace(result, variants=tuple(hashed))
+
+
+def _live(source):
+    """What the kernel compiles to: its live launch values (the last branch's warps is the one a launch takes)."""
+    return repr(sorted(launch_values(source).items()))
+
+
+def test_configurations_that_compile_the_same_kernels_are_one_said_by_its_smallest_diff():
+    backend = Hashed(time_of=lambda values: bowl(values, best_warps=16))
+    result = run(backend, DEAD_BRANCH)
+    assert result.improved and result.best is not None
+    confirmed = [_live(source) for source in backend.confirmed]
+    assert len(confirmed) == len(set(confirmed))  # no kernel confirmed twice
+    assert "4 if n < 0 else" in result.best.source  # the dead branch's knob is left as it was
+    assert launch_values(result.best.source)["num_warps"] == 16
+
+
+def test_a_finalist_is_proposed_without_a_change_that_screened_the_same_without_it():
+    """The bowl's time does not depend on the stages: the configuration that changes them beside the tile and warps
+    screens as the one that does not, and the smaller diff is what is confirmed and proposed."""
+    backend = Scripted()
+    result = run(backend)
+    assert result.improved and result.best is not None
+    assert result.best.note == "add_kernel: BLOCK_SIZE 1024→4096, num_warps 4→8", result.best.note
+    assert all("num_stages" not in f.note for f in result.finalists)
