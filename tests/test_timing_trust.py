@@ -1298,19 +1298,26 @@ def test_a_deferred_autotuner_runs_the_first_config_that_runs_and_twins_take_one
 
 def test_two_timings_in_opposite_orders_cancel_where_the_variants_sit():
     """An A/A of µs-scale calls came out 1.05x "faster" with the reference prepared first and 0.95x "slower" the
-    other way round, mirrored within 0.3% (on an H200): together, within noise. A real speedup stays one."""
+    other way round, mirrored within 0.3%, inside the band their graphs' nodes give (on an H200): together, within
+    noise. A real speedup stays one. Two orders further apart than the band disagree: only what both intervals allow
+    is claimed (an A/A of `context_attn_nopad.py`, flushed calls, came out 1.143x [1.046, 1.249] then 1.000x)."""
     from geak.evaluator.results import Speedup
     from geak.evaluator.speedup import crossed
 
-    def timed(ratio: float, half_width: float) -> Speedup:
-        return Speedup(ratio, ratio - half_width, ratio + half_width, 6, True, "faster", margin=0.02)
+    def timed(ratio: float, half_width: float, margin: float = 0.06) -> Speedup:
+        return Speedup(ratio, ratio - half_width, ratio + half_width, 6, True, "faster", margin=margin)
 
     both = crossed(timed(1.0505, 0.004), timed(0.9480, 0.01))
-    assert both.verdict == "within noise (±2%)" and not both.significant and both.rounds == 12, both
+    assert both.verdict == "within noise (±6%)" and not both.significant and both.rounds == 12, both
     assert math.isclose(both.ratio, math.sqrt(1.0505 * 0.9480))
-    assert crossed(timed(1.16, 0.01), timed(1.14, 0.01)).verdict == "faster"
-    wide = crossed(timed(1.05, 0.04), timed(1.0, 0.03))
+    assert crossed(timed(1.16, 0.01, 0.02), timed(1.14, 0.01, 0.02)).verdict == "faster"
+    wide = crossed(timed(1.05, 0.04, 0.02), timed(1.0, 0.03, 0.02))
     assert wide.verdict.startswith("undecided") and "in two timings, each variant prepared first in one" in wide.verdict
+    apart = crossed(timed(1.143, 0.1, 0.015), timed(1.000, 0.03, 0.015))
+    assert apart.verdict.startswith("undecided") and not apart.significant, apart
+    assert (apart.low, apart.high) == (0.97, 1.243) and "further apart than the ±1.5% band" in apart.verdict
+    faster = crossed(timed(1.30, 0.02, 0.015), timed(1.20, 0.02, 0.015))  # apart, but both intervals beyond the band
+    assert faster.verdict == "faster" and math.isclose(faster.low, 1.18)
 
 
 def test_a_small_claimed_speedup_is_timed_again_with_the_candidate_prepared_first(tmp_path, monkeypatch):
@@ -1329,7 +1336,7 @@ def test_a_small_claimed_speedup_is_timed_again_with_the_candidate_prepared_firs
     async def timed(self, texts, *args, candidate_first: bool = False):
         orders.append(candidate_first)
         r = ratios[candidate_first]
-        speedup = Speedup(r, r - 0.005, r + 0.005, 6, True, "faster" if r > 1 else "slower", margin=0.02)
+        speedup = Speedup(r, r - 0.005, r + 0.005, 6, True, "faster" if r > 1 else "slower", margin=0.06)
         phases = {"prepare": 0.1, "rounds": 0.3}
         calls = tuple(CallTiming("f", sig, 1.0, 1.0, "flushed", 5, None, None, None, None, "cold")
                       for sig in signatures[candidate_first])  # fmt: skip
