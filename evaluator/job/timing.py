@@ -319,13 +319,18 @@ def _spun_times(fn: Callable[[], object], calls: int, enough_ms: float | None = 
             break
         _zero(flush)
         _spin(ESTIMATE_SPIN_CYCLES)
-        start, end = _timing_event(), _timing_event()
-        _record(start)
-        fn()
-        _record(end)
-        _wait_for(end)
-        times.append(_elapsed_ms(start, end))
+        times.append(_device_ms(fn))
     return times
+
+
+def _device_ms(fn: Callable[[], object]) -> float:
+    """The device time (ms) of one run of `fn`, between events around it."""
+    start, end = _timing_event(), _timing_event()
+    _record(start)
+    fn()
+    _record(end)
+    _wait_for(end)
+    return _elapsed_ms(start, end)
 
 
 def least_ms(fn: Callable[[], object], calls: int = ESTIMATE_CALLS) -> float:
@@ -412,15 +417,7 @@ def _flush_ms() -> float:
 def _device_times(fn: Callable[[], object], calls: int = 3) -> list[float]:
     """Device times (ms) of `calls` runs of `fn`, after a warm-up run."""
     fn()
-    times = []
-    for _ in range(calls):
-        start, end = _timing_event(), _timing_event()
-        _record(start)
-        fn()
-        _record(end)
-        _wait_for(end)
-        times.append(_elapsed_ms(start, end))
-    return times
+    return [_device_ms(fn) for _ in range(calls)]
 
 
 def graph_timer(fn: Callable, sets: InputSets, per_graph: int) -> Timer | None:
