@@ -353,8 +353,8 @@ class _Search:
         noise). On an H200 TritonBench-revised `context_attn_nopad.py`'s two finalists were one kernel, the second
         also changing the `num_warps` of a branch its test never takes."""
         kernels: dict[Variant, str] = {}
-        for variant, verdict in self._screened():
-            kernels.setdefault(variant, verdict.get("kernels") or "")
+        for variant, verdict in self._screened():  # a round that did not run it knows none of its kernels
+            kernels[variant] = kernels.get(variant) or verdict.get("kernels") or ""
         found: dict[str, tuple[Variant, float]] = {}
         for variant, ratio in self._ranked():
             key = kernels.get(variant) or repr(variant)  # unknown kernels: its own configuration
