@@ -146,19 +146,21 @@ def find_tunable_params(source: str, backend: str | None = None) -> list[Tunable
                                                                                              options)]  # fmt: skip
     found += [p for kernel in kernels.values() for p in _heuristic_params(tree, kernel)]
     for param in found:
+        owns = None  # the literal this parameter owns, if it is one's first
         if isinstance(param, _SplitCandidate):
             owner = claimed.get(param.literal)
             if owner is None or owner.group != param.param.group or owner.name == param.param.name:
                 continue  # the keyword owns the name's literal, or another launch does: nothing to split from
             param = replace(param.param, tied_to=owner.key)
         elif not param._edit.is_insertion:
-            location = (param._edit.line, param._edit.col)
-            if location in claimed:
+            owns = (param._edit.line, param._edit.col)
+            if owns in claimed:
                 continue
-            claimed[location] = param
         seen_keys[param.key] += 1
         if seen_keys[param.key] > 1:  # two launches of one kernel on one line: number them in order
             param = replace(param, key=f"{param.key}#{seen_keys[param.key]}")
+        if owns is not None:
+            claimed[owns] = param  # under its numbered key, which a tied keyword follows
         params.append(param)
     return params
 

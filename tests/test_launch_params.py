@@ -496,3 +496,31 @@ def test_a_name_shared_by_two_launches_is_not_split():
     source = ATTENTION_LIKE.replace("BLOCK_N=BLOCK, ", "BLOCK_N=64, ") + second
     assert [p.key for p in find_tunable_params(source) if p.name == "BLOCK_M"] == ["attn:BLOCK_M@L11"]
     assert not any(p.tied_to for p in find_tunable_params(source))
+
+
+def test_a_tied_keyword_follows_its_own_launchs_owner_under_its_numbered_key():
+    source = textwrap.dedent(
+        """\
+        import triton
+        import triton.language as tl
+
+
+        @triton.jit
+        def attn(q, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+            pass
+
+
+        def run(q):
+            A = 64; B = 32  # noqa: E702
+            attn[(1,)](q, BLOCK_M=A, BLOCK_N=A); attn[(1,)](q, BLOCK_M=B, BLOCK_N=B)  # noqa: E702
+        """
+    )
+    params = by_key(source)
+    assert [(p.key, p.current, p.tied_to) for p in params.values() if p.kind == "constexpr"] == [
+        ("attn:BLOCK_M@L11", 64, ""),
+        ("attn:BLOCK_N@L12", 64, "attn:BLOCK_M@L11"),
+        ("attn:BLOCK_M@L11#2", 32, ""),
+        ("attn:BLOCK_N@L12#2", 32, "attn:BLOCK_M@L11#2"),
+    ]
+    moved = apply_params(source, {"attn:BLOCK_M@L11#2": 16, "attn:BLOCK_N@L12#2": 16})
+    assert moved == source.replace("B = 32", "B = 16")
