@@ -119,6 +119,10 @@ def _verdict(
         message += f" ({len(unstable)} call(s) whose outputs the reference does not reproduce were left to the check)"
     if not timed:
         message += f"; not timed: {timing.get('why') or 'no timing'}"
+    alike = [int(i) + 1 for i in timing.get("flushed_alike") or ()]
+    if timed and alike:
+        message += (f"; call(s) {', '.join(map(str, alike))} timed with the L2 flushed for every variant (a variant's "
+                    "refused the graph capture the others took)")  # fmt: skip
     compile_note = _compile_note(result.get("compile") or {})
     return ScreenResult(
         True,

@@ -208,3 +208,29 @@ def test_the_plan_and_the_halving_rule():
     assert [survivors(n, 2) for n in (40, 9, 4, 3, 2, 1)] == [20, 5, 2, 2, 2, 1]
     with pytest.raises(ValueError, match="unknown screened variant"):
         screen_output_file("../x", 0)
+
+
+def test_a_call_some_variant_cannot_replay_in_a_graph_is_timed_flushed_for_every_variant():
+    """A variant's flushed call (cold L2, its launches in its time) ranked against the others' graph replays screens
+    slower than it is: the calls whose timers differ in method are the ones the job times alike."""
+    from types import SimpleNamespace
+
+    from geak.evaluator.job.screening import _unlike_calls
+
+    def timers(*methods):
+        return [SimpleNamespace(method=m) for m in methods]
+
+    same = {"reference": timers("cuda-graph", "flushed"), "v1": timers("cuda-graph", "flushed")}
+    assert _unlike_calls(same) == []
+    mixed = {**same, "v2": timers("flushed", "flushed")}
+    assert _unlike_calls(mixed) == [0]
+
+
+def test_the_note_says_which_calls_were_timed_flushed_for_every_variant(tmp_path):
+    for run in ("", "again"):
+        write(tmp_path, "reference", 0, torch.arange(8.0), run)
+    write(tmp_path, "v1", 0, torch.arange(8.0))
+    result = report({"v1": {"status": "ok", "samples": [0.5], "rung": 1}})
+    result["timing"]["flushed_alike"] = [0]
+    message = verdict(tmp_path, result, ["v1"]).message
+    assert "call(s) 1 timed with the L2 flushed for every variant" in message
