@@ -274,9 +274,8 @@ class _Search:
             self.diagnosis = diagnosis_summary(result.calls, result.reference_kernels)
         verdicts = []
         for screened in result.variants:
-            ratio = screened.screen_ms / result.reference_ms if screened.screen_ms and result.reference_ms else None
-            verdicts.append({"status": screened.status, "ratio": ratio, "message": screened.message[:300],
-                             "kernels": _kernels_of(screened)})  # fmt: skip
+            verdicts.append({"status": screened.status, "ratio": result.ratio_of(screened),
+                             "message": screened.message[:300], "kernels": _kernels_of(screened)})  # fmt: skip
         self.state["rounds"].append(
             {
                 "label": label,

@@ -247,7 +247,8 @@ class ScreenedVariant:
     """One variant of a screening. `status`: ok (ran, matched the reference's outputs, timed if a GPU is there),
     wrong (outputs differ), failed (raised), skipped (the device cannot run the configuration, or the compiler refuses
     it), same (launches the reference's very kernels), not run / not timed (out of time). `screen_ms`: the median
-    of its short timings, Σ over the calls: for ranking only, never a claim."""
+    of its short timings, Σ over the calls: for ranking only, never a claim. `baseline_ms`: the reference's median
+    over the samples it took in the same rungs (None: the screening's `reference_ms`)."""
 
     label: str
     status: str
@@ -255,6 +256,7 @@ class ScreenedVariant:
     screen_ms: float | None = None
     rung: int = 0
     kernels: tuple[CompiledKernelFacts, ...] = ()
+    baseline_ms: float | None = None
 
     @property
     def correct(self) -> bool:
@@ -278,6 +280,13 @@ class ScreenResult:
     calls: tuple[CallCost, ...] = ()
     compile_note: str = ""
     duration_s: float = 0.0
+
+    def ratio_of(self, variant: ScreenedVariant) -> float | None:
+        """A variant's screen time over the reference's in the rungs it was timed in (ranking only): a variant
+        dropped at the first rung is not compared with the reference's later rungs, where the device may run at
+        another pace."""
+        baseline = variant.baseline_ms or self.reference_ms
+        return variant.screen_ms / baseline if variant.screen_ms and baseline else None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -101,7 +101,8 @@ def _verdict(
     variants = []
     for label in labels:
         report = result["variants"].get(label) or {"status": "not run", "message": "the job did not report it"}
-        variants.append(_variant(label, report, n_calls, unstable, outputs_dir, options, limits, timed))
+        variants.append(_variant(label, report, n_calls, unstable, outputs_dir, options, limits, timed,
+                                 reference.get("samples") or []))  # fmt: skip
     costs = tuple(
         diagnosis.call_cost(
             str(c["signature"]),
@@ -147,6 +148,7 @@ def _variant(
     options: EvalOptions,
     limits: dict[str, int],
     timed: bool,
+    reference_samples: list[Any],
 ) -> ScreenedVariant:
     status = str(report.get("status"))
     status = status if status in STATUSES else "failed"
@@ -160,7 +162,9 @@ def _variant(
             status, message = "wrong", mismatch
     samples = report.get("samples") or []
     screen_ms = _median(samples) if timed and status == "ok" else None
-    return ScreenedVariant(label, status, message, screen_ms, int(report.get("rung") or 0), kernels)
+    # the reference races in every rung, so its first samples are the ones taken beside this variant's
+    baseline_ms = _median(reference_samples[: len(samples)]) if screen_ms is not None else None
+    return ScreenedVariant(label, status, message, screen_ms, int(report.get("rung") or 0), kernels, baseline_ms)
 
 
 def _mismatch(label: str, n_calls: int, left_out: set[int], outputs_dir: Path, options: EvalOptions) -> str | None:

@@ -234,3 +234,42 @@ def test_the_note_says_which_calls_were_timed_flushed_for_every_variant(tmp_path
     result["timing"]["flushed_alike"] = [0]
     message = verdict(tmp_path, result, ["v1"]).message
     assert "call(s) 1 timed with the L2 flushed for every variant" in message
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="timing needs a GPU")
+def test_on_a_gpu_a_variant_that_refuses_the_graph_is_ranked_against_flushed_calls_only(tmp_path):
+    """The test's call (3000 floats) is replayed in graphs; a variant whose wrapper synchronizes cannot be captured,
+    so that call is timed flushed for the reference and every variant."""
+    small = tmp_path / "add_small.py"
+    small.write_text(SOURCE.split("\n\ndef bench_add")[0] + "\n")
+    wider = small.read_text().replace("BLOCK=256)", "BLOCK=512)").replace("cdiv(n, 256)", "cdiv(n, 512)")
+    alloc = "    out = torch.empty_like(x)\n"
+    syncing = wider.replace(alloc, "    torch.cuda.synchronize()\n" + alloc)
+
+    async def go():
+        async with Evaluator(EvalOptions(timeout_s=120, spares=0)) as ev:
+            return await ev.screen(small, [wider, syncing], deadline_s=60)
+
+    result = asyncio.run(go())
+    assert result.ok and result.timed, result.message
+    assert "call(s) 1 timed with the L2 flushed for every variant" in result.message
+    assert [v.status for v in result.variants] == ["ok", "ok"]
+    assert all(v.screen_ms is not None for v in result.variants)
+
+
+def test_a_variant_dropped_at_the_first_rung_is_compared_with_the_references_samples_of_that_rung(tmp_path):
+    """The reference races in every rung: a variant dropped after the first is compared with the reference's first
+    samples, not with its median over later rungs where the device ran at another pace (here twice as fast)."""
+    for run in ("", "again"):
+        write(tmp_path, "reference", 0, torch.arange(8.0), run)
+    for label in ("v1", "v2"):
+        write(tmp_path, label, 0, torch.arange(8.0))
+    variants = {
+        "v1": {"status": "ok", "samples": [0.95, 0.95, 0.95], "rung": 1},
+        "v2": {"status": "ok", "samples": [0.9, 0.9, 0.9, *[0.45] * 6], "rung": 2},
+    }
+    result = verdict(tmp_path, report(variants, reference_samples=[1.0] * 3 + [0.5] * 6), ["v1", "v2"])
+    dropped, kept = result.variants
+    assert result.reference_ms == pytest.approx(0.5)
+    assert dropped.baseline_ms == pytest.approx(1.0) and result.ratio_of(dropped) == pytest.approx(0.95)
+    assert kept.baseline_ms == pytest.approx(0.5) and result.ratio_of(kept) == pytest.approx(0.9)
