@@ -274,7 +274,7 @@ class _Search:
             self.diagnosis = diagnosis_summary(result.calls, result.reference_kernels)
         verdicts = []
         for screened in result.variants:
-            verdicts.append({"status": screened.status, "ratio": result.ratio_of(screened),
+            verdicts.append({"status": screened.status, "ratio": result.ratio_of(screened), "rung": screened.rung,
                              "message": screened.message[:300], "kernels": _kernels_of(screened)})  # fmt: skip
         self.state["rounds"].append(
             {
@@ -504,9 +504,11 @@ class _Search:
         )
 
     def _shown(self) -> list[dict[str, Any]]:
-        """The screened configurations for a report: the fastest in screening first, then those that failed."""
+        """The screened configurations for a report: the fastest in screening first, then those that failed; `rung`:
+        the last rung of the halving each was timed in (its ratio is over the original's samples up to it)."""
         rows = [{"change": self.space.describe(variant), "status": verdict["status"], "ratio": verdict.get("ratio"),
-                 "message": verdict.get("message", "")} for variant, verdict in self._screened()]  # fmt: skip
+                 "rung": verdict.get("rung"), "message": verdict.get("message", "")}
+                for variant, verdict in self._screened()]  # fmt: skip
         rows.sort(key=lambda row: (row["ratio"] is None, row["ratio"] or 0.0, row["status"] != "ok"))
         return rows[:SHOWN]
 

@@ -118,6 +118,7 @@ def test_screens_wide_confirms_the_leaders_and_keeps_the_fastest_confirmed():
     assert "BLOCK_SIZE 1024→4096" in result.summary and "faster" in result.summary
     assert result.knobs == 3  # BLOCK_SIZE, num_warps, num_stages
     assert result.screened == sum(len(s) for s in backend.screens)
+    assert all(row["rung"] == 1 for row in result.configurations if row["ratio"])  # where each ratio was taken
 
 
 def test_a_screening_winner_the_bench_does_not_confirm_is_never_kept():
