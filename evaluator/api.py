@@ -789,6 +789,11 @@ def _relay(progress: Progress | None) -> Callable[[dict[str, Any]], None] | None
     def on_event(event: dict[str, Any]) -> None:
         if "programs" in event:
             progress(f"running {event.get('test') or 'the file'} ({event['programs']:,} kernel programs interpreted)")
+        elif "compiling" in event:
+            progress(f"running {event.get('test') or 'the file'}: compiling {event['compiling']}")
+        elif "compiled" in event:
+            progress(f"running {event.get('test') or 'the file'}: compiled {event['compiled']} in "
+                     f"{event.get('compile_s', '?')} s")  # fmt: skip
         elif "test" in event:
             progress(f"running {event['test']}")
         elif "stage" in event:

@@ -202,10 +202,22 @@ def failed_by_error(outcome: JobOutcome) -> bool:
     )
 
 
+def compile_at_end(progress: dict[str, Any] | None) -> str:
+    """The words for a job that was compiling when its time ran out, as its last progress said (``compile_watch``):
+    ", while compiling K[num_warps=1, num_stages=2] (for 183 s by then)", or ""."""
+    what = (progress or {}).get("compiling")
+    if not isinstance(what, str) or not what:
+        return ""
+    begun = progress.get("begun")
+    lasted = time.time() - begun if isinstance(begun, (int, float)) and not isinstance(begun, bool) else None
+    return f", while compiling {what[:200]}" + (f" (for {lasted:.0f} s by then)" if lasted and lasted >= 1 else "")
+
+
 def reference_problem(outcome: JobOutcome) -> str | None:
     """Why a reference run cannot serve as the reference (None when it passed its tests)."""
     if outcome.status != "ok" or outcome.result is None:
-        return f"{outcome.message}\n{outcome.log_tail[-1500:]}".strip()
+        compiling = compile_at_end(outcome.last_progress) if outcome.status == "timeout" else ""
+        return f"{outcome.message}{compiling}\n{outcome.log_tail[-1500:]}".strip()
     result = outcome.result
     if result.get("worker_error"):
         return result["worker_error"]
@@ -265,7 +277,7 @@ def verdict(
         if running and outcome.message.startswith(f"hung: {running}"):  # the pool's words name it already
             where = ""
         kind = "timeout" if outcome.status == "timeout" else "crash"
-        message = f"{outcome.message}{where}"
+        message = f"{outcome.message}{where}" + (compile_at_end(outcome.last_progress) if kind == "timeout" else "")
         if interpreted and kind == "crash":
             message = cpu_support.crash_hint(message)
         tests = (TestOutcome(running, False, message, kind),) if running else ()

@@ -29,6 +29,7 @@ from . import isolation as sandboxing
 from .device_share import TIMED_KINDS, DeviceShare, Hold, why_it_runs_again
 from .redaction import known_secrets, redact, redact_data
 from .shared.isolation_policy import MODES, PROCESS_ONLY, Policy
+from .shared.protocol import HEARTBEAT_KEYS
 
 log = logging.getLogger(__name__)
 
@@ -403,9 +404,10 @@ class WorkerPool:
                         hold.attach(zygote.stop_child)
                     else:
                         last_progress = message
-                        if "programs" not in message:  # a step starts (a heartbeat only says that it lives)
+                        if not HEARTBEAT_KEYS & message.keys():  # a step starts (a heartbeat only says that it lives)
                             stall_s = _stall_of(message)
-                        stall_at = loop.time() + stall_s - hold.paused_s() if stall_s is not None else None
+                        compiling = "compiling" in message  # a compile runs: its silence is no sign of a hang
+                        stall_at = None if stall_s is None or compiling else loop.time() + stall_s - hold.paused_s()
                     if (stuck_s := _stuck_of(message)) is not None:  # the step it names spins: ended at once
                         await killed("was ended as hung after")
                         where = message.get("test") or "the job"

@@ -6,6 +6,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from fixture_check import check_fixture
 
 from geak.evaluator.api import BadInput, EvalOptions, Evaluator
 
@@ -106,6 +107,24 @@ def test_hang_is_killed_at_the_time_limit():
     r = check("hang.py", timeout_s=6)
     assert not r.ok and r.stage == "call" and r.tests[0].kind == "timeout"
     assert "timed out after 6 s" in r.message and "test_add" in r.message
+
+
+def test_a_time_out_while_compiling_names_the_compile():
+    said: list[str] = []
+    r = check_fixture("compiling_for_ever.py", None, timeout_s=8, progress=said.append)
+    assert not r.ok and r.stage == "call" and r.tests[0].kind == "timeout", r.message
+    assert "timed out after 8 s" in r.message and "in test_add" in r.message, r.message
+    assert ", while compiling add_kernel[num_warps=1, num_stages=3] (for " in r.message, r.message
+    assert "running test_add: compiling add_kernel[num_warps=1, num_stages=3]" in said, said
+
+
+def test_a_test_that_compiles_a_while_passes_with_its_compile_said():
+    said: list[str] = []
+    r = check_fixture("compiles_a_while.py", None, timeout_s=60, progress=said.append)
+    assert r.ok, r.message
+    assert "running test_add: compiling add_kernel[num_warps=1, num_stages=3]" in said, said
+    assert any(m.startswith("running test_add: compiled add_kernel[num_warps=1, num_stages=3] in ") for m in said)
+    assert not [m for m in said if "num_warps=4" in m], said  # too brief to be said
 
 
 def test_crash_is_a_failed_verdict():

@@ -198,6 +198,18 @@ def test_a_slow_probe_whose_programs_keep_running_is_not_taken_for_a_hang():
     assert not [n for n in r.comparison.notes if "hung" in n], r.comparison.notes
 
 
+def test_a_probe_that_compiles_longer_than_its_stall_limit_is_not_taken_for_a_hang():
+    said: list[str] = []
+    fixture = "probes/sub_compiling_off_its_inputs.py"  # said to compile after 1 s (``SAY_AFTER_S``), for 5 s
+    r = check(fixture, fixture, progress=said.append, timeout_s=120, probe_stall_s=3)
+    assert r.ok, r.message
+    compiling = [m for m in said if m.endswith(": compiling sub_kernel[num_warps=4, num_stages=3]")]
+    compiled = [m for m in said if ": compiled sub_kernel[num_warps=4, num_stages=3] in " in m]
+    assert compiling and compiled and compiling[0].startswith("running fresh inputs #1 "), said
+    assert not [m for m in said if "hung" in m], said
+    assert not [n for n in r.comparison.notes if "hung" in n], r.comparison.notes
+
+
 # ----------------------------------------------------------------------------------------- unwritten outputs
 
 

@@ -74,6 +74,7 @@ PRELOAD = (
     ".screening",
     ".forked_compiles",
     ".compile_ahead",
+    ".compile_watch",
     ".process_ties",
     ".probes",
     ".probe_variants",
@@ -460,13 +461,26 @@ def run_check(job: CheckJob, info: Any, send) -> dict[str, Any]:
     (10-11 s for a 48-config file's timing on an H100); so do those whose file asked for Triton's CUDA-graph
     benchmark (`use_cuda_graph=True`: ROCm `rmsnorm_fwd.py`), not one the file wrote itself. Their configs compile
     at once in forked processes first (``sandbox.configs_compiled_ahead``), and those that fail there are not
-    tuned."""
-    if info.backend == "interpreter":
-        return _run_check(job, info, send)
-    from . import sandbox, timing
+    tuned. A compile that lasts is said to the caller (``compile_watch``)."""
+    from . import compile_watch
 
-    with sandbox.tuned_with(timing.tuning_bench, over_tritons=True), sandbox.configs_compiled_ahead():
-        return _run_check(job, info, send)
+    running: dict[str, Any] = {}  # the test a compile said is in (the caller names it in a time-out's message)
+
+    def sending(message: dict[str, Any]) -> None:
+        if message.get("test"):
+            running["test"] = message["test"]
+        send(message)
+
+    def said(words: dict[str, Any]) -> None:
+        send({"event": "progress", **({"test": running["test"]} if running else {}), **words})
+
+    with compile_watch.reporting(said):
+        if info.backend == "interpreter":  # which compiles nothing
+            return _run_check(job, info, sending)
+        from . import sandbox, timing
+
+        with sandbox.tuned_with(timing.tuning_bench, over_tritons=True), sandbox.configs_compiled_ahead():
+            return _run_check(job, info, sending)
 
 
 def _run_check(job: CheckJob, info: Any, send) -> dict[str, Any]:
