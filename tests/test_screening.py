@@ -71,8 +71,9 @@ def test_a_call_the_reference_does_not_reproduce_is_left_out_of_the_jobs_rough_c
     so that none was timed."""
     unstable = SOURCE.replace(
         "    out = torch.empty_like(x)\n",
-        "    y[0] = float(time.perf_counter_ns() % 1009)  # another in every run\n    out = torch.empty_like(x)\n",
-    ).replace("import torch\n", "import time\n\nimport torch\n", 1)
+        "    RUNS.append(1)\n    y[0] = float(10 ** len(RUNS))  # ten times the last run's: roughly apart, always\n"
+        "    out = torch.empty_like(x)\n",
+    ).replace("import torch\n", "import torch\n\nRUNS = []\n", 1)
     wider = unstable.replace("BLOCK=256)", "BLOCK=512)").replace("cdiv(n, 256)", "cdiv(n, 512)")
     result = screen([wider], baseline=unstable)
     assert result.ok, result.message

@@ -37,7 +37,7 @@ class _Watch:
         self.lock = threading.Lock()
         self.current: dict[str, Any] | None = None  # what, begun (wall clock), started (monotonic), said
         self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._watch, name="geak-compile-watch", daemon=True)
+        self.thread = threading.Thread(target=self._watch, name="compile-watch", daemon=True)
 
     def _watch(self) -> None:
         while not self.stop.wait(POLL_S):
