@@ -464,26 +464,21 @@ def run_check(job: CheckJob, info: Any, send) -> dict[str, Any]:
     tuned. A compile that lasts is said to the caller (``compile_watch``)."""
     from . import compile_watch
 
-    running: dict[str, Any] = {}  # the test a compile said is in (the caller names it in a time-out's message)
-
-    def sending(message: dict[str, Any]) -> None:
-        if message.get("test"):
-            running["test"] = message["test"]
-        send(message)
+    running: dict[str, Any] = {"test": None}  # the test or probe now running (``_run_check`` keeps it)
 
     def said(words: dict[str, Any]) -> None:
-        send({"event": "progress", **({"test": running["test"]} if running else {}), **words})
+        send({"event": "progress", **({"test": running["test"]} if running["test"] else {}), **words})
 
     with compile_watch.reporting(said):
         if info.backend == "interpreter":  # which compiles nothing
-            return _run_check(job, info, sending)
+            return _run_check(job, info, send, running)
         from . import sandbox, timing
 
         with sandbox.tuned_with(timing.tuning_bench, over_tritons=True), sandbox.configs_compiled_ahead():
-            return _run_check(job, info, sending)
+            return _run_check(job, info, send, running)
 
 
-def _run_check(job: CheckJob, info: Any, send) -> dict[str, Any]:
+def _run_check(job: CheckJob, info: Any, send, running: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     from . import sandbox, triton_cache
@@ -498,7 +493,6 @@ def _run_check(job: CheckJob, info: Any, send) -> dict[str, Any]:
     seed = job.seed
     sandbox.set_poisoning(job.poison)
     result: dict[str, Any] = {"tests": [], "import_error": None, "fresh": []}
-    running = {"test": None}
     if not gpu:
         from . import interpreter_shims
 
