@@ -153,6 +153,7 @@ def timed_eval(args: list[str], folder: Path, timeout_s: float) -> dict:
     folder.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     checks_end: float | None = None
+    scored: list[tuple[float, str, bool]] = []  # (when, file, timed) of each record's progress line
     with (folder / "progress.log").open("w") as log:
         proc = subprocess.Popen([sys.executable, "-m", "geak.server.cli", *args], stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True)  # fmt: skip
@@ -164,6 +165,8 @@ def timed_eval(args: list[str], folder: Path, timeout_s: float) -> dict:
             log.write(f"{at:7.1f} {line}")
             if checks_end is None and line.startswith("every prediction checked"):
                 checks_end = at
+            if record := RECORD_LINE.match(line):
+                scored.append((at, record["file"], record["speed"] is not None))
         proc.wait()
         watchdog.cancel()
         stopped = proc.returncode < 0  # killed by the watchdog
@@ -176,6 +179,7 @@ def timed_eval(args: list[str], folder: Path, timeout_s: float) -> dict:
                    "timing_s_sum": round(sum(timings), 1)}  # fmt: skip
     if checks_end is not None and timings:
         found["timings_wall_s"] = round(wall - checks_end, 1)
+    found.update(timeline(scored))
     if timings:  # the device alone, and its parts as the timing jobs reported them
         found["alone_s_sum"] = round(sum(r.get("alone_s") or 0.0 for r in records), 1)
         parts: dict[str, float] = {}
@@ -188,6 +192,24 @@ def timed_eval(args: list[str], folder: Path, timeout_s: float) -> dict:
         found.update(json.loads(summary.read_text()), wall_s=round(wall, 1))
     elif not stopped:
         found["error"] = f"exit {proc.returncode}"
+    return found
+
+
+RECORD_LINE = re.compile(r"^\[\d+/\d+\] (?P<file>\S+) on [^:]+: (pass|call only|fail)(?P<speed> \d+\.\d+x)?")
+
+
+def timeline(scored: list[tuple[float, str, bool]]) -> dict:
+    """What ended the run: when the last timed record and the last untimed one (a failed or untimed check) were
+    scored, and the last file of all (a check held to its limit, or a timing)."""
+    found: dict = {}
+    timed = [at for at, _, was_timed in scored if was_timed]
+    untimed = [at for at, _, was_timed in scored if not was_timed]
+    if timed:
+        found["last_timed_at_s"] = round(timed[-1], 1)
+    if untimed:
+        found["last_untimed_at_s"] = round(untimed[-1], 1)
+    if scored:
+        found["last_scored"] = [file for _, file, _ in scored[-3:]]
     return found
 
 
