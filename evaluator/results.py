@@ -110,6 +110,15 @@ class CheckResult:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @property
+    def summary(self) -> str:
+        """Its message's first line."""
+        return self.message.strip().splitlines()[0] if self.message.strip() else ""
+
+    def caveats_beyond_summary(self) -> tuple[str, ...]:
+        """The caveats its summary does not already say (a pass whose tests assert nothing says so there)."""
+        return tuple(c for c in self.caveats if c not in self.summary)
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CheckResult:
         return _from_dict(cls, data)

@@ -53,9 +53,8 @@ def kernel_markdown(state: ServerState, uri: str, model: DocumentModel, kernel: 
             else f"❌ fails at the {check.stage} stage"
         )
         backend = f" on {check.device or check.backend}" if check.backend else ""
-        summary = check.message.strip().splitlines()[0] if check.message.strip() else ""
-        lines.append(f"\n{verdict}{backend} ({ago(time.time() - report.checked_at)}): {summary}")
-        lines += [f"- note: {caveat}" for caveat in check.caveats]
+        lines.append(f"\n{verdict}{backend} ({ago(time.time() - report.checked_at)}): {check.summary}")
+        lines += [f"- note: {caveat}" for caveat in check.caveats_beyond_summary()]
     if report is not None and report.bench is not None:
         bench = report.bench
         calls = kernel_calls(bench, kernel)

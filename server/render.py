@@ -67,7 +67,7 @@ def print_check(result: CheckResult) -> None:
             f"  [bold]{escape(d.file or result.file)}:{d.line}:{d.column}[/bold]: {d.severity}: "
             f"{escape(_first_lines(d.message))}"
         )
-    for caveat in result.caveats:
+    for caveat in result.caveats_beyond_summary():
         out.print(f"  [yellow]note:[/yellow] {escape(caveat)}")
     for note in result.comparison.notes if result.comparison else ():
         out.print(f"  [yellow]note:[/yellow] {escape(note)}")

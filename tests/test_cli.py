@@ -28,6 +28,14 @@ def test_check_json_pass():
     assert data["tests"][0]["name"] == "test_add"
 
 
+def test_check_of_a_test_that_asserts_nothing_says_so_once():
+    p = geak("check", str(FIXTURES / "add_tritonbench.py"), "--backend", "interpreter")
+    assert p.returncode == 0, p.stderr
+    said = p.stdout + p.stderr
+    assert "PASS" in said and "stage call" in said
+    assert said.count("assert nothing") == 1, said
+
+
 def test_check_failure_exit_1_with_diagnostic():
     p = geak("check", str(FIXTURES / "compile_error.py"), "--json")
     assert p.returncode == 1

@@ -34,6 +34,8 @@ def test_tritonbench_alone_only_reaches_call_and_says_so():
     r = check("add_tritonbench.py")
     assert r.ok and r.stage == "call"
     assert any("assert nothing" in c for c in r.caveats)
+    assert "assert nothing" in r.summary  # said once where it is shown (the CLI, the hover): not again as a note
+    assert not any("assert nothing" in c for c in r.caveats_beyond_summary())
 
 
 def test_candidate_against_reference_compares_test_outputs_and_fresh_inputs():
