@@ -20,6 +20,7 @@ from .shared.probe_rules import KIND_WORDS, probe_where
 from .shared.protocol import CheckJob, output_file_of_test, probe_output_file
 from .shared.test_ids import sanitized_test_id, test_function
 from .triton_file import Composed, TritonFile
+from .vendor_code import vendor_caveats
 
 UNPOISONED_CAVEAT = (
     "checked without poisoned allocations: the test fails when memory from torch.empty is filled with NaN / the "
@@ -253,6 +254,7 @@ def verdict(
         "output_tail": outcome.log_tail[-3000:],
         "caveats": (
             *((INTERPRETER_CAVEAT,) if backend == "interpreter" else ()),
+            *vendor_caveats(candidate.kernel_section, backend),
             *isolation_caveats(runtime),
             *unwritten_caveats(ref_run),
         ),

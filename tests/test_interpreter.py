@@ -73,8 +73,11 @@ def test_triton_driver_autotune_and_string_constexpr_annotations(verdicts):
 
 def test_vendor_libdevice_math_is_computed(verdicts):
     """tl.extra.cuda/hip.libdevice, `from triton.language.extra.libdevice import tanh` and `from
-    triton.language.extra.hip.libdevice import isinf` (CUDA's module has one too), against torch."""
+    triton.language.extra.hip.libdevice import isinf` (CUDA's module has one too), against torch. The pass says
+    that each vendor's module compiles only for its own GPUs."""
     _passes(verdicts["libdevice"])
+    vendors = [c for c in verdicts["libdevice"].caveats if "libdevice (triton.language.extra." in c]
+    assert len(vendors) == 2 and "AMD's" in vendors[0] and "NVIDIA's" in vendors[1], vendors
 
 
 def test_and_or_between_tensors_are_elementwise_as_in_the_compiler(verdicts):
