@@ -105,6 +105,7 @@ def from_check(check: CheckResult) -> Evaluation:
         message=check.message,
         diagnostics=[asdict(d) for d in check.diagnostics],
         called=called and check.stage in ("call", "exec"),
+        notes=list(check.caveats_beyond_summary()),
     )
 
 

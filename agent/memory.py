@@ -28,6 +28,7 @@ class Evaluation:
     pct_peak_bw: float | None = None
     pct_peak_flops: float | None = None
     called: bool = False  # ran without raising (GEAK's call accuracy)
+    notes: list[str] = field(default_factory=list)  # the check's caveats beyond its summary (the reflector sees them)
 
     @property
     def faster(self) -> bool:

@@ -99,9 +99,11 @@ def reflect(ctx: Context, failed: Candidate, one_shot: str | None) -> Messages:
     )
     report = f"{error}\n{details}".strip()[:MAX_ERROR_CHARS]
     stage = ev.stage if ev else "reply"
+    notes = "".join(f"- {note}\n" for note in (ev.notes if ev else []))
     user = (
         f"## Your previous attempt failed at the {stage} stage\n```\n{report}\n```\n\n"
-        f"## The code that failed\n{_fence(failed.code)}\n\n{_shared_sections(ctx, one_shot)}\n\n"
+        + (f"## What the check noted\n{notes}\n" if notes else "")
+        + f"## The code that failed\n{_fence(failed.code)}\n\n{_shared_sections(ctx, one_shot)}\n\n"
         "First write a section '## Reflection': the root cause of the failure, traced to the code, and what "
         "must change. Then give the complete corrected module."
     )

@@ -109,6 +109,7 @@ def test_compile_error_then_reflection_then_faster(scripted_llm, tmp_path):
     prompts = [r["messages"][-1]["content"] for r in scripted_llm.requests]
     assert "## A related, well-written Triton kernel" in prompts[0]  # one-shot retrieval from the corpus
     assert "power of 2" in prompts[1] and "## Reflection" in prompts[1]  # the error trace reaches the reflector
+    assert "## What the check noted\n- checked with Triton's CPU interpreter" in prompts[1]  # and the check's caveats
     assert "1.0000 ms" in prompts[2] and "0.8000 ms" in prompts[2]  # the optimizer sees (code, latency) pairs
     assert "Use larger blocks" in prompts[3]  # the generator implements the strategy
     assert any(e.kind == "candidate" for e in events)
