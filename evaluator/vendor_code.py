@@ -8,6 +8,7 @@ vendor's own at compile time.
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from .python_source import parse
@@ -29,15 +30,30 @@ VENDORS = (
 )
 
 
+CHOOSING = (ast.If, ast.IfExp, ast.Match)  # code under these may pick each vendor's own (`if torch.version.hip:`)
+
+
 def vendor_libdevices(kernel_code: str) -> tuple[Vendor, ...]:
-    """The vendors whose libdevice the code imports or names (``tl.extra.hip.libdevice.isinf``); comments and
-    strings do not count. Code that does not parse names none (its check fails at the parse stage)."""
+    """The vendors whose libdevice the code imports or names (``tl.extra.hip.libdevice.isinf``). Comments and
+    strings do not count. Code that names one under an ``if`` or ``match`` chooses each vendor's own, as portable
+    code does: it names none. A ``try`` of the import chooses nothing, since every Triton has both modules. Code
+    that does not parse names none (its check fails at the parse stage)."""
     try:
         tree = parse(kernel_code)
     except (SyntaxError, ValueError):
         return ()
+    unconditional = list(_unconditional(tree))
+    kept = {id(node) for node in unconditional}
+    if _named(node for node in ast.walk(tree) if id(node) not in kept):
+        return ()
+    named = _named(unconditional)
+    return tuple(v for v in VENDORS if v.submodule in named)
+
+
+def _named(nodes: Iterable[ast.AST]) -> set[str]:
+    """The submodules of ``triton.language.extra`` that these nodes import or name."""
     named: set[str] = set()
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.ImportFrom) and node.module:
             modules = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
         elif isinstance(node, ast.Import):
@@ -49,7 +65,15 @@ def vendor_libdevices(kernel_code: str) -> tuple[Vendor, ...]:
         for module in modules:
             parts = module.split(".")
             named.update(parts[i + 1] for i, part in enumerate(parts[:-1]) if part == "extra")
-    return tuple(v for v in VENDORS if v.submodule in named)
+    return named & {v.submodule for v in VENDORS}
+
+
+def _unconditional(node: ast.AST) -> Iterator[ast.AST]:
+    """`node` and what it holds, but for what lies under a statement or expression that chooses (``CHOOSING``)."""
+    yield node
+    for child in ast.iter_child_nodes(node):
+        if not isinstance(child, CHOOSING):
+            yield from _unconditional(child)
 
 
 def vendor_caveats(kernel_code: str, backend: str | None) -> tuple[str, ...]:
