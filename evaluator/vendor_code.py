@@ -8,7 +8,7 @@ vendor's own at compile time.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .python_source import parse
@@ -30,6 +30,7 @@ VENDORS = (
 )
 
 
+SUBMODULES = frozenset(v.submodule for v in VENDORS)
 CHOOSING = (ast.If, ast.IfExp, ast.Match)  # code under these may pick each vendor's own (`if torch.version.hip:`)
 
 
@@ -42,38 +43,31 @@ def vendor_libdevices(kernel_code: str) -> tuple[Vendor, ...]:
         tree = parse(kernel_code)
     except (SyntaxError, ValueError):
         return ()
-    unconditional = list(_unconditional(tree))
-    kept = {id(node) for node in unconditional}
-    if _named(node for node in ast.walk(tree) if id(node) not in kept):
+    named = list(_named(tree, chosen=False))
+    if any(chosen for _, chosen in named):
         return ()
-    named = _named(unconditional)
-    return tuple(v for v in VENDORS if v.submodule in named)
+    return tuple(v for v in VENDORS if any(submodule == v.submodule for submodule, _ in named))
 
 
-def _named(nodes: Iterable[ast.AST]) -> set[str]:
-    """The submodules of ``triton.language.extra`` that these nodes import or name."""
-    named: set[str] = set()
-    for node in nodes:
-        if isinstance(node, ast.ImportFrom) and node.module:
-            modules = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
-        elif isinstance(node, ast.Import):
-            modules = [alias.name for alias in node.names]
-        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute) and node.value.attr == "extra":
-            modules = [f"extra.{node.attr}"]
-        else:
-            continue
-        for module in modules:
-            parts = module.split(".")
-            named.update(parts[i + 1] for i, part in enumerate(parts[:-1]) if part == "extra")
-    return named & {v.submodule for v in VENDORS}
-
-
-def _unconditional(node: ast.AST) -> Iterator[ast.AST]:
-    """`node` and what it holds, but for what lies under a statement or expression that chooses (``CHOOSING``)."""
-    yield node
+def _named(node: ast.AST, chosen: bool) -> Iterator[tuple[str, bool]]:
+    """Each vendor submodule of ``triton.language.extra`` that `node` and what it holds import or name, and whether
+    it lies under a statement or expression that chooses (``CHOOSING``)."""
+    chosen = chosen or isinstance(node, CHOOSING)
+    if isinstance(node, ast.ImportFrom) and node.module:
+        modules = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+    elif isinstance(node, ast.Import):
+        modules = [alias.name for alias in node.names]
+    elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute) and node.value.attr == "extra":
+        modules = [f"extra.{node.attr}"]
+    else:
+        modules = []
+    for module in modules:
+        parts = module.split(".")
+        for i, part in enumerate(parts[:-1]):
+            if part == "extra" and parts[i + 1] in SUBMODULES:
+                yield parts[i + 1], chosen
     for child in ast.iter_child_nodes(node):
-        if not isinstance(child, CHOOSING):
-            yield from _unconditional(child)
+        yield from _named(child, chosen)
 
 
 def vendor_caveats(kernel_code: str, backend: str | None) -> tuple[str, ...]:
