@@ -787,13 +787,13 @@ def _relay(progress: Progress | None) -> Callable[[dict[str, Any]], None] | None
         return None
 
     def on_event(event: dict[str, Any]) -> None:
+        running = f"running {event.get('test') or 'the file'}"
         if "programs" in event:
-            progress(f"running {event.get('test') or 'the file'} ({event['programs']:,} kernel programs interpreted)")
+            progress(f"{running} ({event['programs']:,} kernel programs interpreted)")
         elif "compiling" in event:
-            progress(f"running {event.get('test') or 'the file'}: compiling {event['compiling']}")
+            progress(f"{running}: compiling {event['compiling']}")
         elif "compiled" in event:
-            progress(f"running {event.get('test') or 'the file'}: compiled {event['compiled']} in "
-                     f"{event.get('compile_s', '?')} s")  # fmt: skip
+            progress(f"{running}: compiled {event['compiled']} in {event.get('compile_s', '?')} s")
         elif "test" in event:
             progress(f"running {event['test']}")
         elif "stage" in event:
