@@ -43,31 +43,34 @@ def vendor_libdevices(kernel_code: str) -> tuple[Vendor, ...]:
         tree = parse(kernel_code)
     except (SyntaxError, ValueError):
         return ()
-    named = list(_named(tree, chosen=False))
+    named = list(_named(tree))
     if any(chosen for _, chosen in named):
         return ()
     return tuple(v for v in VENDORS if any(submodule == v.submodule for submodule, _ in named))
 
 
-def _named(node: ast.AST, chosen: bool) -> Iterator[tuple[str, bool]]:
-    """Each vendor submodule of ``triton.language.extra`` that `node` and what it holds import or name, and whether
-    it lies under a statement or expression that chooses (``CHOOSING``)."""
-    chosen = chosen or isinstance(node, CHOOSING)
-    if isinstance(node, ast.ImportFrom) and node.module:
-        modules = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
-    elif isinstance(node, ast.Import):
-        modules = [alias.name for alias in node.names]
-    elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute) and node.value.attr == "extra":
-        modules = [f"extra.{node.attr}"]
-    else:
-        modules = []
-    for module in modules:
-        parts = module.split(".")
-        for i, part in enumerate(parts[:-1]):
-            if part == "extra" and parts[i + 1] in SUBMODULES:
-                yield parts[i + 1], chosen
-    for child in ast.iter_child_nodes(node):
-        yield from _named(child, chosen)
+def _named(tree: ast.AST) -> Iterator[tuple[str, bool]]:
+    """Each vendor submodule of ``triton.language.extra`` that `tree` imports or names, and whether it lies under a
+    statement or expression that chooses (``CHOOSING``). Walked with a stack, not by recursion: a candidate's
+    expression of a thousand terms parses, and must not end its check in a RecursionError."""
+    stack: list[tuple[ast.AST, bool]] = [(tree, False)]
+    while stack:
+        node, chosen = stack.pop()
+        chosen = chosen or isinstance(node, CHOOSING)
+        if isinstance(node, ast.ImportFrom) and node.module:
+            modules = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+        elif isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute) and node.value.attr == "extra":
+            modules = [f"extra.{node.attr}"]
+        else:
+            modules = []
+        for module in modules:
+            parts = module.split(".")
+            for i, part in enumerate(parts[:-1]):
+                if part == "extra" and parts[i + 1] in SUBMODULES:
+                    yield parts[i + 1], chosen
+        stack.extend((child, chosen) for child in ast.iter_child_nodes(node))
 
 
 def vendor_caveats(kernel_code: str, backend: str | None) -> tuple[str, ...]:

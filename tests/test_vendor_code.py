@@ -47,3 +47,8 @@ def test_a_caveat_on_each_backend_that_does_not_compile_the_module():
     assert vendor_caveats(CUDA_ATTRIBUTE, "cuda") == ()
     assert "NVIDIA's libdevice" in vendor_caveats(CUDA_ATTRIBUTE, "rocm")[0]
     assert vendor_caveats(NEUTRAL, "interpreter") == ()
+
+
+def test_a_deep_expression_that_parses_is_walked_without_recursion():
+    deep = "x = " + "+".join(["a"] * 2500) + "\n"  # parses; a recursive walk of it exceeds Python's limit
+    assert vendor_libdevices(HIP_IMPORT + deep) and vendor_caveats(deep, "interpreter") == ()
