@@ -191,3 +191,100 @@ def test_check_jobs_reuse_autotuning_and_timing_jobs_tune_afresh(monkeypatch):
     assert os.environ[AUTOTUNE_CACHE_ENV] == "1" and tuned().cache_results
     reuse_autotuning(False)
     assert AUTOTUNE_CACHE_ENV not in os.environ and not tuned().cache_results
+
+
+def test_tritons_driver_helper_is_built_once_kept_and_seeded_into_every_job(tmp_path, monkeypatch):
+    """The fork server builds the driver helper in a confined process once per trusted cache; every job starts from
+    it, the jobs of a new text too (no seed of their own). A build that fails keeps nothing, and the next start tries
+    again."""
+    from geak.evaluator.job.triton_cache import HELPERS, build_helpers
+
+    monkeypatch.chdir(tmp_path)  # the fork server's folder, where the building process gets its scratch
+    trusted = tmp_path / "trusted"
+    trusted.mkdir()
+    builds: list[str] = []
+
+    def failing(scratch: str) -> bool:
+        builds.append(scratch)
+        (Path(scratch) / JOB_CACHE / "KEY").mkdir(parents=True)
+        return False
+
+    def building(scratch: str) -> bool:
+        builds.append(scratch)
+        (Path(scratch) / JOB_CACHE / "KEY").mkdir(parents=True)
+        (Path(scratch) / JOB_CACHE / "KEY" / "cuda_utils.so").write_bytes(b"helper")
+        os.symlink("/etc/passwd", Path(scratch) / JOB_CACHE / "KEY" / "link")
+        return True
+
+    build_helpers(str(trusted), failing)
+    assert not (trusted / HELPERS).exists() and len(builds) == 1
+    build_helpers(str(trusted), building)
+    build_helpers(str(trusted), building)  # kept: not built again
+    assert len(builds) == 2
+    assert (trusted / HELPERS / "KEY" / "cuda_utils.so").read_bytes() == b"helper"
+    assert not (trusted / HELPERS / "KEY" / "link").exists()  # links are never kept
+    assert not any(Path(b).exists() for b in builds)  # the building processes' folders are gone
+    assert sorted(p.name for p in trusted.iterdir() if not p.name.startswith(".")) == [HELPERS]  # no staging left
+
+    new_text, seeded = tmp_path / "new", tmp_path / "seeded"
+    new_text.mkdir()
+    seeded.mkdir()
+    (trusted / "k1" / "abc").mkdir(parents=True)
+    (trusted / "k1" / "abc" / "kernel.cubin").write_bytes(b"compiled")
+    seed_job(str(trusted), job(new_text, seed=None, keep="k2"))
+    seed_job(str(trusted), job(seeded, seed="k1"))
+    assert (new_text / JOB_CACHE / "KEY" / "cuda_utils.so").read_bytes() == b"helper"
+    assert (seeded / JOB_CACHE / "KEY" / "cuda_utils.so").read_bytes() == b"helper"
+    assert (seeded / JOB_CACHE / "abc" / "kernel.cubin").read_bytes() == b"compiled"
+
+
+HELPER_SEEDED = '''
+import glob
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def inc(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)
+
+
+def test_inc():
+    helpers = glob.glob(os.path.join(os.environ["TRITON_CACHE_DIR"], "*", "*_utils*"))
+    assert helpers, "no driver helper in this job's cache before its first launch"
+    x = torch.zeros(16, device="cuda")
+    inc[(1,)](x, 16, BLOCK=16)
+    return x
+'''
+
+
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a GPU")
+def test_on_a_gpu_a_new_files_job_finds_the_driver_helper_built_before_it(tmp_path):
+    """The driver helper is built by the fork server's confined process and a job of a file never seen before
+    (nothing of its own to start from) finds it in its cache before its first launch."""
+    import asyncio
+
+    from geak.evaluator.api import EvalOptions, Evaluator
+    from geak.evaluator.job.triton_cache import HELPERS
+    from geak.evaluator.shared.isolation_policy import PROCESS_ONLY
+
+    cache = tmp_path / "compile"
+    options = EvalOptions(backend="gpu", fresh_inputs=False, measure_peaks=False, compile_cache=str(cache))
+
+    async def scenario() -> str | None:
+        async with Evaluator(options) as ev:
+            isolation = (await ev.pool.runtime_info()).get("isolation")
+            if isolation == PROCESS_ONLY:
+                return isolation
+            checked = await ev.check(source=HELPER_SEEDED)
+            assert checked.ok, checked.message
+        return None
+
+    if not_isolated := asyncio.run(scenario()):
+        pytest.skip(f"jobs are not isolated here ({not_isolated}): they keep no trusted cache")
+    (runtime,) = [p for p in cache.iterdir() if p.is_dir()]
+    assert list((runtime / HELPERS).glob("*/*_utils*"))

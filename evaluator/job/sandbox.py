@@ -118,6 +118,14 @@ def check_forked_runtime(info: RuntimeInfo) -> None:
     )
 
 
+def load_driver() -> None:
+    """Create Triton's GPU driver, as a job's first launch does: its helper module (`cuda_utils`, `hip_utils`) is
+    compiled into the Triton cache, or loaded from it."""
+    import triton
+
+    getattr(triton.runtime.driver.active, "utils")  # noqa: B009 (the driver is made on first access)
+
+
 def enter_child(info: RuntimeInfo) -> None:
     """In a job process forked from the zygote: create the GPU context now, not inside the user's first test."""
     if info.backend != "interpreter":

@@ -118,6 +118,10 @@ def main() -> None:
         info = sandbox.prepare_zygote(config.get("backend", "auto"), preload=PRELOAD)
         prepared = time.perf_counter()
         confinement = _confinement(config, info, lambda: sandbox.enter_child(info))
+        if confinement.trusted_cache and info.backend != "interpreter":
+            from . import triton_cache
+
+            triton_cache.build_helpers(confinement.trusted_cache, lambda scratch: _driver_built(confinement, scratch))
         if confinement.policy is None:  # no sandbox probe opened the runtime from a forked job: check that it can
             sandbox.check_forked_runtime(info)
     except BaseException as e:
@@ -213,6 +217,26 @@ def _confinement(config: dict[str, Any], info: Any, open_runtime: Callable[[], N
     trusted = config.get("trusted_cache")
     trusted = triton_cache.runtime_root(trusted, info) if trusted else None
     return _Confinement(status, policy, cpu_only, namespaces.JobForker(status.user_ns), trusted)
+
+
+def _driver_built(confinement: _Confinement, scratch: str) -> bool:
+    """Create Triton's driver in a process confined as a job is (its paths, hence its helper's cache key, are a
+    job's) that runs no user code, with `scratch` as its folder: its helper module compiled into the job cache there.
+    True if the process did."""
+    from . import sandbox
+
+    pid = confinement.fork()
+    if pid == 0:  # never returns
+        code = 1
+        try:
+            confinement.enter(scratch)
+            sandbox.load_driver()
+            code = 0
+        except BaseException:
+            traceback.print_exc()  # to the zygote's log
+        finally:
+            os._exit(code)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
 
 
 def _pidfds_work() -> bool:
