@@ -42,11 +42,11 @@ class EvalSlot:
         return f"{self.name}: {where}{extra}"
 
 
-# A sample's device time in batch runs: a flushed sample's burst, and five graph replays of 0.5 ms (25 ms and five of 2 ms
-# for one file). In a `geak eval` of TritonBench-revised on an H200, the rounds took 60-67 s of the device alone with
-# 10 ms samples, 42-69 s with 5 ms and 50.5 s with 2.5 ms (68.6 s with 5 ms on the same machine; its graph captures
-# ahead 104 s against 131 s, summed over the jobs), most timings deciding at their first look (6 rounds) and the A/A
-# verdicts as clean.
+# A sample's device time in batch runs: a flushed sample's burst, and five graph replays of 0.5 ms (25 ms and five of
+# 2 ms for one file). In a `geak eval` of TritonBench-revised on an H200, the rounds took 60-67 s of the device alone
+# with 10 ms samples, 42-69 s with 5 ms and 50.5 s with 2.5 ms (68.6 s with 5 ms on the same machine; its graph
+# captures ahead 104 s against 131 s, summed over the jobs), most timings deciding at their first look (6 rounds) and
+# the A/A verdicts as clean.
 BATCH_REP_MS = 2.5
 BATCH_BENCH_CALLS = 8  # calls timed per problem in batch runs (16 for one file)
 BATCH_MAX_ROUNDS = 24  # the most rounds a batch run's timing takes before it says undecided (40 for one file)
