@@ -12,7 +12,7 @@ save-to-diagnostics time).
 
 Triton's driver helper (the C module every process that launches a kernel loads, `cuda_utils` or `hip_utils`,
 built by a C compiler on its first use in a cache) is the same for every job: each job whose text had no trusted
-cache yet built it again (on an H200, 263 of a `geak eval`'s 366 check jobs, 0.4 s each on a loaded host). The fork
+cache yet built it again (on an H200, 263 of a batch evaluation's 366 check jobs, 0.4 s each on a loaded host). The fork
 server builds it once per trusted cache (``build_helpers``) in a process confined like a job that runs Triton's own
 code and no user's, keeps it as the ``HELPERS`` entry, and every job starts from it.
 
