@@ -35,6 +35,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..shared.protocol import cache_request
+
 AUTOTUNE_CACHE_ENV = "TRITON_CACHE_AUTOTUNING"  # Triton >= 3.4: the autotuner keeps its choice in the compile cache
 MAX_KEPT_BYTES = 512 << 20  # a trusted job that compiled more than this is not kept
 JOB_CACHE = ".triton-cache"  # inside the job's scratch folder (``namespaces.confine`` points Triton there)
@@ -78,7 +80,7 @@ def seed_job(trusted_root: str, job: dict[str, Any]) -> None:
         return
     cache = Path(os.path.realpath(scratch), JOB_CACHE)  # as the job names it (``namespaces.confine``)
     seeded = False
-    keys = [] if not seed else [seed] if isinstance(seed, str) else list(seed)
+    keys = [seed] if isinstance(seed, str) else list(seed or ())
     for key in [HELPERS, *keys]:
         source = Path(trusted_root, _safe(str(key)))
         if source.is_dir():
@@ -102,15 +104,12 @@ def build_helpers(trusted_root: str, build: Callable[[str], bool]) -> None:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if target.is_dir():
             return
-        scratch = Path(tempfile.mkdtemp(prefix="helpers-", dir=os.getcwd()))
-        staging = Path(tempfile.mkdtemp(prefix=".keep-", dir=trusted_root))
+        scratch = tempfile.mkdtemp(prefix="helpers-", dir=os.getcwd())
         try:
-            built = Path(scratch, JOB_CACHE)
-            if build(str(scratch)) and built.is_dir() and _copy_regular_files([built], staging / "entry"):
-                os.rename(staging / "entry", target)
+            if build(scratch):
+                keep_job(trusted_root, {"scratch": scratch, "cache": cache_request(seed=None, keep=HELPERS)})
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
-            shutil.rmtree(staging, ignore_errors=True)
 
 
 def _relink_groups(cache: Path) -> None:
