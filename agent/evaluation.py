@@ -12,7 +12,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from geak.evaluator.api import Evaluator, Progress
-from geak.evaluator.diagnosis import summary, timing_cost
+from geak.evaluator.diagnosis import summary, timing_cost, with_profile
 from geak.evaluator.results import BenchResult, CallCost, CheckResult, CompiledKernelFacts, ScreenResult
 from geak.evaluator.triton_file import TritonFile, read_triton_file
 
@@ -41,8 +41,10 @@ class CandidateEvaluator:
         self.baseline_kernels: tuple[CompiledKernelFacts, ...] = ()  # what the compiler made of its kernels
         self.baseline_s: float | None = None  # how long the original's own check and bench took
 
-    async def start(self, progress: Progress | None = None) -> Evaluation:
-        """Learn the backend and evaluate the original itself (its test must pass; its time is the baseline)."""
+    async def start(self, progress: Progress | None = None, profile: bool = False) -> Evaluation:
+        """Learn the backend and evaluate the original itself (its test must pass; its time is the baseline).
+        `profile`: then measure its kernels with the vendor's profiler too, where one can run (what the optimizer's
+        prompt says of them; the search without a model does not wait for it)."""
         started = time.perf_counter()
         self.runtime = await self.evaluator.runtime()
         self.timing = self.runtime.get("backend") != "interpreter"
@@ -57,6 +59,9 @@ class CandidateEvaluator:
             self.baseline_costs = tuple(timing_cost(c, bench.peaks) for c in bench.calls)
             kernels = {k.kernel: k for c in bench.calls for k in c.kernels}
             self.baseline_kernels = tuple(kernels.values())
+            if profile:
+                measured = await self.evaluator.profile(self.original_path, progress=progress)
+                self.baseline_kernels = with_profile(self.baseline_kernels, measured)
         self.baseline_s = time.perf_counter() - started
         return from_bench(check, bench, self.baseline_ms)
 

@@ -118,7 +118,8 @@ class GeakAgent:
     async def _optimize(self, store: checkpoint.Checkpoint, resume: bool) -> OptimizeResult:
         cfg = self.config
         original = self.candidates.original
-        baseline = await self.candidates.start(lambda message: self._emit("waiting", message))
+        with_model = self.model is not None and self.config.model_configured
+        baseline = await self.candidates.start(lambda message: self._emit("waiting", message), profile=with_model)
         if not baseline.ok:
             raise BadInput(
                 f"{original.path} does not pass its own test, so there is nothing to optimize from: {baseline.message}"
@@ -142,7 +143,7 @@ class GeakAgent:
             self._emit("start", "no model configured (model_id, --model): tuning launch configurations by measurement")
         self._save(run)  # a checkpoint from the start: a run stopped in its first step can be resumed
         try:
-            if self.model is not None and self.config.model_configured:
+            if with_model:
                 await all_or_none(self._chain(run, state) for state in memory.chains)
             if not memory.search_done and (cfg.search or self.model is None) and not self._stop:
                 await self._search(run)

@@ -1,4 +1,5 @@
-"""The evaluator's public entry point: `Evaluator.check` and `Evaluator.bench`, async, with progress callbacks.
+"""The evaluator's public entry point: `Evaluator.check`, `Evaluator.bench` (and `screen`, `profile`), async, with
+progress callbacks.
 
 User code only ever runs in worker processes (``pool.py``); this module parses, composes the file with the
 reference's test, dispatches jobs, compares outputs and turns everything into plain result data.
@@ -25,13 +26,14 @@ from typing import Any
 
 from . import bench as bench_stage
 from . import check as check_stage
+from . import job_package, reference_costs
 from . import peaks as peaks_cache
-from . import reference_costs
+from . import profile as profile_stage
 from . import screen as screen_stage
 from .options import EvalOptions
 from .pool import JobOutcome, WorkerPool, usable_cores
 from .reference_probes import hung_probe, is_usable, judge_reference_probes, without_hung
-from .results import BenchResult, CheckResult, Diagnostic, Peaks, ScreenedVariant, ScreenResult
+from .results import BenchResult, CheckResult, Diagnostic, Peaks, ProfileResult, ScreenedVariant, ScreenResult
 from .shared.probe_rules import probe_place
 from .shared.protocol import PeaksJob, cache_request, probe_input_file
 from .shared.screening import ScreenPlan
@@ -658,6 +660,38 @@ class Evaluator:
             await _removed(job_dir)
         if unparsed:
             result = replace(result, variants=tuple(unparsed.get(v.label, v) for v in result.variants))
+        return _with_duration(result, time.perf_counter() - started)
+
+    # ------------------------------------------------------------------------------------------ profile
+
+    async def profile(
+        self, file: str | Path | None = None, *, source: str | None = None, progress: Progress | None = None
+    ) -> ProfileResult:
+        """Each kernel of the file measured by the vendor's profiler over the calls a timing would time (achieved
+        occupancy, DRAM and SM throughput, duration), in a sandboxed job with the device alone. Informational: no
+        check runs here (check the file first); `unavailable` where no profiler can run (no GPU, no Nsight
+        Compute, ROCm)."""
+        started = time.perf_counter()
+        label = str(file) if file is not None else CANDIDATE_LABEL
+        try:
+            owner = parse_triton_file(source if source is not None else self._text_of(file), label, require_tests=True)
+        except TritonFileError as e:
+            raise BadInput(str(e)) from e
+        info = await self.pool.runtime_info()
+        if info.get("backend") == "interpreter":
+            return ProfileResult(ok=False, unavailable=True, file=label, message="profiling needs a GPU: no CUDA or "
+                                 "ROCm device is visible")  # fmt: skip
+        job_dir = self._new_dir()
+        text = owner.compose().text
+        module = self._bench_module("profiled", text, owner, job_dir)
+        job_package.write_package(job_dir)  # what the profiler's own process imports: the job cannot see the zygote's
+        job = profile_stage.profile_job(module, owner, self.options, job_dir, cache_request(_text_key(text), None))
+        _say(progress, "profiling the kernels")
+        try:
+            outcome = await self.pool.run(job, timeout_s=self.options.timeout_s * 2, on_event=_relay(progress))
+        finally:
+            await _removed(job_dir)
+        result = profile_stage.profile_result(outcome, label, owner, info.get("device"))
         return _with_duration(result, time.perf_counter() - started)
 
     def _kernel_section(self, code: str) -> str | None:

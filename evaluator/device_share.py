@@ -30,7 +30,7 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-TIMED_KINDS = frozenset({"bench", "screen", "peaks"})  # job kinds (``protocol``) that measure time
+TIMED_KINDS = frozenset({"bench", "screen", "peaks", "profile"})  # job kinds (``protocol``) that want the device alone
 OUT_OF_MEMORY = ("CUDA out of memory", "HIP out of memory", "OutOfMemoryError", "hipErrorOutOfMemory")
 
 

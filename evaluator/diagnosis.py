@@ -1,12 +1,14 @@
-"""Why a kernel is slow: its compile facts against the SM's limits (occupancy), and each timed call against the
-device's roofline (memory-, compute- or latency-bound). Pure functions of plain data, on the caller's side."""
+"""Why a kernel is slow: its compile facts against the SM's limits (occupancy), what the vendor's profiler measured
+of it where it ran (achieved occupancy, DRAM and SM throughput), and each timed call against the device's roofline
+(memory-, compute- or latency-bound). Pure functions of plain data, on the caller's side."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
-from .results import CallCost, CallTiming, CompiledKernelFacts, Peaks
+from .results import CallCost, CallTiming, CompiledKernelFacts, KernelProfile, Peaks, ProfileResult
 
 LAUNCH_BOUND_MS = 0.01  # a call under ~10 µs is bound by launching, whatever its tiles
 NEAR_CEILING = 0.4  # a call achieving this share of a ceiling is bound by it; below both, by latency
@@ -55,6 +57,27 @@ def occupancy_of(facts: CompiledKernelFacts, limits: Mapping[str, int]) -> tuple
     return min(1.0, resident * facts.num_warps / max_warps), limited_by
 
 
+def with_profile(
+    kernels: Sequence[CompiledKernelFacts], profile: ProfileResult | None
+) -> tuple[CompiledKernelFacts, ...]:
+    """Each kernel's compile facts with what the profiler measured of the same compiled kernel: the same hash, or,
+    where either side has none, the same name if only one profiled kernel has it."""
+    if profile is None or not profile.ok:
+        return tuple(kernels)
+    by_hash = {(p.kernel, p.hash): p for p in profile.kernels if p.hash}
+    by_name: dict[str, list[KernelProfile]] = {}
+    for p in profile.kernels:
+        by_name.setdefault(p.kernel, []).append(p)
+
+    def measured(k: CompiledKernelFacts) -> KernelProfile | None:
+        if k.hash and (k.kernel, k.hash) in by_hash:
+            return by_hash[(k.kernel, k.hash)]
+        named = by_name.get(k.kernel) or []
+        return named[0] if len(named) == 1 and (not k.hash or not named[0].hash) else None
+
+    return tuple(replace(k, measured=measured(k) or k.measured) for k in kernels)
+
+
 def call_cost(
     signature: str, bytes_moved: int, flops: int | None, flops_from: str | None, ms: float | None, peaks: Peaks | None
 ) -> CallCost:
@@ -95,7 +118,7 @@ def _pct(share: float | None) -> float | None:
 
 def kernel_line(k: CompiledKernelFacts) -> str:
     """What the compiler made of one kernel, in words: ``8 warps, 3 stages, 128 registers/thread, 12 spilled, 64 KB
-    shared, occupancy 25% (registers)``."""
+    shared, occupancy 25% (registers)``, and what the profiler measured of it where it ran (``measured_line``)."""
     parts = [
         f"{k.num_warps} warps" if k.num_warps else "",
         f"{k.num_stages} stages" if k.num_stages else "",
@@ -103,8 +126,24 @@ def kernel_line(k: CompiledKernelFacts) -> str:
         f"{k.n_spills} spilled" if k.n_spills else "",
         f"{k.shared_bytes / 1024:.0f} KB shared" if k.shared_bytes else "",
         f"occupancy {100 * k.occupancy:.0f}% ({k.limited_by})" if k.occupancy is not None else "",
+        measured_line(k),
     ]
     return ", ".join(p for p in parts if p)
+
+
+def measured_line(k: CompiledKernelFacts) -> str:
+    """What the profiler measured of a kernel, in words: ``measured: achieved occupancy 62%, DRAM 85% of peak,
+    SM 6%``; "" where it did not run."""
+    m = k.measured
+    if m is None:
+        return ""
+    parts = [
+        f"achieved occupancy {100 * m.achieved_occupancy:.0f}%" if m.achieved_occupancy is not None else "",
+        f"DRAM {m.dram_pct:.0f}% of peak" if m.dram_pct is not None else "",
+        f"SM {m.sm_pct:.0f}%" if m.sm_pct is not None else "",
+    ]
+    said = ", ".join(p for p in parts if p)
+    return f"measured: {said}" if said else ""
 
 
 def summary(calls: Sequence[CallCost], kernels: Sequence[CompiledKernelFacts]) -> str:

@@ -35,16 +35,22 @@ class Launch:
 def prepare(workdir: Path, python: str = sys.executable) -> Launch:
     """Write the neutral copy of the job side into `workdir` (the zygote's directory, and its working directory:
     first on its `sys.path`) and the link to the Python environment."""
-    package = workdir / PACKAGE
+    write_package(workdir)
+    home = _neutral_home(workdir, python)
+    if home is not None:
+        python = os.path.join(home, os.path.relpath(python, sys.prefix))
+    return Launch(python, home, own_import_hooks())
+
+
+def write_package(directory: Path) -> None:
+    """The neutral copy of the job side, as `directory`/``PACKAGE``: the zygote's, and a profile job's, whose
+    profiler starts a Python of its own that imports it from the job's directory (``job/kernel_profile.py``)."""
+    package = directory / PACKAGE
     package.mkdir()
     (package / "__init__.py").write_text("")
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     for part in ("job", "shared"):
         shutil.copytree(_EVALUATOR / part, package / part, ignore=ignore)
-    home = _neutral_home(workdir, python)
-    if home is not None:
-        python = os.path.join(home, os.path.relpath(python, sys.prefix))
-    return Launch(python, home, own_import_hooks())
 
 
 def _neutral_home(workdir: Path, python: str) -> str | None:

@@ -125,10 +125,50 @@ class CheckResult:
 
 
 @dataclass(frozen=True)
+class KernelProfile:
+    """One compiled kernel as the vendor's profiler measured it, over its profiled launches (each figure weighted by
+    the launches' durations): achieved occupancy (warps resident per active cycle over the SM's maximum, 0-1), the
+    occupancy its resources allow, DRAM and SM throughput (% of their peaks), its mean duration and waves of thread
+    blocks per SM. None where the profiler did not say."""
+
+    kernel: str
+    hash: str
+    launches: int
+    achieved_occupancy: float | None = None
+    theoretical_occupancy: float | None = None
+    dram_pct: float | None = None
+    sm_pct: float | None = None
+    duration_us: float | None = None
+    waves: float | None = None
+
+
+@dataclass(frozen=True)
+class ProfileResult:
+    """What the vendor's profiler measured of a file's kernels over its captured calls (``Evaluator.profile``).
+    `unavailable`: no profiler can run here (`message` says why); not a failure of the file."""
+
+    ok: bool
+    file: str
+    message: str
+    profiler: str | None = None
+    kernels: tuple[KernelProfile, ...] = ()
+    unavailable: bool = False
+    device: str | None = None
+    duration_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ProfileResult:
+        return _from_dict(cls, data)
+
+
+@dataclass(frozen=True)
 class CompiledKernelFacts:
     """What the compiler made of one kernel: registers per thread, spilled registers, shared memory per block, warps
     and pipeline stages, and the occupancy they allow (resident warps over the SM's maximum; estimated from the
-    limits, None where unknown)."""
+    limits, None where unknown); where the vendor's profiler ran, what it measured (`measured`)."""
 
     kernel: str
     n_regs: int | None = None
@@ -139,6 +179,7 @@ class CompiledKernelFacts:
     occupancy: float | None = None
     limited_by: str | None = None  # what bounds the occupancy: "registers", "shared memory" or "warps"
     hash: str = ""  # the compiled kernel's hash, as the job reported it ("" where unknown): which kernels are the same
+    measured: KernelProfile | None = None  # what the vendor's profiler measured of it (``diagnosis.with_profile``)
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,9 @@
 Per document: a check is debounced; a newer save or edit cancels the running check (its job process is killed);
 results are cached by content (a bounded LRU), so an unchanged file is never re-run and changed code loses its
 stale results. Checks come before timings: a check that starts preempts any timing in flight, which resumes once
-no check is running. Results go to the server through `CheckHooks`, which publishes only for the content that was
-checked (never for a newer version).
+no check is running. After a timing, the vendor's profiler measures the same calls (where one can run here).
+Results go to the server through `CheckHooks`, which publishes only for the content that was checked (never for a
+newer version).
 """
 
 from __future__ import annotations
@@ -17,16 +18,17 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from geak.evaluator.api import BadInput, EvalOptions, Evaluator
-from geak.evaluator.results import BenchResult, CheckResult
+from geak.evaluator.results import BenchResult, CheckResult, ProfileResult
 
 from .analysis import content_key
 from .engine import Engine
 
 log = logging.getLogger(__name__)
 DEBOUNCE_S = 0.15
+T = TypeVar("T")
 
 
 @dataclass
@@ -39,6 +41,8 @@ class FileReport:
     error: str = ""  # why there is no check result (bad input, the evaluator failed)
     bench: BenchResult | None = None
     timing_note: str = ""  # why there is no timing
+    profile: ProfileResult | None = None  # what the vendor's profiler measured of its kernels, after the timing
+    profile_note: str = ""  # why the profiler, which can run here, measured nothing
 
 
 @dataclass
@@ -86,7 +90,8 @@ class CheckManager:
         self._runtime: dict[str, Any] = {}
         self._pipelines: dict[str, asyncio.Task[FileReport | None]] = {}
         self._pipeline_keys: dict[str, str] = {}  # uri -> content key of its pipeline
-        self._timings: set[asyncio.Future[BenchResult]] = set()
+        self._timings: set[asyncio.Future[Any]] = set()  # timings and profiles: a check preempts them
+        self.profiler_missing: str | None = None  # why no profiler can run here, once a profile job said so
         self._checks_running = 0
         self._checks_idle = asyncio.Event()
         self._checks_idle.set()
@@ -260,10 +265,48 @@ class CheckManager:
             report.timing_note = "timing needs a GPU (kernels ran in Triton's CPU interpreter)"
             return
         evaluator = await self.evaluator()
+        try:
+            bench = await self._preemptible(f"timing {Path(path).name}",
+                                            lambda: evaluator.bench(path, source=text, check_first=False))  # fmt: skip
+        except Exception as e:
+            log.exception("timing %s failed", path)
+            report.timing_note = f"timing failed: {e}"
+            return
+        if bench.ok:
+            report.bench = bench
+        else:
+            report.timing_note = bench.message
+        self.hooks.timed(uri, report)
+        if bench.ok and self.profiler_missing is None:
+            await self._profile(uri, path, text, report)
+
+    async def _profile(self, uri: str, path: str, text: str, report: FileReport) -> None:
+        """After a timing: the vendor's profiler over the same calls (achieved occupancy, DRAM and SM throughput),
+        for the hover. Where no profiler can run, it is said once and not tried again (``profiler_missing``)."""
+        evaluator = await self.evaluator()
+        try:
+            profile = await self._preemptible(f"profiling {Path(path).name}",
+                                              lambda: evaluator.profile(path, source=text))  # fmt: skip
+        except Exception as e:
+            log.exception("profiling %s failed", path)
+            report.profile_note = f"profiling failed: {e}"
+            return
+        if profile.unavailable:
+            self.profiler_missing = profile.message
+            log.info("kernels are not profiled: %s", profile.message)
+        elif profile.ok:
+            report.profile = profile
+        else:
+            report.profile_note = profile.message
+        self.hooks.timed(uri, report)
+
+    async def _preemptible(self, activity: str, make: Callable[[], Awaitable[T]]) -> T:
+        """Run `make()` on the engine once no check runs; a check that starts cancels it (its job is killed), and it
+        runs again once checks are idle."""
         while True:
             await self._checks_idle.wait()
-            self._set_activity(f"timing {Path(path).name}")
-            inner = asyncio.ensure_future(self.engine.run(evaluator.bench(path, source=text, check_first=False)))
+            self._set_activity(activity)
+            inner = asyncio.ensure_future(self.engine.run(make()))
             self._timings.add(inner)
             try:
                 await asyncio.wait({inner})
@@ -275,20 +318,8 @@ class CheckManager:
             finally:
                 self._timings.discard(inner)
                 self._set_activity(None)
-            if inner.cancelled():
-                continue  # preempted by a check: time again once checks are idle
-            try:
-                bench = inner.result()
-            except Exception as e:
-                log.exception("timing %s failed", path)
-                report.timing_note = f"timing failed: {e}"
-                return
-            if bench.ok:
-                report.bench = bench
-            else:
-                report.timing_note = bench.message
-            self.hooks.timed(uri, report)
-            return
+            if not inner.cancelled():
+                return inner.result()
 
 
 def _cancel_pending(future: asyncio.Future) -> None:

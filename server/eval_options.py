@@ -1,5 +1,5 @@
 """Command-line options shared by every command that evaluates files (`geak check`, `bench`, `optimize`), and the
-run of `check` and `bench`."""
+run of `check`, `bench` and `bench --profile`."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any
 from geak.evaluator.api import BadInput, EvalOptions, Evaluator
 from geak.evaluator.compare import parse_tolerance_overrides
 from geak.evaluator.pool import WorkerStartError
-from geak.evaluator.results import BenchResult, CheckResult
+from geak.evaluator.results import BenchResult, CheckResult, ProfileResult
 
 from . import service_client
 from .ctrl_c import work_under_way
@@ -144,16 +144,23 @@ def add_service_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run_evaluation(args: argparse.Namespace, command: str, method: str, render) -> CheckResult | BenchResult | int:
-    """Run `Evaluator.<method>(args.file, against=args.against)` for a CLI command and print the result (JSON with
-    `--json`, else `render`): in the warm evaluator service (``service``) where it can be reached or started, else in
-    this process. Returns the result, or exit code 2 for bad input (said on stderr, or in the JSON)."""
+RESULT_TYPES = {"check": CheckResult, "bench": BenchResult, "profile": ProfileResult}
+
+
+def run_evaluation(
+    args: argparse.Namespace, command: str, method: str, render, print_json: bool = True
+) -> CheckResult | BenchResult | ProfileResult | int:
+    """Run `Evaluator.<method>(args.file, against=args.against)` (`profile`: the file alone) for a CLI command and
+    print the result (JSON with `--json`, unless `print_json` is False, else `render`): in the warm evaluator service
+    (``service``) where it can be reached or started, else in this process. Returns the result, or exit code 2 for
+    bad input (said on stderr, or in the JSON)."""
     options = eval_options(args)
-    result_type = CheckResult if method == "check" else BenchResult
+    result_type = RESULT_TYPES[method]
+    against = None if method == "profile" else args.against
 
     async def in_process():
         async with Evaluator(options) as evaluator:
-            return await getattr(evaluator, method)(args.file, against=args.against, progress=report)
+            return await evaluate_with(evaluator, method, args.file, against, report)
 
     work_under_way()
     try:
@@ -171,16 +178,27 @@ def run_evaluation(args: argparse.Namespace, command: str, method: str, render) 
             print(f"geak {command}: {message}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps(result.to_dict()))
+        if print_json:
+            print(json.dumps(result.to_dict()))
     else:
         render(result)
     return result
 
 
-def _through_service(args: argparse.Namespace, method: str, result_type, report) -> CheckResult | BenchResult | None:
+async def evaluate_with(evaluator: Evaluator, method: str, file: str, against: str | None, progress):
+    """`Evaluator.<method>` of a request ("check", "bench", or "profile", which takes no reference)."""
+    if method == "profile":
+        return await evaluator.profile(file, progress=progress)
+    return await getattr(evaluator, method)(file, against=against, progress=progress)
+
+
+def _through_service(
+    args: argparse.Namespace, method: str, result_type, report
+) -> CheckResult | BenchResult | ProfileResult | None:
     """The result from the warm evaluator service, or None where no service can be reached or started."""
     try:
-        found = asyncio.run(service_client.evaluate(method, args.file, args.against, eval_arguments(args), report))
+        against = None if method == "profile" else args.against
+        found = asyncio.run(service_client.evaluate(method, args.file, against, eval_arguments(args), report))
     except service_client.ServiceUnavailable as e:
         if e.unexpected:  # said: a failing service must not go unseen (it hid a bug once)
             log.warning("no warm evaluator service: %s; evaluating in this process", e)

@@ -1,5 +1,6 @@
 """Hover on a kernel's name: per captured call its shape, time, GB/s, TFLOP/s, % of peak and what bounds it (memory,
-compute or latency); what the compiler made of the kernel (registers, spills, shared memory, occupancy); the last
+compute or latency); what the compiler made of the kernel (registers, spills, shared memory, occupancy) and, where
+the vendor's profiler ran, what it measured (achieved occupancy, DRAM and SM throughput); the last
 check's verdict and when; the last optimize's finding, why the kernel was slow, and its best candidates."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import time
 
 from lsprotocol import types
 
-from geak.evaluator.diagnosis import kernel_line, timing_cost
+from geak.evaluator.diagnosis import kernel_line, timing_cost, with_profile
 
 from .analysis import DocumentModel
 from .checks import FileReport
@@ -72,8 +73,13 @@ def kernel_markdown(state: ServerState, uri: str, model: DocumentModel, kernel: 
             slowest = max(costs, key=lambda cost: cost.ms or 0.0)
             lines.append(f"\nWhy: `{slowest.signature}` is {slowest.why}")
             compiled = next((k for c in calls for k in c.kernels if k.kernel == kernel), None)
+            if compiled is not None:
+                compiled = with_profile([compiled], report.profile)[0]
             if compiled is not None and kernel_line(compiled):
-                lines.append(f"\nCompiled: {kernel_line(compiled)}")
+                profiler = f" ({report.profile.profiler})" if compiled.measured and report.profile else ""
+                lines.append(f"\nCompiled: {kernel_line(compiled)}{profiler}")
+            if report.profile_note:
+                lines.append(f"\nNot profiled: {report.profile_note}")
         if bench.peaks is not None:
             p = bench.peaks
             lines.append(f"\nPeaks of {p.device}: {p.bandwidth_gbps:.0f} GB/s, {p.tflops_16bit:.0f} TFLOP/s (16-bit)")

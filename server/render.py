@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from geak.evaluator.results import NOT_RUN_KINDS, BenchResult, CallTiming, CheckResult
+from geak.evaluator.results import NOT_RUN_KINDS, BenchResult, CallTiming, CheckResult, ProfileResult
 
 if TYPE_CHECKING:
     from .check_many import FileVerdict
@@ -144,6 +144,33 @@ def print_bench(result: BenchResult) -> None:
             f"  [dim]peaks ({p.source}): {p.bandwidth_gbps:.0f} GB/s copy, {p.tflops_16bit:.0f} TFLOP/s "
             f"16-bit, {p.tflops_fp32:.0f} TFLOP/s fp32[/dim]"
         )
+
+
+def print_profile(result: ProfileResult) -> None:
+    out = console()
+    verdict = "[green]PROFILED[/green]" if result.ok else "[yellow]NOT PROFILED[/yellow]"
+    out.print(f"{verdict} {escape(result.file)}: {escape(result.message)}")
+    if not result.kernels:
+        return
+    table = Table(show_edge=False, pad_edge=False)
+    for column in ("kernel", "launches", "µs", "achieved occupancy", "allowed", "DRAM %", "SM %", "waves"):
+        table.add_column(column, justify="left" if column == "kernel" else "right")
+    for k in result.kernels:
+        table.add_row(
+            escape(k.kernel + (f" [{k.hash[:8]}]" if k.hash else "")),
+            str(k.launches),
+            _num(k.duration_us, 1),
+            _pct(k.achieved_occupancy),
+            _pct(k.theoretical_occupancy),
+            _num(k.dram_pct, 1),
+            _num(k.sm_pct, 1),
+            _num(k.waves, 2),
+        )
+    out.print(table)
+
+
+def _pct(share: float | None) -> str:
+    return "-" if share is None else f"{100 * share:.1f}%"
 
 
 def timing_table(calls: tuple[CallTiming, ...], title: str) -> Table:

@@ -28,12 +28,12 @@ from geak.evaluator.api import BadInput, Evaluator
 from geak.evaluator.options import EvalOptions
 from geak.evaluator.pool import WorkerPool, WorkerStartError
 
-from .eval_options import eval_options
+from .eval_options import eval_options, evaluate_with
 from .service_client import request
 from .service_protocol import encode
 
 log = logging.getLogger(__name__)
-METHODS = ("check", "bench")
+METHODS = ("check", "bench", "profile")
 
 
 class EvaluatorService:
@@ -123,9 +123,8 @@ class EvaluatorService:
         try:
             options = eval_options(argparse.Namespace(**request["options"]))
             evaluator = self._evaluator_for(options)
-            method = request["method"]
-            result = await getattr(evaluator, method)(request["file"], against=request.get("against"),
-                                                      progress=progress)  # fmt: skip
+            method, file, against = request["method"], request["file"], request.get("against")
+            result = await evaluate_with(evaluator, method, file, against, progress)
             return {"result": result.to_dict()}
         except BadInput as e:
             return {"error": "bad_input", "message": str(e)}

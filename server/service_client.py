@@ -71,7 +71,7 @@ def _cwd_key() -> str:
 async def evaluate(
     method: str, file: str, against: str | None, options: dict[str, Any], progress: Callable[[str], None] | None
 ) -> dict[str, Any]:
-    """The result (as `to_dict` gives it) of `method` ("check" or "bench") on `file`, from the service."""
+    """The result (as `to_dict` gives it) of `method` ("check", "bench" or "profile") on `file`, from the service."""
     path = this_service()
     reader, writer = await _connect_or_start(path)
     log.info("connected to the evaluator service (%s)", path.name)  # with `-v`, each line's time: where a command waits

@@ -5,7 +5,7 @@ One service per user, GEAK build and job environment: a command whose GEAK code,
 (`CUDA_VISIBLE_DEVICES`, `TRITON_*`... as ``isolation.job_environment`` passes them) differ from a running service's
 talks to a service of its own. The socket lives in a directory only its user may enter.
 
-Lines are JSON. The command sends one request ``{"method": "check"|"bench", "file", "against", "options"}``
+Lines are JSON. The command sends one request ``{"method": "check"|"bench"|"profile", "file", "against", "options"}``
 (`options`: the evaluation options as the command line parsed them); the service answers with ``{"progress": text}``
 lines, then ``{"result": {...}}`` or ``{"error": kind, "message": text}`` (kind: bad_input, worker_start, internal).
 A command that goes away cancels its request.

@@ -2,7 +2,8 @@
 `--scripted-gpu` the one thing CI cannot have replaced: GPU timing.
 
 CI has no GPU, so checks (and the screening of launch configurations) run for real in Triton's interpreter, while
-`Evaluator.bench`, the screening's timings and the reported runtime are scripted: a file's latency is read from a
+`Evaluator.bench`, `Evaluator.profile` (a fixed measurement of each kernel), the screening's timings and the
+reported runtime are scripted: a file's latency is read from a
 `# latency: X` marker in its code (1.0 ms without one), a speedup is the reference's latency over the candidate's
 (±2%). Everything else — LSP, scheduling, caching, the agent loop, the
 model client — is the product's code.
@@ -16,7 +17,15 @@ from dataclasses import replace
 from pathlib import Path
 
 from geak.evaluator.api import Evaluator
-from geak.evaluator.results import BenchResult, CallTiming, CompiledKernelFacts, Peaks, Speedup
+from geak.evaluator.results import (
+    BenchResult,
+    CallTiming,
+    CompiledKernelFacts,
+    KernelProfile,
+    Peaks,
+    ProfileResult,
+    Speedup,
+)
 from geak.evaluator.triton_file import parse_triton_file
 from geak.server import cli_serve
 
@@ -85,6 +94,12 @@ def install_scripted_gpu() -> None:
             device=DEVICE,
         )
 
+    async def profile(self, file=None, *, source=None, progress=None):
+        text = source if source is not None else Path(file).read_text()
+        owner = parse_triton_file(text, str(file), require_tests=False)
+        kernels = tuple(KernelProfile(k.name, "", 1, 0.818, 1.0, 84.6, 5.8, 44.4, 7.76) for k in owner.kernels)
+        return ProfileResult(True, str(file), "scripted profiler: 1 launch", "scripted profiler", kernels)
+
     real_screen = Evaluator.screen
 
     async def screen(self, against, variants, *, baseline=None, **kwargs):
@@ -98,6 +113,7 @@ def install_scripted_gpu() -> None:
 
     Evaluator.runtime = runtime
     Evaluator.bench = bench
+    Evaluator.profile = profile
     Evaluator.screen = screen
 
 

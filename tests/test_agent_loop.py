@@ -49,7 +49,7 @@ def reply(body: str, prose: str = "Analysis: the kernel is memory bound.") -> st
 class MarkedTiming(CandidateEvaluator):
     """Real checks; 'timing' from a `# latency: X` marker (no GPU in CI)."""
 
-    async def start(self, progress=None) -> Evaluation:
+    async def start(self, progress=None, profile=False) -> Evaluation:
         ev = await super().start()
         self.timing = True
         self.runtime = {**self.runtime, "device": "scripted GPU"}

@@ -115,7 +115,7 @@ def test_checks_share_the_device():
         return most[0]
 
     assert asyncio.run(go()) == 4
-    assert {"bench", "screen", "peaks"} == TIMED_KINDS
+    assert {"bench", "screen", "peaks", "profile"} == TIMED_KINDS
 
 
 def test_why_a_job_runs_again_alone_is_said():

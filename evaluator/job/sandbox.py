@@ -126,6 +126,16 @@ def load_driver() -> None:
     getattr(triton.runtime.driver.active, "utils")  # noqa: B009 (the driver is made on first access)
 
 
+def prepare_profiled_process() -> None:
+    """In the process a profiler starts for a profile job (``profile_target``): the launch counting a capture needs,
+    and the GPU context open."""
+    import triton  # noqa: F401 (its JIT is what the launch counting wraps)
+
+    _install_launch_counter()
+    torch.empty(1, device="cuda")
+    torch.cuda.synchronize()
+
+
 def enter_child(info: RuntimeInfo) -> None:
     """In a job process forked from the zygote: create the GPU context now, not inside the user's first test."""
     if info.backend != "interpreter":

@@ -48,13 +48,16 @@ from ..shared.protocol import (
     REPRODUCED,
     BenchJob,
     CheckJob,
+    Job,
     PeaksJob,
+    ProfileJob,
     ScreenJob,
     job_from_dict,
     output_file_of_test,
     timed_output_file,
     timed_output_sets,
 )
+from . import kernel_profile
 from .bench_capture import Send, calls_to_time, capture_bench_calls
 from .process_ties import PR_SET_CHILD_SUBREAPER, die_with_parent, prctl
 
@@ -81,6 +84,8 @@ PRELOAD = (
     ".namespaces",
     ".device_wait",
     ".triton_cache",
+    ".kernel_profile",
+    ".profile_target",
     "..shared.sequential",
     "scipy.special",  # the speedup interval of sequential rounds (``shared.sequential.interval``)
 )
@@ -402,7 +407,13 @@ def _job_process(
     try:
         sandbox.DEVICE_GRANTS.open(send, grant_read, _quiet_device(info))
         _provide_rocm_bench(job)
-        handler = {"check": run_check, "bench": run_bench, "screen": run_screen, "peaks": run_peaks}[job.kind]
+        handler = {
+            "check": run_check,
+            "bench": run_bench,
+            "screen": run_screen,
+            "peaks": run_peaks,
+            "profile": kernel_profile.run_profile,
+        }[job.kind]
         result = handler(job, info, send)
     except sandbox.DeviceStillBusy as e:
         result = {"error": str(e), "device_busy": True}
@@ -425,13 +436,13 @@ def _quiet_device(info: Any) -> Callable[[], None] | None:
     return timing.wait_until_quiet
 
 
-def _provide_rocm_bench(job: CheckJob | BenchJob | ScreenJob | PeaksJob) -> None:
+def _provide_rocm_bench(job: Job) -> None:
     """The ROCm suite's benchmark module, for every job that imports user files (each kind, one place)."""
     from . import rocm_bench
 
     if isinstance(job, CheckJob):
         rocm_bench.install(Path(job.scratch), [job.path])
-    elif isinstance(job, BenchJob | ScreenJob):
+    elif isinstance(job, BenchJob | ScreenJob | ProfileJob):
         rocm_bench.install(Path(job.scratch), [m["path"] for m in job.modules])
 
 

@@ -67,9 +67,10 @@ def timed_output_file(label: str, call: int, input_set: int, run: str = "") -> s
 
 
 # ----------------------------------------------------------------------------------------- jobs
-# What the trusted side asks a worker to do. Built only by `check.check_job`, `bench.bench_job`, `screen.screen_job`
-# and the evaluator's peaks request, from `EvalOptions` (where every default lives); sent as JSON; read back by the
-# worker with `job_from_dict`, which refuses a job with a field missing or unknown. No field has a default here.
+# What the trusted side asks a worker to do. Built only by `check.check_job`, `bench.bench_job`, `screen.screen_job`,
+# `profile.profile_job` and the evaluator's peaks request, from `EvalOptions` (where every default lives); sent as
+# JSON; read back by the worker with `job_from_dict`, which refuses a job with a field missing or unknown. No field
+# has a default here.
 
 
 @dataclass(frozen=True)
@@ -137,8 +138,27 @@ class PeaksJob:
     measure: bool
 
 
-Job = CheckJob | BenchJob | ScreenJob | PeaksJob
-_KINDS: dict[str, type] = {"check": CheckJob, "bench": BenchJob, "screen": ScreenJob, "peaks": PeaksJob}
+@dataclass(frozen=True)
+class ProfileJob:
+    kind: Literal["profile"]
+    scratch: str
+    modules: list[dict[str, Any]]  # the one file profiled
+    functions: list[str]  # its bench (or test) functions, whose captured wrapper calls are profiled
+    pytest_functions: list[str]
+    seed: int
+    max_calls: int
+    timeout_s: float  # the profiler's own run, at most
+    cache: dict[str, Any] | None
+
+
+Job = CheckJob | BenchJob | ScreenJob | PeaksJob | ProfileJob
+_KINDS: dict[str, type] = {
+    "check": CheckJob,
+    "bench": BenchJob,
+    "screen": ScreenJob,
+    "peaks": PeaksJob,
+    "profile": ProfileJob,
+}
 
 
 def job_from_dict(data: dict[str, Any]) -> Job:

@@ -1,0 +1,155 @@
+"""The profile job: each timed call's kernels measured by the vendor's profiler, inside the job's sandbox. Nsight
+Compute (`ncu`) starts a process of its own (``profile_target``) that captures the file's calls as a timing does and
+runs each once more, profiled; every launch of one of the file's kernels there is replayed for its counters:
+achieved occupancy (warps resident per active cycle over the SM's maximum), the occupancy its resources allow,
+DRAM and SM throughput against their peaks, and its duration.
+
+What it reports is for people and the model (the hover, the optimize report, the optimizer's prompt), never a
+verdict: the caller bounds every number it reads. The profiler leaves the GPU's clocks as it finds them, and the
+job has the device alone while it runs (its replays would disturb other timings, and theirs its counters)."""
+
+from __future__ import annotations
+
+import csv
+import glob
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from ..shared.protocol import ProfileJob
+
+# Nsight Compute's metric -> the report's field
+METRICS = {
+    "sm__warps_active.avg.pct_of_peak_sustained_active": "achieved_occupancy_pct",
+    "sm__maximum_warps_per_active_cycle_pct": "theoretical_occupancy_pct",
+    "dram__throughput.avg.pct_of_peak_sustained_elapsed": "dram_pct",
+    "sm__throughput.avg.pct_of_peak_sustained_elapsed": "sm_pct",
+    "gpu__time_duration.sum": "duration_ns",
+    "launch__waves_per_multiprocessor": "waves",
+}
+MAX_PROFILED = 64  # launches profiled at most in one job (each is replayed for its counters)
+SPEC_FILE, LAUNCHES_FILE, CSV_FILE = "profile_spec.json", "profile_launches.json", "profile.csv"
+OUTPUT_TAIL = 2000  # characters of the profiler's output kept for an error message
+
+
+def find_ncu() -> str | None:
+    """Nsight Compute's command line, where this machine has it: on PATH, in the CUDA toolkit, or in a standalone
+    installation under /opt/nvidia."""
+    found = shutil.which("ncu")
+    if found:
+        return found
+    roots = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
+    candidates = [os.path.join(r, "bin", "ncu") for r in roots if r]
+    candidates += sorted(glob.glob("/opt/nvidia/nsight-compute/*/ncu"), reverse=True)
+    return next((c for c in candidates if os.access(c, os.X_OK)), None)
+
+
+def run_profile(job: ProfileJob, info: Any, send) -> dict[str, Any]:
+    """{"profiler", "calls": [{"signature", "launches": [{"kernel", "hash", metrics...}]}]}, {"unavailable": why}
+    where no profiler can run here, or {"error": ...}."""
+    from . import sandbox
+
+    if info.backend != "cuda":
+        return {"unavailable": f"no vendor profiler is used on {info.backend} yet (Nsight Compute, on NVIDIA GPUs)"}
+    ncu = find_ncu()
+    if ncu is None:
+        return {"unavailable": "Nsight Compute (ncu) is not installed where jobs run (looked for on PATH, in "
+                "CUDA_HOME/bin, /usr/local/cuda/bin and /opt/nvidia/nsight-compute)"}  # fmt: skip
+    kernels = sorted({k for m in job.modules for k in m["kernels"]})
+    if not kernels:
+        return {"error": "the file has no Triton kernel to profile"}
+    scratch = Path(job.scratch)
+    (scratch / SPEC_FILE).write_text(json.dumps(asdict(job)))
+    command = [
+        ncu,
+        "--profile-from-start", "off",  # only what the target brackets: each call's profiled run
+        "--clock-control", "none",  # the GPU's clocks as they are: never locked for others on the machine
+        "--metrics", ",".join(METRICS),
+        "--kernel-name", "regex:^(" + "|".join(re.escape(k) for k in kernels) + ")$",
+        "--launch-count", str(MAX_PROFILED),
+        "--csv",
+        "--log-file", str(scratch / CSV_FILE),
+        sys.executable, "-m", f"{__package__}.profile_target", str(scratch / SPEC_FILE),
+    ]  # fmt: skip
+    package_root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)}
+    send({"event": "progress", "stage": "profiling the kernels with Nsight Compute"})
+    sandbox.DEVICE_GRANTS.wait_alone()
+    try:
+        done = subprocess.run(
+            command, cwd=scratch, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, timeout=job.timeout_s, text=True, errors="replace",
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return {"error": f"the profiler's run took over its limit of {job.timeout_s:g} s"}
+    finally:
+        sandbox.DEVICE_GRANTS.release()
+    output = done.stdout[-OUTPUT_TAIL:]
+    try:
+        launched = json.loads((scratch / LAUNCHES_FILE).read_text())
+    except (OSError, ValueError):
+        return {"error": f"the profiled run did not finish (exit status {done.returncode}):\n{output}"}
+    if launched.get("error"):
+        return {"error": f"the profiled run failed: {launched['error']}", "error_detail": launched.get("detail")}
+    try:
+        rows = profiled_launches((scratch / CSV_FILE).read_text(errors="replace"))
+    except OSError:
+        rows = []
+    if not rows:
+        return {"error": f"Nsight Compute measured no kernel (exit status {done.returncode}):\n{output}"}
+    return {"profiler": _version(ncu), "calls": joined(launched.get("calls") or [], rows)}
+
+
+def profiled_launches(text: str) -> list[dict[str, Any]]:
+    """The launches of Nsight Compute's CSV (its "details" page: one row per launch and metric, after the lines it
+    writes of itself), in profiling order: [{"kernel", metric fields...}]."""
+    start = text.find('"ID","')
+    if start < 0:
+        return []
+    launches: dict[str, dict[str, Any]] = {}
+    for row in csv.DictReader(io.StringIO(text[start:])):
+        field = METRICS.get(row.get("Metric Name") or "")
+        entry = launches.setdefault(row.get("ID") or "", {"kernel": row.get("Kernel Name") or ""})
+        if field is not None:
+            entry[field] = _number(row.get("Metric Value"))
+    return [launches[k] for k in sorted(launches, key=lambda k: int(k) if k.isdigit() else -1)]
+
+
+def joined(calls: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each call's launches (the target's record: kernel names and compiled hashes, in launch order) with the
+    profiler's rows, matched in order: the profiler saw exactly these launches, up to its `MAX_PROFILED`."""
+    remaining = iter(rows)
+    out, in_step = [], True
+    for call in calls:
+        launches = []
+        for launch in call.get("launches") or []:
+            row = next(remaining, None) if in_step else None
+            if row is None or row["kernel"] != launch.get("kernel"):
+                in_step = False  # past the profiler's cap, or out of step: nothing more is matched
+                break
+            launches.append({**row, "hash": str(launch.get("hash") or "")})
+        out.append({"signature": str(call.get("signature") or ""), "launches": launches})
+    return out
+
+
+def _number(value: str | None) -> float | None:
+    try:
+        return float((value or "").replace(",", ""))
+    except ValueError:
+        return None
+
+
+def _version(ncu: str) -> str:
+    try:
+        out = subprocess.run([ncu, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return "Nsight Compute"
+    found = re.search(r"Version ([\w.\-() ]+)", out)
+    return f"Nsight Compute {found.group(1).strip()}" if found else "Nsight Compute"

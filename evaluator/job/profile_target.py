@@ -1,0 +1,63 @@
+"""The process Nsight Compute starts for a profile job (``kernel_profile``): `python -m PACKAGE.job.profile_target
+SPEC`. It captures the file's calls as a timing does (``bench_capture``), runs each chosen call once to compile and
+tune it, then once more between the profiler's start and stop, and writes which of the file's kernels each call
+launched, in order (the profiler's rows are matched with them)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from .kernel_profile import LAUNCHES_FILE
+
+
+def main(spec_path: str) -> int:
+    spec = json.loads(Path(spec_path).read_text())
+    out = Path(spec["scratch"]) / LAUNCHES_FILE
+    out.write_text(json.dumps(profiled_calls(spec)))
+    return 0
+
+
+def profiled_calls(spec: dict[str, Any]) -> dict[str, Any]:
+    """{"calls": [{"signature", "launches": [{"kernel", "hash"}]}]}, or {"error", "detail"}."""
+    import torch
+
+    from . import rocm_bench, sandbox, timing
+    from .bench_capture import calls_to_time, capture_bench_calls
+
+    sandbox.prepare_profiled_process()
+    job = SimpleNamespace(**spec)
+    rocm_bench.install(Path(job.scratch), [m["path"] for m in job.modules])  # the ROCm suite's benchmark module
+    module_spec = {**job.modules[0], "label": "profiled"}
+    captured = capture_bench_calls(job, module_spec, lambda message: None, timing.estimate_ms)
+    if "error" in captured:
+        return {"error": captured["error"], "detail": captured.get("error_detail")}
+    kernels = set(module_spec["kernels"])
+    cudart = torch.cuda.cudart()
+    calls = []
+    for call in calls_to_time(captured["calls"], job.max_calls).calls:
+        fn = captured["recorder"].originals[call.wrapper]
+        sets = timing.InputSets((call.args, call.kwargs), 1, seed=0)
+        try:
+            sets.call(fn, 0)  # compiled and tuned before it is profiled
+            torch.cuda.synchronize()
+            with sandbox.compiled_kept():
+                cudart.cudaProfilerStart()
+                try:
+                    sets.call(fn, 0)
+                    torch.cuda.synchronize()
+                finally:
+                    cudart.cudaProfilerStop()
+                launched = [(name, kernel) for name, kernel in sandbox.COMPILED if name in kernels]
+        except Exception as e:
+            return {"error": f"its call {call.signature} failed", "detail": sandbox.describe_error(e, "", None)}
+        launches = [{"kernel": name, "hash": str(getattr(kernel, "hash", "") or "")} for name, kernel in launched]
+        calls.append({"signature": call.signature, "launches": launches})
+    return {"calls": calls}
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
