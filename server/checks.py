@@ -128,6 +128,7 @@ class CheckManager:
         if options == self.options:
             return
         self.options = options
+        self.profiler_missing = None  # another device may have one
         self.cancel_all()
         async with self._evaluator_lock:
             old, self._evaluator, self._runtime = self._evaluator, None, {}
