@@ -19,9 +19,6 @@ from .triton_file import TritonFile
 if TYPE_CHECKING:
     from .options import EvalOptions
 
-PERCENT_FIELDS = ("achieved_occupancy_pct", "theoretical_occupancy_pct", "dram_pct", "sm_pct")
-
-
 def profile_job(module: dict[str, Any], owner: TritonFile, options: EvalOptions, job_dir: Path,
                 cache: dict[str, Any] | None) -> dict[str, Any]:  # fmt: skip
     """The job for `module` (written into `job_dir`, beside the neutral copy of the job side its profiler's process

@@ -167,7 +167,7 @@ def run_evaluation(
         with status_reporter(enabled=not args.json) as report:
             result = None
             if service_client.enabled(getattr(args, "no_service", False)):
-                result = _through_service(args, method, result_type, report)
+                result = _through_service(args, method, against, result_type, report)
             if result is None:
                 result = asyncio.run(in_process())
     except (BadInput, WorkerStartError, service_client.ServiceError) as e:
@@ -193,11 +193,10 @@ async def evaluate_with(evaluator: Evaluator, method: str, file: str, against: s
 
 
 def _through_service(
-    args: argparse.Namespace, method: str, result_type, report
+    args: argparse.Namespace, method: str, against: str | None, result_type, report
 ) -> CheckResult | BenchResult | ProfileResult | None:
     """The result from the warm evaluator service, or None where no service can be reached or started."""
     try:
-        against = None if method == "profile" else args.against
         found = asyncio.run(service_client.evaluate(method, args.file, against, eval_arguments(args), report))
     except service_client.ServiceUnavailable as e:
         if e.unexpected:  # said: a failing service must not go unseen (it hid a bug once)
