@@ -128,6 +128,26 @@ class _Kernel:
         return frozenset(name for name, _ in self.heuristics)
 
 
+@dataclass(frozen=True)
+class KernelLaunches:
+    """A ``@triton.jit`` kernel of a module and its ``kernel[grid](...)`` calls (``_launch_sites``)."""
+
+    name: str
+    autotuned: bool
+    set_by_heuristics: frozenset[str]
+    calls: tuple[ast.Call, ...]
+
+
+def kernel_launches(tree: ast.Module) -> list[KernelLaunches]:
+    """Every ``@triton.jit`` kernel of the module, autotuned or not, with its launches (none for one launched
+    otherwise)."""
+    kernels = _kernels(tree)
+    calls: dict[str, list[ast.Call]] = {name: [] for name in kernels}
+    for call, name, _ in _launch_sites(tree, kernels):
+        calls[name].append(call)
+    return [KernelLaunches(k.name, k.autotuned, k.set_by_heuristics, tuple(calls[k.name])) for k in kernels.values()]
+
+
 def autotuned_kernels(source: str) -> list[str]:
     """Names of the ``@triton.jit`` kernels under ``@triton.autotune`` (their configs are tuned by Triton)."""
     return [k.name for k in _kernels(_parse(source)).values() if k.autotuned]

@@ -44,7 +44,7 @@ from geak.evaluator.results import ScreenedVariant, ScreenResult
 from geak.evaluator.shared.sequential import is_undecided
 
 from .launch_space import Focus, Space, Variant, focus_of
-from .review_notes import atomic_path_notes, pinned_note
+from .review_notes import atomic_path_notes, definition_note, pinned_note
 
 log = logging.getLogger(__name__)
 
@@ -423,6 +423,7 @@ class _Search:
             variant = Variant.from_json(entry["variant"])
             review = atomic_path_notes(self.space.source, self.space.param_changes(variant))
             review += [pinned_note(kernel, configs) for kernel, configs in self.space.pinned(variant)]
+            review += [definition_note(kernel, options) for kernel, options in self.space.set_at_definition(variant)]
             finalist = Finalist(self.space.describe(variant), self.space.render(variant), entry["ratio"], review=review)
             finalists.append(finalist)
         return finalists

@@ -1,10 +1,11 @@
 """The space of launch configurations a file can take, and which of them to try first.
 
-The knobs (``launch_params``, ``autotune_configs``) fall into groups, one per launch configuration: a launch site
-(with the table row or branch that sets it), or an autotuned kernel's config list. A ``Variant`` sets some groups to
-new values; it renders as the source screened and proposed alike: an autotuned kernel is pinned to the new config (its
-list replaced by that config alone), so the confirmation times what the screen timed. Proposing the config added to
-the list left the autotuner to choose, and on an H200 it chose otherwise: a 1.64× screening winner of
+The knobs (``launch_params``, ``autotune_configs``, ``definition_options``) fall into groups, one per launch
+configuration: a launch site (with the table row or branch that sets it), an autotuned kernel's config list, or the
+options a kernel's definition sets where all its launches are in the test code and omit them. A ``Variant`` sets some
+groups to new values; it renders as the source screened and proposed alike: an autotuned kernel is pinned to the new
+config (its list replaced by that config alone), so the confirmation times what the screen timed. Proposing the
+config added to the list left the autotuner to choose, and on an H200 it chose otherwise: a 1.64× screening winner of
 TritonBench-revised `int8_matmul_kernel.py` confirmed as 1.014× [0.903, 1.140].
 
 Which configurations, in order:
@@ -38,6 +39,7 @@ from geak.evaluator.results import CallCost, CompiledKernelFacts
 from geak.evaluator.triton_file import TritonFileError, is_kernel_def, parse_triton_file
 
 from .autotune_configs import AutotuneSite, LaunchConfig, find_autotune_sites, pin
+from .definition_options import DEFAULTS, DefinitionSite, find_definition_sites, set_at_definition
 from .launch_params import NUM_STAGES_CHOICES, NUM_WARPS_CHOICES, TunableParam, apply_params, find_tunable_params
 from .review_notes import ParamChange
 
@@ -81,6 +83,7 @@ class Group:
     uses_dot: bool
     loops: bool
     autotune: AutotuneSite | None = None
+    definition: DefinitionSite | None = None  # options set at the kernel's definition (``definition_options``)
 
     def knob(self, key: str) -> Knob:
         return next(k for k in self.knobs if k.key == key)
@@ -142,8 +145,8 @@ class Space:
                 f"{group.knob(k).name} {group.knob(k).current}→{v}" for k, v in values if group.knob(k).current != v
             ]
             where = [_row(name)] if _row(name) else []
-            if sum(g.kernel == group.kernel for g in self.groups) > 1:  # say which of the kernel's configurations
-                where.insert(0, _site(name, group.kernel))
+            if group.definition is not None or sum(g.kernel == group.kernel for g in self.groups) > 1:
+                where.insert(0, _site(name, group.kernel))  # at its definition, or which of its configurations
             label = f"{group.kernel} ({', '.join(where)})" if where else group.kernel
             parts.append(f"{label}: {', '.join(changed) or 'unchanged'}")
         return "; ".join(parts)
@@ -159,6 +162,16 @@ class Space:
                     changes.append(ParamChange(group.kernel, knob.name, knob.current, value))
         return changes
 
+    def set_at_definition(self, variant: Variant) -> list[tuple[str, list[str]]]:
+        """The kernels (with the options) whose definition the variant makes set an option for every launch."""
+        found = []
+        for name, values in variant.changes:
+            group = self.group(name)
+            changed = [k for k, v in values if group.definition is not None and group.knob(k).current != v]
+            if changed:
+                found.append((group.kernel, changed))
+        return found
+
     def pinned(self, variant: Variant) -> list[tuple[str, int]]:
         """The autotuned kernels (with their counts of literal configs, two or more) the variant pins to one config."""
         sites = [(g.kernel, g.autotune) for g in (self.group(name) for name, _ in variant.changes)]
@@ -168,13 +181,18 @@ class Space:
         """The source of `variant` (screened, and proposed if it wins). ValueError where the rewrite fails."""
         params: dict[str, int] = {}
         autotuned: list[tuple[Group, LaunchConfig]] = []
+        defined: list[tuple[DefinitionSite, dict[str, int]]] = []
         for name, values in variant.changes:
             group = self.group(name)
-            if group.autotune is None:
+            if group.definition is not None:
+                defined.append((group.definition, dict(values)))
+            elif group.autotune is None:
                 params |= dict(values)
             else:
                 autotuned.append((group, _config(group, dict(values))))
         source = apply_params(self.source, params, self.backend) if params else self.source
+        for site, values in sorted(defined, key=lambda d: -d[0].line):  # from the last: each adds a line above it
+            source = set_at_definition(source, site, values)
         for group, config in autotuned:  # one at a time: each rewrite moves the others' positions
             source = pin(source, _site_of(source, group, self.backend), config)
         return source
@@ -273,11 +291,14 @@ def _groups(source: str, backend: str | None) -> tuple[list[Group], list[tuple[s
     traits = _kernel_traits(source)
     rocm = "rocm" if backend == "rocm" else None
     in_test = _test_lines(source)
+    definitions = find_definition_sites(source, in_test)
+    at_definition = {(site.kernel, option) for site in definitions for option in site.options}
     set_by_test: list[tuple[str, str]] = []
     by_group: dict[str, list[TunableParam]] = {}
     for param in find_tunable_params(source, rocm):
         if param.line in in_test:
-            set_by_test.append((param.kernel, f"{param.kernel}: {param.name} (line {param.line})"))
+            if not (param.default and (param.kernel, param.name) in at_definition):
+                set_by_test.append((param.kernel, f"{param.kernel}: {param.name} (line {param.line})"))
         else:
             by_group.setdefault(param.group, []).append(param)
     groups = []
@@ -291,6 +312,11 @@ def _groups(source: str, backend: str | None) -> tuple[list[Group], list[tuple[s
         )
         if knobs:
             groups.append(Group(name, kernel, knobs, uses_dot, loops))
+    for site in definitions:
+        uses_dot, loops = traits.get(site.kernel, (False, True))
+        knobs = tuple(_definition_knobs(site, loops))
+        if knobs:
+            groups.append(Group(site.group, site.kernel, knobs, uses_dot, loops, definition=site))
     for site in find_autotune_sites(source, rocm):
         if site.line in in_test:
             set_by_test.append((site.kernel, f"{site.kernel}: its autotune configs (line {site.line})"))
@@ -359,6 +385,14 @@ def _autotune_knobs(site: AutotuneSite, loops: bool) -> list[Knob]:
         knobs.append(Knob("num_stages", "num_stages", "stages", first.num_stages,
                           tuple(sorted({*NUM_STAGES_CHOICES, first.num_stages}))))  # fmt: skip
     return knobs
+
+
+def _definition_knobs(site: DefinitionSite, loops: bool) -> list[Knob]:
+    """The options a kernel's definition may set, from Triton's defaults: warps, and stages where it loops."""
+    knobs = [Knob("num_warps", "num_warps", "warps", DEFAULTS["num_warps"], NUM_WARPS_CHOICES)]
+    if loops and "num_stages" in site.options:
+        knobs.append(Knob("num_stages", "num_stages", "stages", DEFAULTS["num_stages"], NUM_STAGES_CHOICES))
+    return [k for k in knobs if k.key in site.options]
 
 
 def _config(group: Group, values: dict[str, int]) -> LaunchConfig:

@@ -5,6 +5,7 @@
   outputs start at zero; a caller that hands the kernel a buffer of its own must zero it first, and the sums' order,
   so their last bits, then varies from run to run.
 - An autotuned kernel pinned to the config timed here: every size then runs it, sizes the test never times too.
+- Launch options set at a kernel's definition (``definition_options``): they override what any launch passes.
 """
 
 from __future__ import annotations
@@ -63,6 +64,13 @@ def atomic_path_notes(source: str, changes: Iterable[ParamChange]) -> list[str]:
                     "passes in), and the order of the updates, so the last bits of sums, varies from run to run"
                 )
     return notes
+
+
+def definition_note(kernel: str, options: list[str]) -> str:
+    """The note for a kernel whose definition now sets `options` (``definition_options``) for every launch of it."""
+    said = " and ".join(options)
+    return (f"{kernel}: its definition now sets {said} (`@triton.heuristics`) for every launch of it, overriding "
+            "what a launch passes: the test's launches pass none; other code that launches it must not")  # fmt: skip
 
 
 def pinned_note(kernel: str, configs: int) -> str:

@@ -50,7 +50,6 @@ from ..shared.protocol import (
     CheckJob,
     Job,
     PeaksJob,
-    ProfileJob,
     ScreenJob,
     job_from_dict,
     output_file_of_test,
@@ -437,12 +436,13 @@ def _quiet_device(info: Any) -> Callable[[], None] | None:
 
 
 def _provide_rocm_bench(job: Job) -> None:
-    """The ROCm suite's benchmark module, for every job that imports user files (each kind, one place)."""
+    """The ROCm suite's benchmark module, for every job that imports user files in its own process (a profile job's
+    profiler process imports them and installs its own: ``profile_target``)."""
     from . import rocm_bench
 
     if isinstance(job, CheckJob):
         rocm_bench.install(Path(job.scratch), [job.path])
-    elif isinstance(job, BenchJob | ScreenJob | ProfileJob):
+    elif isinstance(job, BenchJob | ScreenJob):
         rocm_bench.install(Path(job.scratch), [m["path"] for m in job.modules])
 
 

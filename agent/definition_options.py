@@ -1,0 +1,99 @@
+"""Launch options set where a kernel is defined, for kernels whose every launch is in code a candidate cannot change.
+
+A check composes every candidate with the original's test section, so what a launch there passes stays as it is
+(the ROCm benchmark's files launch their kernels from wrappers after the separator). Where every launch of a
+non-autotuned kernel lies in that section and passes no ``num_warps`` (or no ``num_stages``), the kernel runs with
+Triton's default, and its own definition may set the option instead: ``@triton.heuristics({"num_warps": lambda args:
+1})`` above its ``@triton.jit``, which Triton hands to every launch of it as the launch's own keyword would be. On an
+H200, ROCm ``test_cast_matmul.py``'s kernel (16×16 tiles, launched with the default 4 warps) ran 2.0× faster with one
+warp, and ``naive_softmax.py``'s 1.2-1.5×.
+
+Only a kernel whose name is used for nothing but its launches qualifies (a launch through another name could pass
+the option, and the heuristic would overwrite it), and only where the module imports ``triton`` by that name.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import Counter
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+
+from geak.evaluator.python_source import parse
+from geak.evaluator.triton_file import JIT_DECORATORS, decorator_name, is_kernel_def
+
+from .launch_params import DEFAULT_NUM_STAGES, DEFAULT_NUM_WARPS, kernel_launches
+
+OPTIONS = ("num_warps", "num_stages")
+DEFAULTS = {"num_warps": DEFAULT_NUM_WARPS, "num_stages": DEFAULT_NUM_STAGES}
+
+
+@dataclass(frozen=True)
+class DefinitionSite:
+    """A kernel whose launches all sit on fixed lines and omit `options`. `line`: its ``@triton.jit`` decorator's."""
+
+    kernel: str
+    line: int
+    options: tuple[str, ...]
+
+    @property
+    def group(self) -> str:
+        return f"{self.kernel}:definition@L{self.line}"
+
+
+def find_definition_sites(source: str, fixed_lines: Collection[int]) -> list[DefinitionSite]:
+    """The kernels of `source` whose options may be set at their definition: every launch of them on one of
+    `fixed_lines` (the test section's), and their definition on none; `options`: those no launch passes and no
+    heuristic of theirs sets already."""
+    tree = parse(source)
+    if not _imports_triton(tree):
+        return []
+    definitions = {node.name: node for node in ast.walk(tree) if is_kernel_def(node)}
+    references = _name_loads(tree)
+    sites = []
+    for kernel in kernel_launches(tree):
+        node = definitions[kernel.name]
+        jit = next(d for d in node.decorator_list if decorator_name(d) in JIT_DECORATORS)
+        calls = kernel.calls
+        if kernel.autotuned or not calls or jit.lineno in fixed_lines or references[kernel.name] != len(calls):
+            continue
+        if not all(line in fixed_lines for call in calls for line in range(call.lineno, (call.end_lineno or 0) + 1)):
+            continue
+        if any(kw.arg is None for call in calls for kw in call.keywords):  # `**kwargs`: what it passes is unknown
+            continue
+        passed = {kw.arg for call in calls for kw in call.keywords}
+        options = tuple(o for o in OPTIONS if o not in passed and o not in kernel.set_by_heuristics)
+        if options:
+            sites.append(DefinitionSite(kernel.name, jit.lineno, options))
+    return sorted(sites, key=lambda s: s.line)
+
+
+def set_at_definition(source: str, site: DefinitionSite, values: Mapping[str, int]) -> str:
+    """`source` with the values that differ from Triton's defaults set by a ``@triton.heuristics`` line above the
+    kernel's ``@triton.jit`` (its own line, so every other byte is kept); `source` itself where none differs."""
+    unknown = set(values) - set(site.options)
+    if unknown:
+        raise ValueError(f"{site.kernel}: {', '.join(sorted(unknown))} cannot be set at its definition")
+    changed = {o: values[o] for o in site.options if o in values and values[o] != DEFAULTS[o]}
+    if not changed:
+        return source
+    lines = source.splitlines(keepends=True)
+    jit_line = lines[site.line - 1]
+    indent = jit_line[: len(jit_line) - len(jit_line.lstrip())]
+    entries = ", ".join(f'"{option}": lambda args: {value}' for option, value in changed.items())
+    newline = "\r\n" if jit_line.endswith("\r\n") else "\n"
+    lines.insert(site.line - 1, f"{indent}@triton.heuristics({{{entries}}}){newline}")
+    return "".join(lines)
+
+
+def _imports_triton(tree: ast.Module) -> bool:
+    """Whether the module binds ``triton`` to Triton itself (``import triton``) at its top level."""
+    return any(
+        isinstance(node, ast.Import) and any(a.name == "triton" and a.asname in (None, "triton") for a in node.names)
+        for node in tree.body
+    )
+
+
+def _name_loads(tree: ast.Module) -> Counter[str]:
+    """How often each name is read in the module."""
+    return Counter(n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load))
