@@ -48,7 +48,11 @@ def find_definition_sites(source: str, fixed_lines: Collection[int]) -> list[Def
     tree = parse(source)
     if not _imports_triton(tree):
         return []
-    definitions = {node.name: node for node in ast.walk(tree) if is_kernel_def(node)}
+    definitions: dict[str, ast.FunctionDef] = {}
+    for node in ast.walk(tree):
+        if is_kernel_def(node):
+            assert isinstance(node, ast.FunctionDef)
+            definitions.setdefault(node.name, node)  # the first of a name, as ``kernel_launches`` reads it
     references = _name_loads(tree)
     sites = []
     for kernel in kernel_launches(tree):
