@@ -2,11 +2,13 @@
 caller's verdict on forged or damaged reports, the halving rule and the plan."""
 
 import asyncio
+from collections import Counter
 from pathlib import Path
 
 import pytest
 import torch
 
+from geak.evaluator import screen as screen_module
 from geak.evaluator.api import EvalOptions, Evaluator
 from geak.evaluator.pool import JobOutcome
 from geak.evaluator.screen import best_first, screen_result
@@ -132,6 +134,35 @@ def test_the_caller_compares_outputs_itself_whatever_the_job_claims(tmp_path):
     assert by_label["v5"].status == "not run"  # the job did not report it
     assert result.reference_ms == pytest.approx(1.0)
     assert [v.label for v in best_first(result)] == ["v3"]
+
+
+def test_over_many_calls_each_variant_is_told_its_first_mismatch_and_the_reference_is_read_once_a_call(
+    tmp_path, monkeypatch
+):
+    refs = [torch.arange(8.0) * (i + 1) for i in range(3)]
+    for i, ref in enumerate(refs):
+        for run in ("", "again"):
+            write(tmp_path, "reference", i, ref, run)
+    for i, ref in enumerate(refs):
+        write(tmp_path, "v1", i, ref.clone())  # matches every call
+        write(tmp_path, "v2", i, ref + (1 if i >= 1 else 0))  # differs from the second call on
+        if i != 2:
+            write(tmp_path, "v3", i, ref.clone())  # saved no third output
+    write(tmp_path, "v4", 0, refs[0] + 1)  # differs where only its first call was saved
+    variants = {label: {"status": "ok", "samples": [0.5], "rung": 1} for label in ("v1", "v2", "v3", "v4")}
+    result = report(variants)
+    result["calls"] = [dict(result["calls"][0], signature=f"add(f32[{i}])") for i in range(3)]
+    result["timing"]["estimates_ms"] = [1.0, 1.0, 1.0]
+    loads = []
+    real_load = screen_module.load_output
+    monkeypatch.setattr(screen_module, "load_output", lambda path: loads.append(path.name) or real_load(path))
+    by_label = {v.label: v for v in verdict(tmp_path, result, ["v1", "v2", "v3", "v4"]).variants}
+    assert by_label["v1"].status == "ok"
+    assert by_label["v2"].status == "wrong" and by_label["v2"].message.startswith("call 2")
+    assert by_label["v3"].status == "wrong" and by_label["v3"].message.startswith("call 3: ")
+    assert by_label["v4"].status == "wrong" and by_label["v4"].message.startswith("call 1")
+    references = Counter(name for name in loads if name.startswith("screen_reference_") and "again" not in name)
+    assert references == dict.fromkeys(references, 2) and len(references) == 3  # its stability, then every variant
 
 
 def test_calls_the_reference_does_not_reproduce_are_left_to_the_check(tmp_path):
