@@ -199,7 +199,8 @@ def _mismatches(
         except UnreadableOutput as e:
             found.update(dict.fromkeys(pending, f"call {i + 1}: {e}"))
             continue
-        at_once = max(1, min(COMPARE_THREADS, COMPARED_BYTES // max(1, path.stat().st_size)))
+        largest = max(_size(outputs_dir / screen_output_file(label, i)) for label in [*pending, "reference"])
+        at_once = max(1, min(COMPARE_THREADS, COMPARED_BYTES // max(1, largest)))
 
         def differs(label: str, i: int = i, ref: Any = ref) -> str | None:
             try:
@@ -213,6 +214,14 @@ def _mismatches(
         with ThreadPoolExecutor(at_once) as pool:
             found.update(zip(pending, pool.map(differs, pending), strict=True))
     return found
+
+
+def _size(path: Path) -> int:
+    """A saved output's size in bytes (0 where there is none: its load says why)."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _identical_calls(report: dict[str, Any], n_calls: int) -> set[int]:
