@@ -22,10 +22,7 @@ from dataclasses import dataclass
 from geak.evaluator.python_source import parse
 from geak.evaluator.triton_file import JIT_DECORATORS, decorator_name, is_kernel_def
 
-from .launch_params import DEFAULT_NUM_STAGES, DEFAULT_NUM_WARPS, kernel_launches
-
-OPTIONS = ("num_warps", "num_stages")
-DEFAULTS = {"num_warps": DEFAULT_NUM_WARPS, "num_stages": DEFAULT_NUM_STAGES}
+from .launch_params import INSERTED_OPTIONS, OPTION_DEFAULTS, kernel_launches
 
 
 @dataclass(frozen=True)
@@ -66,7 +63,7 @@ def find_definition_sites(source: str, fixed_lines: Collection[int]) -> list[Def
         if any(kw.arg is None for call in calls for kw in call.keywords):  # `**kwargs`: what it passes is unknown
             continue
         passed = {kw.arg for call in calls for kw in call.keywords}
-        options = tuple(o for o in OPTIONS if o not in passed and o not in kernel.set_by_heuristics)
+        options = tuple(o for o in INSERTED_OPTIONS if o not in passed and o not in kernel.set_by_heuristics)
         if options:
             sites.append(DefinitionSite(kernel.name, jit.lineno, options))
     return sorted(sites, key=lambda s: s.line)
@@ -78,7 +75,7 @@ def set_at_definition(source: str, site: DefinitionSite, values: Mapping[str, in
     unknown = set(values) - set(site.options)
     if unknown:
         raise ValueError(f"{site.kernel}: {', '.join(sorted(unknown))} cannot be set at its definition")
-    changed = {o: values[o] for o in site.options if o in values and values[o] != DEFAULTS[o]}
+    changed = {o: values[o] for o in site.options if o in values and values[o] != OPTION_DEFAULTS[o]}
     if not changed:
         return source
     lines = source.splitlines(keepends=True)

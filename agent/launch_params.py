@@ -56,8 +56,8 @@ _OPTION_CHOICES: dict[str, tuple[int, ...]] = {
 }
 ROCM_OPTIONS = ("waves_per_eu", "matrix_instr_nonkdim", "kpack")  # compile options only ROCm's Triton accepts
 _LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas")
-_INSERTED_OPTIONS: tuple[ParamKind, ...] = ("num_warps", "num_stages")  # tunable even where a launch omits them
-_DEFAULTS = {"num_warps": DEFAULT_NUM_WARPS, "num_stages": DEFAULT_NUM_STAGES}
+INSERTED_OPTIONS: tuple[ParamKind, ...] = ("num_warps", "num_stages")  # tunable even where a launch omits them
+OPTION_DEFAULTS = {"num_warps": DEFAULT_NUM_WARPS, "num_stages": DEFAULT_NUM_STAGES}
 _MAX_DEPTH = 8  # names and tables followed through at most this many steps
 
 _ScopeNode = ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
@@ -215,7 +215,7 @@ def apply_params(source: str, values: Mapping[str, int], backend: str | None = N
             for line, col, end_line, end_col in edit.linked:
                 edits.append((line_starts[line - 1] + col, line_starts[end_line - 1] + end_col, str(value)))
     for position, (after_argument, keywords) in insertions.items():
-        keywords.sort(key=lambda keyword: _INSERTED_OPTIONS.index(keyword.split("=")[0]))
+        keywords.sort(key=lambda keyword: INSERTED_OPTIONS.index(keyword.split("=")[0]))
         edits.append((position, position, (", " if after_argument else "") + ", ".join(keywords)))
     if not edits:
         return source
@@ -334,7 +334,7 @@ def _call_params(
         if option in keywords:
             for found in _literals(keywords[option].value, scopes, option):
                 yield _make_param(kernel.name, option, option, found, site)  # type: ignore[arg-type]
-        elif option in _INSERTED_OPTIONS and option not in overwritten and not spread:
+        elif option in INSERTED_OPTIONS and option not in overwritten and not spread:
             yield _default_param(call, kernel.name, option, site)
 
 
@@ -436,7 +436,7 @@ def _default_param(call: ast.Call, kernel: str, option: ParamKind, site: str) ->
         line, col = last.end_lineno or call.lineno, last.end_col_offset or 0
     else:  # `kernel[grid]()`: the closing parenthesis is the last byte of the call
         line, col = call.end_lineno or call.lineno, (call.end_col_offset or 1) - 1
-    current = _DEFAULTS[option]
+    current = OPTION_DEFAULTS[option]
     return TunableParam(
         key=f"{kernel}:{option}@L{line}",
         kernel=kernel,

@@ -39,8 +39,15 @@ from geak.evaluator.results import CallCost, CompiledKernelFacts
 from geak.evaluator.triton_file import TritonFileError, is_kernel_def, parse_triton_file
 
 from .autotune_configs import AutotuneSite, LaunchConfig, find_autotune_sites, pin
-from .definition_options import DEFAULTS, DefinitionSite, find_definition_sites, set_at_definition
-from .launch_params import NUM_STAGES_CHOICES, NUM_WARPS_CHOICES, TunableParam, apply_params, find_tunable_params
+from .definition_options import DefinitionSite, find_definition_sites, set_at_definition
+from .launch_params import (
+    NUM_STAGES_CHOICES,
+    NUM_WARPS_CHOICES,
+    OPTION_DEFAULTS,
+    TunableParam,
+    apply_params,
+    find_tunable_params,
+)
 from .review_notes import ParamChange
 
 Focus = Literal["memory", "compute", "latency", "spills", "unknown"]
@@ -167,8 +174,7 @@ class Space:
         found = []
         for name, values in variant.changes:
             group = self.group(name)
-            changed = [k for k, v in values if group.definition is not None and group.knob(k).current != v]
-            if changed:
+            if group.definition is not None and (changed := [k for k, v in values if group.knob(k).current != v]):
                 found.append((group.kernel, changed))
         return found
 
@@ -389,9 +395,9 @@ def _autotune_knobs(site: AutotuneSite, loops: bool) -> list[Knob]:
 
 def _definition_knobs(site: DefinitionSite, loops: bool) -> list[Knob]:
     """The options a kernel's definition may set, from Triton's defaults: warps, and stages where it loops."""
-    knobs = [Knob("num_warps", "num_warps", "warps", DEFAULTS["num_warps"], NUM_WARPS_CHOICES)]
-    if loops and "num_stages" in site.options:
-        knobs.append(Knob("num_stages", "num_stages", "stages", DEFAULTS["num_stages"], NUM_STAGES_CHOICES))
+    knobs = [Knob("num_warps", "num_warps", "warps", OPTION_DEFAULTS["num_warps"], NUM_WARPS_CHOICES)]
+    if loops:
+        knobs.append(Knob("num_stages", "num_stages", "stages", OPTION_DEFAULTS["num_stages"], NUM_STAGES_CHOICES))
     return [k for k in knobs if k.key in site.options]
 
 
