@@ -49,14 +49,14 @@ def bench_job(
 ) -> dict[str, Any]:
     """`outputs_dir`: inside the job's directory (its modules are there), the only one the job may write to.
     `cache`: the trusted compile cache to start from (``protocol.cache_request``)."""
-    functions = list(owner.benches or owner.tests)
+    functions = owner.timed_functions
     return asdict(
         BenchJob(
             kind="bench",
             scratch=str(outputs_dir.parent),
             modules=modules,
             functions=functions,
-            pytest_functions=[f for f in functions if owner.runs_under_pytest(f)],
+            pytest_functions=owner.under_pytest(functions),
             rounds=asdict(plan),
             seed=options.seed,
             rep_ms=options.rep_ms,

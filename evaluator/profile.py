@@ -23,14 +23,14 @@ def profile_job(module: dict[str, Any], owner: TritonFile, options: EvalOptions,
                 cache: dict[str, Any] | None) -> dict[str, Any]:  # fmt: skip
     """The job for `module` (written into `job_dir`, beside the neutral copy of the job side its profiler's process
     imports)."""
-    functions = list(owner.benches or owner.tests)
+    functions = owner.timed_functions
     return asdict(
         ProfileJob(
             kind="profile",
             scratch=str(job_dir),
             modules=[module],
             functions=functions,
-            pytest_functions=[f for f in functions if owner.runs_under_pytest(f)],
+            pytest_functions=owner.under_pytest(functions),
             seed=options.seed,
             max_calls=options.max_bench_calls,
             timeout_s=options.timeout_s,

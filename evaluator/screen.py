@@ -43,14 +43,14 @@ def screen_job(
 ) -> dict[str, Any]:
     """`modules`: the reference's first, then the variants'. The calls screened are those the bench times where a GPU
     times them (`timed`), else the tests' (Triton's interpreter is too slow for benchmark sizes)."""
-    functions = list(owner.benches or owner.tests) if timed else list(owner.tests)
+    functions = owner.timed_functions if timed else list(owner.tests)
     return asdict(
         ScreenJob(
             kind="screen",
             scratch=str(outputs_dir.parent),
             modules=modules,
             functions=functions,
-            pytest_functions=[f for f in functions if owner.runs_under_pytest(f)],
+            pytest_functions=owner.under_pytest(functions),
             seed=options.seed,
             max_calls=options.max_bench_calls,
             outputs_dir=str(outputs_dir),

@@ -102,6 +102,16 @@ class TritonFile:
         return self.test_style == "pytest" and (function in self.tests or is_benchmark_test(function))
 
     @property
+    def timed_functions(self) -> list[str]:
+        """The functions whose calls a timing (and a screening or profile on a GPU) captures: the file's benchmark
+        functions, else its tests."""
+        return list(self.benches or self.tests)
+
+    def under_pytest(self, functions: list[str]) -> list[str]:
+        """Those of `functions` pytest runs (``runs_under_pytest``)."""
+        return [f for f in functions if self.runs_under_pytest(f)]
+
+    @property
     def test_section(self) -> str:
         return _join(line for _, lines in self.test_blocks for line in lines)
 
