@@ -97,7 +97,6 @@ def _verdict(
     calls = result["calls"]
     n_calls = len(calls)
     reference = result["reference"]
-    unstable = _unstable_calls(n_calls, outputs_dir, options, _identical_calls(reference, n_calls))
     timing = result.get("timing") or {}
     timed = bool(timing.get("timed"))
     reference_ms = _median(reference.get("samples")) if timed else None
@@ -105,12 +104,12 @@ def _verdict(
         label: result["variants"].get(label) or {"status": "not run", "message": "the job did not report it"}
         for label in labels
     }
-    compared = {
-        label: unstable | _identical_calls(report, n_calls)
+    identical = {
+        label: _identical_calls(report, n_calls)
         for label, report in reports.items()
         if _status(report) in ("ok", "same", "wrong")
     }
-    mismatches = _mismatches(compared, n_calls, outputs_dir, options)
+    unstable, mismatches = _compared(identical, _identical_calls(reference, n_calls), n_calls, outputs_dir, options)
     variants = [
         _variant(label, reports[label], mismatches.get(label), limits, timed, reference.get("samples") or [])
         for label in labels
@@ -164,7 +163,7 @@ def _variant(
     timed: bool,
     reference_samples: list[Any],
 ) -> ScreenedVariant:
-    """The verdict on one variant; `mismatch`: why its outputs differ from the reference's (``_mismatches``)."""
+    """The verdict on one variant; `mismatch`: why its outputs differ from the reference's (``_compared``)."""
     status = _status(report)
     message = str(report.get("message") or "")[:2000]
     kernels = tuple(diagnosis.kernel_facts(k, limits) for k in report.get("kernels") or ())
@@ -180,40 +179,63 @@ def _variant(
     return ScreenedVariant(label, status, message, screen_ms, int(report.get("rung") or 0), kernels, baseline_ms)
 
 
-def _mismatches(
-    left_out: dict[str, set[int]], n_calls: int, outputs_dir: Path, options: EvalOptions
-) -> dict[str, str | None]:
-    """Why each variant's outputs differ from the reference's on the captured calls but its `left_out` ones (None
-    where they match): call by call, the reference's output read once for all the variants still matching, theirs
-    compared beside each other (as many at once as ``COMPARED_BYTES`` of outputs allow, at most
-    ``COMPARE_THREADS``). On an H200, ROCm `naive_softmax.py`'s 16 calls (up to 256 MB each) over 10 variants took
-    the caller about 8 s one variant after the other, each reading the reference's outputs again."""
-    found: dict[str, str | None] = dict.fromkeys(left_out)
+def _compared(
+    identical: dict[str, set[int]], reproduced: set[int], n_calls: int, outputs_dir: Path, options: EvalOptions
+) -> tuple[set[int], dict[str, str | None]]:
+    """(The calls whose output the reference's second run did not reproduce (atomics, nondeterministic reductions;
+    the `reproduced` ones, the job says, it did bit for bit), left to the full check for every variant; why each
+    variant's outputs differ from the reference's on the other calls but its `identical` ones, None where they
+    match.) Call by call, the reference's output read once for its own second run and all the variants still
+    matching, theirs compared beside each other (``_differing``). On an H200, ROCm `naive_softmax.py`'s 16 calls (up
+    to 256 MB each) over 10 variants took the caller about 8 s one variant after the other, each reading the
+    reference's outputs again."""
+    unstable: set[int] = set()
+    found: dict[str, str | None] = dict.fromkeys(identical)
     for i in range(n_calls):
-        pending = [label for label, skipped in left_out.items() if found[label] is None and i not in skipped]
-        if not pending:
+        pending = [label for label, same in identical.items() if found[label] is None and i not in same]
+        if i in reproduced and not pending:
             continue
-        path = outputs_dir / screen_output_file("reference", i)
         try:
-            ref = load_output(path)
+            ref = load_output(outputs_dir / screen_output_file("reference", i))
         except UnreadableOutput as e:
-            found.update(dict.fromkeys(pending, f"call {i + 1}: {e}"))
+            if i in reproduced:
+                found.update(dict.fromkeys(pending, f"call {i + 1}: {e}"))
+            else:
+                unstable.add(i)
             continue
-        largest = max(_size(outputs_dir / screen_output_file(label, i)) for label in [*pending, "reference"])
-        at_once = max(1, min(COMPARE_THREADS, COMPARED_BYTES // max(1, largest)))
+        if i not in reproduced and not _reproduces(ref, i, outputs_dir, options):
+            unstable.add(i)
+        elif pending:
+            found.update(_differing(ref, i, pending, outputs_dir, options))
+    return unstable, found
 
-        def differs(label: str, i: int = i, ref: Any = ref) -> str | None:
-            try:
-                cand = load_output(outputs_dir / screen_output_file(label, i))
-            except UnreadableOutput as e:
-                return f"call {i + 1}: {e}"
-            said = compare(ref, cand, f"call {i + 1}", options.tolerances)
-            more = f" (and {len(said) - 1} more)" if len(said) > 1 else ""
-            return f"{said[0].where}: {said[0].message}{more}" if said else None
 
-        with ThreadPoolExecutor(at_once) as pool:
-            found.update(zip(pending, pool.map(differs, pending), strict=True))
-    return found
+def _reproduces(ref: Any, i: int, outputs_dir: Path, options: EvalOptions) -> bool:
+    """Whether the reference's second run of call `i` gave its first output again."""
+    try:
+        again = load_output(outputs_dir / screen_output_file("reference", i, "again"))
+    except UnreadableOutput:
+        return False
+    return not compare(ref, again, "", options.tolerances)
+
+
+def _differing(ref: Any, i: int, labels: list[str], outputs_dir: Path, options: EvalOptions) -> dict[str, str | None]:
+    """Why each of `labels`' output of call `i` differs from `ref` (None where it matches), as many compared at once
+    as ``COMPARED_BYTES`` of the call's saved outputs allow, at most ``COMPARE_THREADS``."""
+    largest = max(_size(outputs_dir / screen_output_file(label, i)) for label in [*labels, "reference"])
+    at_once = max(1, min(COMPARE_THREADS, COMPARED_BYTES // max(1, largest)))
+
+    def differs(label: str) -> str | None:
+        try:
+            cand = load_output(outputs_dir / screen_output_file(label, i))
+        except UnreadableOutput as e:
+            return f"call {i + 1}: {e}"
+        said = compare(ref, cand, f"call {i + 1}", options.tolerances)
+        more = f" (and {len(said) - 1} more)" if len(said) > 1 else ""
+        return f"{said[0].where}: {said[0].message}{more}" if said else None
+
+    with ThreadPoolExecutor(at_once) as pool:
+        return dict(zip(labels, pool.map(differs, labels), strict=True))
 
 
 def _size(path: Path) -> int:
@@ -230,24 +252,6 @@ def _identical_calls(report: dict[str, Any], n_calls: int) -> set[int]:
     if any(not 0 <= i < n_calls for i in calls):
         raise ValueError(f"identical outputs of calls {sorted(calls)} of {n_calls}")
     return calls
-
-
-def _unstable_calls(n_calls: int, outputs_dir: Path, options: EvalOptions, reproduced: set[int]) -> set[int]:
-    """Calls whose output the reference's second run did not reproduce (atomics, nondeterministic reductions); the
-    `reproduced` ones, the job says, it did bit for bit."""
-    unstable = set()
-    for i in range(n_calls):
-        if i in reproduced:
-            continue
-        try:
-            first = load_output(outputs_dir / screen_output_file("reference", i))
-            again = load_output(outputs_dir / screen_output_file("reference", i, "again"))
-        except UnreadableOutput:
-            unstable.add(i)
-            continue
-        if compare(first, again, "", options.tolerances):
-            unstable.add(i)
-    return unstable
 
 
 def _median(samples: Any) -> float | None:
