@@ -130,14 +130,20 @@ def test_nsight_compute_is_found_on_the_path(monkeypatch, tmp_path):
     assert kernel_profile.find_ncu() == str(ncu)
 
 
-def test_on_the_interpreter_a_profile_says_it_needs_a_gpu():
+def profile_vector_add(backend: str, unless: str):
+    """The corpus's `vector_add.py` profiled by a fresh evaluator, skipped (saying `unless`) on another backend."""
+
     async def go():
         async with Evaluator() as evaluator:
-            if (await evaluator.runtime()).get("backend") != "interpreter":
-                pytest.skip("a GPU is visible")
+            if (await evaluator.runtime()).get("backend") != backend:
+                pytest.skip(unless)
             return await evaluator.profile(CORPUS / "vector_add.py")
 
-    result = asyncio.run(go())
+    return asyncio.run(go())
+
+
+def test_on_the_interpreter_a_profile_says_it_needs_a_gpu():
+    result = profile_vector_add("interpreter", unless="a GPU is visible")
     assert result.unavailable and "profiling needs a GPU" in result.message
 
 
@@ -146,14 +152,7 @@ def test_a_profile_job_measures_the_files_kernels_in_the_sandbox():
     """On a GPU with Nsight Compute: the real profiler over a corpus kernel's captured calls, in the job's sandbox."""
     if kernel_profile.find_ncu() is None and shutil.which("ncu") is None:
         pytest.skip("Nsight Compute (ncu) is not installed")
-
-    async def go():
-        async with Evaluator() as evaluator:
-            if (await evaluator.runtime()).get("backend") != "cuda":
-                pytest.skip("no CUDA GPU")
-            return await evaluator.profile(CORPUS / "vector_add.py")
-
-    result = asyncio.run(go())
+    result = profile_vector_add("cuda", unless="no CUDA GPU")
     assert result.ok, result.message
     assert result.profiler and result.profiler.startswith("Nsight Compute")
     (measured,) = result.kernels
