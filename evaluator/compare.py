@@ -37,6 +37,9 @@ DEFAULT_TOLERANCES: dict[str, Tolerance] = {
 }
 EXACT = Tolerance(0.0, 0.0, 0.0)
 FLOAT32_ENOUGH = 1e-5  # tolerances at least this loose are weighed in float32 arithmetic
+# Tensors are weighed a slice of this many elements at a time: each slice's temporaries stay in the caches, where a
+# whole 256 MB output's (a dozen passes, each faulting in a buffer of its own) took 0.35 s to weigh on an H200's host.
+CHUNK_ELEMENTS = 1 << 20
 
 
 def tolerance_for(dtype: str, overrides: dict[str, Tolerance] | None = None) -> Tolerance:
@@ -73,6 +76,22 @@ def parse_tolerance_overrides(items: list[str]) -> dict[str, Tolerance]:
 
 
 MAX_OUTPUT_BYTES = 8 << 30
+SIDE_BY_SIDE = 4  # comparisons run at once at most (torch's kernels leave Python's lock)
+HELD_BYTES = 2 << 30  # of loaded outputs held at once by comparisons side by side
+
+
+def side_by_side(largest: int) -> int:
+    """How many comparisons may run at once where the largest holds `largest` bytes of saved outputs: at most
+    ``SIDE_BY_SIDE``, within ``HELD_BYTES``. Sizes are the files' own, so a forged large one only lowers it."""
+    return max(1, min(SIDE_BY_SIDE, HELD_BYTES // max(1, largest)))
+
+
+def output_size(path: Path) -> int:
+    """A saved output's size in bytes (0 where there is none: its load says why)."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 class UnreadableOutput(ValueError):
@@ -159,70 +178,130 @@ def _compare_tensors(ref, cand, where: str, overrides, undefined) -> Iterator[Mi
     if ref.dtype != cand.dtype:
         yield Mismatch(where, f"dtype {cand.dtype} != reference {ref.dtype}")
         return
-    if undefined is not None and undefined.shape == ref.shape:  # what the reference never wrote: not compared
-        cand = torch.where(undefined, ref, cand)
-    if ref.numel() == 0 or torch.equal(ref, cand):  # bit for bit the same (NaN is never equal: weighed below)
+    if ref.numel() == 0:
         return
-    dtype = str(ref.dtype).removeprefix("torch.")
-    tol = tolerance_for(dtype, overrides)
+    tol = tolerance_for(str(ref.dtype).removeprefix("torch."), overrides)
+    mask = undefined if undefined is not None and undefined.shape == ref.shape else None
     if ref.is_complex():  # weighed as its real and imaginary parts (a last dimension of 2), with its own tolerance
         ref, cand = torch.view_as_real(ref), torch.view_as_real(cand)
+        mask = mask.unsqueeze(-1).expand(ref.shape) if mask is not None else None
+    r, c = ref.reshape(-1), cand.reshape(-1)
+    u = mask.reshape(-1) if mask is not None else None
+
+    def piece(start: int):
+        """One slice of the reference and the candidate, what the reference never wrote taken as its own."""
+        rk, ck = r[start : start + CHUNK_ELEMENTS], c[start : start + CHUNK_ELEMENTS]
+        if u is not None:
+            ck = torch.where(u[start : start + CHUNK_ELEMENTS], rk, ck)
+        return rk, ck
+
+    starts = range(0, r.numel(), CHUNK_ELEMENTS)
+    differing = [s for s in starts if not torch.equal(*piece(s))]  # bit for bit the same (NaN never equal: weighed)
+    if not differing:
+        return
+    shape = tuple(ref.shape)
     if not ref.is_floating_point():
-        bad = ref != cand
-        if bool(bad.any()):
-            yield Mismatch(where, _describe(ref, cand, bad, "values differ (exact match required)"))
+        exact = _Worst()
+        for start in differing:
+            rk, ck = piece(start)
+            exact.add(start, rk, ck, rk != ck)
+        yield Mismatch(where, exact.describe(shape, "values differ (exact match required)"))
         return
     # float32 arithmetic is exact enough for tolerances of 1e-5 and up, and halves the time and memory of float64
-    # (a 268 MB output took 8.8 s to weigh in float64 on two cores)
     fine = ref.dtype == torch.float64 or min(tol.rtol, tol.atol) < FLOAT32_ENOUGH
     work = torch.float64 if fine else torch.float32
-    r, c = ref.to(work), cand.to(work)
-    finite = torch.isfinite(r)
-    special = not (bool(finite.all()) and bool(torch.isfinite(c).all()))
-    if special:  # NaN and infinities must sit where the reference has them
-        r_nan, c_nan = torch.isnan(r), torch.isnan(c)
-        if not torch.equal(r_nan, c_nan):
-            extra = int((c_nan & ~r_nan).sum())
-            missing = int((r_nan & ~c_nan).sum())
-            yield Mismatch(
-                where,
-                f"NaN mismatch: {extra} NaN where the reference has a number "
-                f"(unwritten or invalid output?), {missing} number where the reference has NaN",
-            )
-            return
-        r_inf, c_inf = torch.isinf(r), torch.isinf(c)
-        if not torch.equal(r_inf, c_inf) or not torch.equal(r[r_inf], c[c_inf]):
-            yield Mismatch(where, _describe(ref, cand, (r_inf | c_inf) & (r != c), "infinities differ"))
-            return
-    rf = r[finite] if special else r
-    rms = float(torch.linalg.vector_norm(rf, dtype=torch.float64)) / math.sqrt(rf.numel()) if rf.numel() else 0.0
-    diff = (r - c).abs_()
-    bad = diff > r.abs().mul_(tol.rtol).add_(tol.atol * rms + tol.floor)
-    if special:
-        bad &= finite
-    if bool(bad.any()):
-        worst = float(diff[bad].max())
+    rms, finite_slices = _rms(r, work)
+    nan_extra = nan_missing = 0
+    infinities, beyond = _Worst(), _Worst()
+    worst = 0.0
+    for start in differing:
+        rk, ck = piece(start)
+        rw, cw = rk.to(work), ck.to(work)
+        diff = (rw - cw).abs_()
+        limit = torch.add(tol.atol * rms + tol.floor, rw.abs(), alpha=tol.rtol)
+        if start in finite_slices:  # every difference is a number out of tolerance or a non-finite candidate
+            within = diff.le(limit)
+            if bool(within.all()):
+                continue
+            bad = within.logical_not_()
+            if bool(torch.isfinite(cw[bad]).all()):
+                worst = max(worst, float(diff[bad].max()))
+                beyond.add(start, rk, ck, bad)
+                continue
+        finite = torch.isfinite(rw)  # NaN and infinities must sit where the reference has them
+        r_nan, c_nan = torch.isnan(rw), torch.isnan(cw)
+        nan_extra += int((c_nan & ~r_nan).sum())
+        nan_missing += int((r_nan & ~c_nan).sum())
+        r_inf, c_inf = torch.isinf(rw), torch.isinf(cw)
+        if not torch.equal(r_inf, c_inf) or not torch.equal(rw[r_inf], cw[c_inf]):
+            infinities.add(start, rk, ck, (r_inf | c_inf) & (rw != cw))
+        bad = (diff > limit) & finite
+        if bool(bad.any()):
+            worst = max(worst, float(diff[bad].max()))
+            beyond.add(start, rk, ck, bad)
+    if nan_extra or nan_missing:
         yield Mismatch(
             where,
-            _describe(ref, cand, bad, f"max |Δ| {worst:.3g} (rtol {tol.rtol:g}, atol {tol.atol:g}×rms {rms:.3g})"),
+            f"NaN mismatch: {nan_extra} NaN where the reference has a number "
+            f"(unwritten or invalid output?), {nan_missing} number where the reference has NaN",
         )
+    elif infinities.count:
+        yield Mismatch(where, infinities.describe(shape, "infinities differ"))
+    elif beyond.count:
+        detail = f"max |Δ| {worst:.3g} (rtol {tol.rtol:g}, atol {tol.atol:g}×rms {rms:.3g})"
+        yield Mismatch(where, beyond.describe(shape, detail))
 
 
-def _describe(ref, cand, bad, detail: str) -> str:
-    """Where the worst of the `bad` elements is, weighed in float64 over those elements only (the whole tensors in
-    float64 took 17 s of a `geak eval` caller's 250 s on an H200)."""
-    positions = bad.flatten().nonzero().flatten()
-    diff = (ref.flatten()[positions].double() - cand.flatten()[positions].double()).abs().nan_to_num(posinf=1e300)
-    flat = int(positions[int(diff.argmax())])
-    count = int(positions.numel())
-    index = tuple(int(i) for i in _unravel(flat, tuple(ref.shape)))
-    at = f"[{', '.join(map(str, index))}]"
-    got, want = _item(cand, index), _item(ref, index)
-    return f"{count} of {ref.numel()} elements differ; {detail}; at {at}: {got} vs reference {want}"
+def _rms(r, work) -> tuple[float, set[int]]:
+    """The root mean square of the reference's finite elements (accumulated in float64 a slice at a time), and the
+    slices whose elements are all finite (by their first index)."""
+    import torch
+
+    squares, count, finite_slices = 0.0, 0, set()
+    for start in range(0, r.numel(), CHUNK_ELEMENTS):
+        rw = r[start : start + CHUNK_ELEMENTS].to(work)
+        norm = float(torch.linalg.vector_norm(rw, dtype=torch.float64))
+        if math.isfinite(norm):  # no NaN or infinity among them (float32 squares cannot overflow float64)
+            finite_slices.add(start)
+        else:
+            rw = rw[torch.isfinite(rw)]
+            norm = float(torch.linalg.vector_norm(rw, dtype=torch.float64))
+        squares += norm**2
+        count += rw.numel()
+    return (math.sqrt(squares / count) if count else 0.0), finite_slices
 
 
-def _item(t, index: tuple[int, ...]) -> str:
-    value = t[index].item() if index else t.item()
+class _Worst:
+    """The elements found differing, slice by slice: how many, and where the one differing most is (weighed in
+    float64 over those elements only: the whole tensors in float64 took 17 s of a `geak eval` caller's 250 s on an
+    H200)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.diff = -1.0
+        self.at = 0
+        self.got = self.want = ""
+
+    def add(self, start: int, rk, ck, bad) -> None:
+        positions = bad.nonzero().flatten()
+        if not positions.numel():
+            return
+        self.count += int(positions.numel())
+        diff = (rk[positions].double() - ck[positions].double()).abs().nan_to_num(posinf=1e300)
+        i = int(diff.argmax())
+        if float(diff[i]) > self.diff:
+            p = int(positions[i])
+            self.diff, self.at = float(diff[i]), start + p
+            self.got, self.want = _item(ck[p]), _item(rk[p])
+
+    def describe(self, shape: tuple[int, ...], detail: str) -> str:
+        at = ", ".join(map(str, _unravel(self.at, shape)))
+        count = f"{self.count} of {math.prod(shape)} elements differ"
+        return f"{count}; {detail}; at [{at}]: {self.got} vs reference {self.want}"
+
+
+def _item(element) -> str:
+    value = element.item()
     return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 

@@ -84,3 +84,27 @@ def test_complex_outputs_are_weighed_with_a_tolerance_not_exactly():
     (m,) = compare(ref, wrong, "out")
     assert "1 of 128 elements differ" in m.message and "[9, 1]" in m.message  # the imaginary part of element 9
     assert compare(ref, ref * (1 + 1e-5), "out", parse_tolerance_overrides(["complex64=1e-8,1e-8"]))
+
+
+def test_a_tensor_weighed_slice_by_slice_gets_the_whole_tensors_verdict(monkeypatch):
+    """Large outputs are weighed a slice at a time (``CHUNK_ELEMENTS``): counts, the worst element's place and the
+    NaN and infinity rules span the slices."""
+    from geak.evaluator import compare as compare_module
+
+    monkeypatch.setattr(compare_module, "CHUNK_ELEMENTS", 4)
+    ref = torch.arange(1.0, 11.0)  # three slices: 4, 4 and 2 elements
+    cand = ref.clone()
+    cand[1] += 0.5
+    cand[9] += 2.0
+    (m,) = compare(ref, cand, "out")
+    assert m.message.startswith("2 of 10 elements differ; max |Δ| 2 ") and "at [9]: 12 vs reference 10" in m.message
+    cand[5] = float("inf")
+    (m,) = compare(ref, cand, "out")
+    assert m.message.startswith("1 of 10 elements differ; infinities differ; at [5]: inf")
+    cand[2] = cand[8] = float("nan")
+    (m,) = compare(ref, cand, "out")
+    assert "NaN mismatch: 2 NaN where the reference has a number" in m.message
+    undefined = torch.zeros(10, dtype=torch.bool)
+    undefined[[1, 2, 5, 8, 9]] = True  # what the reference never wrote is not compared, in any slice
+    assert compare(ref, cand, "out", undefined={"out": undefined}) == []
+    assert compare(ref.reshape(2, 5), cand.reshape(2, 5), "out", undefined={"out": undefined.reshape(2, 5)}) == []
