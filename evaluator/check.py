@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from . import cpu_support
-from .compare import UnreadableOutput, compare, load_output
+from .compare import UnreadableOutput, compare, load_output, output_size, side_by_side
 from .diagnostics import definition_line, error_diagnostic
 from .options import EvalOptions
 from .pool import JobOutcome, usable_cores
@@ -472,18 +473,10 @@ def _compare_with_reference(
 ) -> Comparison:
     """Every output the reference produced must be matched: each test's, and each usable probe's. Then the ghost
     rule: if on every informative probe the candidate's outputs are right even with its kernels turned into no-ops,
-    the kernels did not compute them."""
+    the kernels did not compute them. The outputs are weighed several at once (``_weigh_all``)."""
     ref_result = ref_run.outcome.result or {}
     ref_dir, cand_dir = ref_run.outputs / "outputs", job_dir / "outputs"
-    mismatches: list[Mismatch] = []
-    compared = 0
-
-    def load(directory: Path, name: str, where: str) -> Any:
-        try:
-            return load_output(directory / name)
-        except UnreadableOutput as e:
-            mismatches.append(Mismatch(where, f"no readable output ({e})"))
-            return _MISSING
+    found: list[Mismatch | _Weighing] = []  # in the order they are reported
 
     ref_tests = {t["name"]: t for t in ref_result.get("tests", [])}
     for test in reported:
@@ -491,13 +484,13 @@ def _compare_with_reference(
         if ref_test["kind"] in NOT_RUN_KINDS:
             continue
         if test["kind"] in NOT_RUN_KINDS:  # e.g. a skip condition the candidate's code turned true
-            mismatches.append(Mismatch(test["name"], f"did not run ({test['message']}), but ran for the reference"))
+            found.append(Mismatch(test["name"], f"did not run ({test['message']}), but ran for the reference"))
             continue
         name = output_file_of_test(test["name"])
         if not (ref_dir / name).exists():  # the reference's case produced no output (no result_gold entry)
             continue
         if _launched(ref_test) and not _launched(test):
-            mismatches.append(
+            found.append(
                 Mismatch(
                     test["name"],
                     "no Triton kernel was launched (the work ran elsewhere, "
@@ -505,42 +498,43 @@ def _compare_with_reference(
                 )
             )
         where = f"{test['name']} → {_output_label(ref_run.tfile, test['name'])}"
-        ref_out, cand_out = load(ref_dir, name, where), load(cand_dir, name, where)
-        if ref_out is _MISSING or cand_out is _MISSING:
-            continue
-        compared += 1
-        unstable = ref_run.unstable.get(test["name"], ())
         undefined = prefixed(ref_run.unwritten.get(name, {}), where)
-        for m in compare(ref_out, cand_out, where, options.tolerances, undefined):
-            path = m.where[len(where) :]
-            if not any(path == u or path.startswith(u) for u in unstable):
-                mismatches.append(m)
+        unstable = tuple(ref_run.unstable.get(test["name"], ()))
+        found.append(_Weighing(where, ref_dir / name, cand_dir / name, undefined, unstable=unstable))
 
     probes = ref_run.probes
     cand_fresh = {f.get("index"): f for f in result.get("fresh") or [] if isinstance(f, dict)}
-    done, ghosts_right, ghosts_judged = dict.fromkeys(KIND_WORDS, 0), 0, 0
     for probe in probes.usable:
         index = probe["index"]
         where = probe_where(probe)
         entry = cand_fresh.get(index)
         if entry is None or entry.get("status") != "ok":
             message = entry.get("message") if isinstance(entry, dict) else None
-            mismatches.append(Mismatch(where, str(message or "the call reported no result")))
+            found.append(Mismatch(where, str(message or "the call reported no result")))
             continue
         if sum(probe.get("launches", {}).values()) and not _launched(entry):
-            mismatches.append(Mismatch(where, "no Triton kernel was launched"))
-        ref_out = load(ref_dir, probe_output_file(index), where)
-        cand_out = load(cand_dir, probe_output_file(index), where)
-        if ref_out is _MISSING or cand_out is _MISSING:
+            found.append(Mismatch(where, "no Triton kernel was launched"))
+        name = probe_output_file(index)
+        undefined = prefixed(probes.unwritten.get(name, {}), where)
+        ghost = cand_dir / probe_output_file(index, "ghost") if index in probes.informative else None
+        found.append(_Weighing(where, ref_dir / name, cand_dir / name, undefined, probe.get("kind", "fresh"), ghost))
+
+    weighed = iter(_weigh_all([f for f in found if isinstance(f, _Weighing)], options))
+    mismatches: list[Mismatch] = []
+    compared, done, ghosts_right, ghosts_judged = 0, dict.fromkeys(KIND_WORDS, 0), 0, 0
+    for item in found:
+        if isinstance(item, Mismatch):
+            mismatches.append(item)
             continue
-        done[probe.get("kind", "fresh")] += 1
-        undefined = prefixed(probes.unwritten.get(probe_output_file(index), {}), where)
-        mismatches += compare(ref_out, cand_out, where, options.tolerances, undefined)
-        if index in probes.informative:
-            ghost = load(cand_dir, probe_output_file(index, "ghost"), f"{where} (kernels as no-ops)")
-            if ghost is not _MISSING:
-                ghosts_judged += 1
-                ghosts_right += not compare(ref_out, ghost, where, options.tolerances, undefined)
+        said = next(weighed)
+        mismatches += said.mismatches
+        if said.read and item.kind is None:
+            compared += 1
+        elif said.read:
+            done[item.kind] += 1
+        if said.ghost_right is not None:
+            ghosts_judged += 1
+            ghosts_right += said.ghost_right
     if ghosts_judged and ghosts_right == ghosts_judged:
         mismatches.append(
             Mismatch(
@@ -566,6 +560,61 @@ def _compare_with_reference(
         shape_calls=done["shape"],
         value_calls=done["value"],
     )
+
+
+@dataclass(frozen=True)
+class _Weighing:
+    """One output of the candidate to weigh against the reference's: a test's (`kind` None, where the parts the
+    reference does not reproduce, `unstable`, are not held against it) or a probe's (and, for an informative probe,
+    its replay with the kernels as no-ops, `ghost`)."""
+
+    where: str
+    ref: Path
+    cand: Path
+    undefined: Masks
+    kind: str | None = None
+    ghost: Path | None = None
+    unstable: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Weighed:
+    mismatches: list[Mismatch]
+    read: bool  # both outputs were read and compared
+    ghost_right: bool | None = None  # whether the ghost replay's output matched (None: no ghost weighed)
+
+
+def _weigh_all(weighings: list[_Weighing], options: EvalOptions) -> list[_Weighed]:
+    """Each weighing's outcome, in order; several run at once (``side_by_side``), each holding two outputs."""
+    sizes = [output_size(w.ref) + max(output_size(w.cand), output_size(w.ghost) if w.ghost else 0) for w in weighings]
+    with ThreadPoolExecutor(side_by_side(max(sizes, default=0))) as pool:
+        return list(pool.map(lambda w: _weigh(w, options), weighings))
+
+
+def _weigh(w: _Weighing, options: EvalOptions) -> _Weighed:
+    mismatches: list[Mismatch] = []
+
+    def load(path: Path, where: str) -> Any:
+        try:
+            return load_output(path)
+        except UnreadableOutput as e:
+            mismatches.append(Mismatch(where, f"no readable output ({e})"))
+            return _MISSING
+
+    ref_out, cand_out = load(w.ref, w.where), load(w.cand, w.where)
+    if ref_out is _MISSING or cand_out is _MISSING:
+        return _Weighed(mismatches, False)
+    for m in compare(ref_out, cand_out, w.where, options.tolerances, w.undefined):
+        path = m.where[len(w.where) :]
+        if not any(path == u or path.startswith(u) for u in w.unstable):
+            mismatches.append(m)
+    del cand_out
+    if w.ghost is None:
+        return _Weighed(mismatches, True)
+    ghost = load(w.ghost, f"{w.where} (kernels as no-ops)")
+    if ghost is _MISSING:
+        return _Weighed(mismatches, True)
+    return _Weighed(mismatches, True, not compare(ref_out, ghost, w.where, options.tolerances, w.undefined))
 
 
 _MISSING = object()

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import diagnosis
-from .compare import UnreadableOutput, compare, load_output
+from .compare import UnreadableOutput, compare, load_output, output_size, side_by_side
 from .pool import JobOutcome
 from .results import Peaks, ScreenedVariant, ScreenResult
 from .shared.protocol import ScreenJob, screen_output_file
@@ -28,8 +28,6 @@ if TYPE_CHECKING:
     from .options import EvalOptions
 
 STATUSES = frozenset({"ok", "wrong", "failed", "skipped", "same", "not run", "not timed"})
-COMPARE_THREADS = 4  # variants' outputs of one call compared at once (torch's kernels leave Python's lock)
-COMPARED_BYTES = 2 << 30  # of outputs held at once for those comparisons
 
 
 def screen_job(
@@ -220,10 +218,9 @@ def _reproduces(ref: Any, i: int, outputs_dir: Path, options: EvalOptions) -> bo
 
 
 def _differing(ref: Any, i: int, labels: list[str], outputs_dir: Path, options: EvalOptions) -> dict[str, str | None]:
-    """Why each of `labels`' output of call `i` differs from `ref` (None where it matches), as many compared at once
-    as ``COMPARED_BYTES`` of the call's saved outputs allow, at most ``COMPARE_THREADS``."""
-    largest = max(_size(outputs_dir / screen_output_file(label, i)) for label in [*labels, "reference"])
-    at_once = max(1, min(COMPARE_THREADS, COMPARED_BYTES // max(1, largest)))
+    """Why each of `labels`' output of call `i` differs from `ref` (None where it matches), several compared at once
+    (``side_by_side``)."""
+    largest = max(output_size(outputs_dir / screen_output_file(label, i)) for label in [*labels, "reference"])
 
     def differs(label: str) -> str | None:
         try:
@@ -234,16 +231,8 @@ def _differing(ref: Any, i: int, labels: list[str], outputs_dir: Path, options: 
         more = f" (and {len(said) - 1} more)" if len(said) > 1 else ""
         return f"{said[0].where}: {said[0].message}{more}" if said else None
 
-    with ThreadPoolExecutor(at_once) as pool:
+    with ThreadPoolExecutor(side_by_side(largest)) as pool:
         return dict(zip(labels, pool.map(differs, labels), strict=True))
-
-
-def _size(path: Path) -> int:
-    """A saved output's size in bytes (0 where there is none: its load says why)."""
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
 
 
 def _identical_calls(report: dict[str, Any], n_calls: int) -> set[int]:

@@ -218,3 +218,44 @@ def test_bench_needs_a_gpu():
 
     r = asyncio.run(go())
     assert not r.ok and "timing needs a GPU" in r.message and r.check.ok
+
+
+def test_outputs_are_weighed_side_by_side_and_said_in_the_tests_order(tmp_path, monkeypatch):
+    """The caller weighs several outputs at once (``compare.side_by_side``); the verdict lists what differs in the
+    order of the tests, then the probes, as one after the other would."""
+    import threading
+    import time
+
+    from geak.evaluator import check as check_module
+
+    tests = "".join(
+        f"\n\ndef test_add_{n}():\n    torch.manual_seed({n})\n    x = torch.randn({n}, device='cuda')\n"
+        f"    return add(x, x)\n"
+        for n in (300, 1300, 2300, 3300)
+    )
+    kernel = REF.read_text().split("\ndef test_add():")[0]
+    reference = tmp_path / "reference.py"
+    reference.write_text(kernel + tests)
+    wrong = kernel.replace("tl.store(out_ptr + offs, x + y", "tl.store(out_ptr + offs, x + y + (offs >= 1000)")
+    active, most = [0], [0]
+    lock = threading.Lock()
+    real_load = check_module.load_output
+
+    def slow_load(path):
+        with lock:
+            active[0] += 1
+            most[0] = max(most[0], active[0])
+        time.sleep(0.2)
+        with lock:
+            active[0] -= 1
+        return real_load(path)
+
+    monkeypatch.setattr(check_module, "load_output", slow_load)
+    r = check(str(tmp_path / "candidate.py"), against=reference, source=wrong + tests)
+    assert not r.ok and r.stage == "exec"
+    tests_said = [m.where.split(" → ")[0] for m in r.comparison.mismatches if " → " in m.where]
+    assert tests_said == ["test_add_1300", "test_add_2300", "test_add_3300"]
+    last_test = max(i for i, m in enumerate(r.comparison.mismatches) if " → " in m.where)
+    assert all(" → " not in m.where for m in r.comparison.mismatches[last_test + 1 :])
+    assert len(r.comparison.mismatches) > 3  # the probes at other inputs differ too
+    assert most[0] > 1
