@@ -9,13 +9,14 @@ Elements it never writes on a usable probe are undefined and not compared (``rep
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .compare import UnreadableOutput, compare, load_output
+from .compare import UnreadableOutput, compare, load_output, output_size, side_by_side
 from .options import EvalOptions
-from .reproduction import Masks, differences, unwritten_elements
+from .reproduction import Masks, differences, prefixed, unwritten_elements
 from .shared.probe_rules import (
     KIND_WORDS,
     OVER_BUDGET,
@@ -54,64 +55,92 @@ def judge_reference_probes(result: dict[str, Any], out_dir: Path, options: EvalO
     usable, informative, skipped, unwritten = [], set(), [], {}
     finite: dict[int, int] = {}  # fresh probe -> non-finite elements of its outputs
     complete: set[int] = set()  # fresh probes whose outputs the reference writes whole
-    for entry in result.get("fresh") or []:
-        if entry.get("status") == OVER_BUDGET:  # made too late to fit the probes' time: nothing to say
+    entries = [e for e in result.get("fresh") or [] if e.get("status") != OVER_BUDGET]  # made too late: nothing to say
+    for entry, read in zip(entries, _read_all(entries, out_dir, options), strict=True):
+        kind, index = entry.get("kind", "fresh"), entry.get("index")
+        if kind != "fresh" and entry.get("of") not in finite:  # its call's fresh probe said why
             continue
-        if entry.get("kind", "fresh") != "fresh" and entry.get("of") not in finite:  # its call's fresh probe said why
-            continue
-        index = entry.get("index")
         where = probe_where(entry)
-        label = f" ({entry['label']})" if entry.get("kind", "fresh") != "fresh" and entry.get("label") else ""
-        why = _unusable(entry, out_dir, options, finite, complete)
-        if isinstance(why, str):
+        label = f" ({entry['label']})" if kind != "fresh" and entry.get("label") else ""
+        why = read.why or _unusable(kind, read, finite.get(entry.get("of"), 0), entry.get("of") in complete)
+        if why:
             skipped.append(f"{where}{label}: {why}")
             continue
-        real, masks = why
-        if entry.get("kind", "fresh") == "fresh":
-            finite[index] = nonfinite_elements(real)
-            if not masks:
+        if kind == "fresh":
+            finite[index] = read.nonfinite
+            if not read.masks:
                 complete.add(index)
-            try:
-                ghost = load_output(out_dir / probe_output_file(index, "ghost"))
-            except UnreadableOutput as e:
-                skipped.append(f"{where}: {e}")
+            if read.ghost_unread:
+                skipped.append(f"{where}: {read.ghost_unread}")
                 continue
-            if compare(real, ghost, where, options.tolerances, {where + p: m for p, m in masks.items()}):
+            if read.ghost_differs:
                 informative.add(index)
         usable.append({k: entry[k] for k in ("index", "kind", "label", "wrapper", "signature", "spec", "launches")})
-        if masks:
-            unwritten[probe_output_file(index)] = masks
+        if read.masks:
+            unwritten[probe_output_file(index)] = read.masks
     return ReferenceProbes(tuple(usable), frozenset(informative), tuple(skipped), unwritten)
 
 
-def _unusable(
-    entry: dict[str, Any], out_dir: Path, options: EvalOptions, finite: dict[int, int], complete: set[int]
-) -> str | tuple[Any, Masks]:
-    """Why the reference cannot judge a candidate on this probe; else its first run's outputs and the elements it
-    leaves unwritten."""
+@dataclass(frozen=True)
+class _ProbeRead:
+    """What one probe's own files say, read and weighed apart from the other probes'."""
+
+    why: str | None = None  # unusable, whatever its call's fresh probe says
+    masks: Masks = field(default_factory=dict)  # the elements the reference leaves unwritten
+    nonfinite: int = 0  # non-finite elements of its first run's outputs
+    ghost_differs: bool = False  # a fresh probe: the kernels-as-no-ops run gives other outputs (it can tell them)
+    ghost_unread: str | None = None  # a fresh probe: why its ghost run's outputs cannot be read
+
+
+def _read_all(entries: list[dict[str, Any]], out_dir: Path, options: EvalOptions) -> list[_ProbeRead]:
+    """Each probe's reading, in order; several side by side (``side_by_side``), each holding its three outputs."""
+
+    def size(entry: dict[str, Any]) -> int:
+        index = entry.get("index")
+        if not isinstance(index, int):
+            return 0
+        return sum(output_size(out_dir / probe_output_file(index, run)) for run in ("", "again", "ghost"))
+
+    with ThreadPoolExecutor(side_by_side(max(map(size, entries), default=0))) as pool:
+        return list(pool.map(lambda entry: _read_probe(entry, out_dir, options), entries))
+
+
+def _read_probe(entry: dict[str, Any], out_dir: Path, options: EvalOptions) -> _ProbeRead:
     if entry.get("status") != "ok" or not isinstance(entry.get("index"), int):
-        return entry.get("message") or "not replayable"
-    index, kind = entry["index"], entry.get("kind", "fresh")
+        return _ProbeRead(entry.get("message") or "not replayable")
+    index = entry["index"]
     try:
         real = load_output(out_dir / probe_output_file(index))
         again = load_output(out_dir / probe_output_file(index, "again"))
     except UnreadableOutput as e:
-        return str(e)
+        return _ProbeRead(str(e))
     masks = unwritten_elements(real, again)
     if compare(real, again, "", options.tolerances, masks):
-        return (
+        return _ProbeRead(
             "the reference gives different results on the same inputs (nondeterministic, e.g. duplicate indices in "
             "a scatter, or a race), so it cannot judge a candidate there"
         )
-    base = entry.get("of")
-    if kind == "shape" and masks and base in complete:
+    read = _ProbeRead(None, masks, nonfinite_elements(real))
+    if entry.get("kind", "fresh") != "fresh":
+        return read
+    where = probe_where(entry)
+    try:
+        ghost = load_output(out_dir / probe_output_file(index, "ghost"))
+    except UnreadableOutput as e:
+        return replace(read, ghost_unread=str(e))
+    return replace(read, ghost_differs=bool(compare(real, ghost, where, options.tolerances, prefixed(masks, where))))
+
+
+def _unusable(kind: str, read: _ProbeRead, fresh_nonfinite: int, fresh_complete: bool) -> str | None:
+    """Why a probe the reference agrees with itself on still cannot judge a candidate, by its call's fresh probe."""
+    if kind == "shape" and read.masks and fresh_complete:
         return (
             "the reference leaves part of its outputs unwritten at these sizes, which it writes whole at the tested "
             "ones: it may not support them"
         )
-    if kind == "value" and not stays_finite(finite[base], nonfinite_elements(real)):
+    if kind == "value" and not stays_finite(fresh_nonfinite, read.nonfinite):
         return "the reference's outputs are not finite on these values"
-    return real, masks
+    return None
 
 
 def rejudged_after_rerun(
@@ -124,19 +153,26 @@ def rejudged_after_rerun(
     run). One the rerun did not reach (it stopped at an earlier fault) stays. Returns the probes and whether any
     left."""
     replayed = {f.get("index"): f for f in result.get("fresh") or [] if isinstance(f, dict)}
-    usable, skipped, found = [], list(probes.skipped), False
-    for probe in probes.usable:
-        index, entry = probe["index"], replayed.get(probe["index"])
-        where = probe_where(probe)
-        output = probe_output_file(index)
+
+    def differs(probe: dict[str, Any]) -> bool:
+        entry, output = replayed.get(probe["index"]), probe_output_file(probe["index"])
+        if entry is None or entry.get("status") != "ok":
+            return False
         masks = probes.unwritten.get(output, {})
-        replayed_ok = entry is not None and entry.get("status") == "ok"
+        return bool(differences(first_dir / output, rerun_dir / output, options, masks, probe_where(probe)))
+
+    largest = max((output_size(rerun_dir / probe_output_file(p["index"])) for p in probes.usable), default=0)
+    with ThreadPoolExecutor(side_by_side(2 * largest)) as pool:  # each holds the first run's output and the rerun's
+        differing = list(pool.map(differs, probes.usable))
+    usable, skipped, found = [], list(probes.skipped), False
+    for probe, different in zip(probes.usable, differing, strict=True):
+        entry, where = replayed.get(probe["index"]), probe_where(probe)
         if entry is not None and entry.get("status") == "error":
             why = _error_line(str(entry.get("message") or ""))
             skipped.append(f"{where}: the reference failed on these inputs when run again ({why}), so it cannot "
                            "judge a candidate there")  # fmt: skip
             found = True
-        elif replayed_ok and differences(first_dir / output, rerun_dir / output, options, masks, where):
+        elif different:
             skipped.append(f"{where}: the reference gave a different result when run again on the same inputs "
                            "(nondeterministic), so it cannot judge a candidate there")  # fmt: skip
             found = True

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from .compare import Tolerance, UnreadableOutput, compare, load_output
+from .compare import Tolerance, UnreadableOutput, compare, load_output, output_size, side_by_side
 from .results import Peaks
 from .shared.protocol import REPRODUCED, timed_output_file, timed_output_sets
 
@@ -98,32 +99,51 @@ def output_problems(
     """(problems, notes): the candidate's outputs of late timed calls against the reference's on identical inputs,
     per checked input set, read from the files the trusted side names itself (``protocol``). The reference's second
     run may say it reproduced the first exactly (``REPRODUCED``) instead of repeating it."""
-    problems, notes = [], []
-    for k in timed_output_sets(input_sets, output_bytes):
+    sets = timed_output_sets(input_sets, output_bytes)
+
+    def paths(k: int) -> tuple[Path, Path, Path]:
+        names = (("reference", ""), ("reference", "again"), ("candidate", ""))
+        return tuple(directory / timed_output_file(who, call, k, run) for who, run in names)
+
+    def judge(k: int) -> tuple[str | None, str | None]:
         where = f"timed call {signature} (input set {k + 1}, after {after_calls} timed calls)"
-        try:
-            ref = load_output(directory / timed_output_file("reference", call, k))
-            again = load_output(directory / timed_output_file("reference", call, k, "again"))
-        except UnreadableOutput as e:
-            problems.append(f"reference: {where}: its outputs could not be read back ({e})")
-            continue
-        try:
-            cand = load_output(directory / timed_output_file("candidate", call, k))
-        except UnreadableOutput as e:  # missing, a link, or hostile content: the timing is not believed
-            problems.append(f"candidate: {where}: its outputs could not be read back ({e})")
-            continue
-        if again != REPRODUCED and compare(ref, again, where, tolerances):
-            notes.append(f"{where}: not compared, the reference gives different outputs on the same inputs")
-            continue
-        mismatches = compare(ref, cand, where, tolerances)
-        if mismatches:
-            problems.append(
-                f"candidate: the outputs of {where} differ from the reference's on the same inputs "
-                f"({mismatches[0].message}): the timed calls did not compute the result (outputs cached by "
-                "address or left unwritten?), or its result depends on the order its programs run (a race: the "
-                "reference's two runs on these inputs agreed)"
-            )
-    return problems, notes
+        return _judge_timed_set(where, paths(k), tolerances)
+
+    largest = max(sum(output_size(p) for p in paths(k)) for k in sets)
+    with ThreadPoolExecutor(side_by_side(largest)) as pool:  # the sets side by side, each holding three outputs
+        judged = list(pool.map(judge, sets))
+    return [p for p, _ in judged if p], [n for _, n in judged if n]
+
+
+def _judge_timed_set(
+    where: str, paths: tuple[Path, Path, Path], tolerances: dict[str, Tolerance] | None
+) -> tuple[str | None, str | None]:
+    """(problem, note) of one checked input set: its outputs (the reference's, its second run's, the candidate's)
+    read side by side, then weighed."""
+    with ThreadPoolExecutor(len(paths)) as reads:
+        ref, again, cand = reads.map(_read, paths)
+    for who, unread in (("reference", ref), ("reference", again), ("candidate", cand)):
+        if isinstance(unread, UnreadableOutput):  # missing, a link, or hostile content: the timing is not believed
+            return f"{who}: {where}: its outputs could not be read back ({unread})", None
+    if again != REPRODUCED and compare(ref, again, where, tolerances):
+        return None, f"{where}: not compared, the reference gives different outputs on the same inputs"
+    mismatches = compare(ref, cand, where, tolerances)
+    if not mismatches:
+        return None, None
+    return (
+        f"candidate: the outputs of {where} differ from the reference's on the same inputs "
+        f"({mismatches[0].message}): the timed calls did not compute the result (outputs cached by "
+        "address or left unwritten?), or its result depends on the order its programs run (a race: the "
+        "reference's two runs on these inputs agreed)"
+    ), None
+
+
+def _read(path: Path) -> Any:
+    """A saved output, or why it cannot be read."""
+    try:
+        return load_output(path)
+    except UnreadableOutput as e:
+        return e
 
 
 def wall_clock_problem(device_ms: Mapping[str, float], window_s: float | None) -> str | None:

@@ -430,7 +430,8 @@ def test_outputs_of_timed_calls_must_match_the_reference(tmp_path):
     assert len(problems) == 1 and "input set 4, after 4000 timed calls" in problems[0]
     assert "differ from the reference's on the same inputs" in problems[0]
     save_outputs(tmp_path, "candidate", 0, torch.full((8,), math.nan))  # left unwritten (poisoned)
-    assert "NaN" in rules.output_problems("add(f32[8])", 0, 4, tmp_path, 41)[0][0]
+    problems, _ = rules.output_problems("add(f32[8])", 0, 4, tmp_path, 41)  # the sets are read side by side
+    assert len(problems) == 2 and "NaN" in problems[0] and "input set 4" in problems[1]  # and said in their order
 
 
 def test_a_reproduced_reference_run_is_a_marker_and_large_outputs_are_checked_once(tmp_path):
