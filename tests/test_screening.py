@@ -210,15 +210,21 @@ def test_identical_outputs_are_the_same_structure_bit_for_bit():
     assert not _identical(nan, nan.clone())  # saved and compared by the caller, which weighs NaN
 
 
-def test_the_jobs_rough_check_weighs_each_float_type_against_the_references_scale():
+@pytest.mark.parametrize(
+    "gpu", [False, pytest.param(True, marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU"))]
+)
+def test_the_jobs_rough_check_weighs_each_float_type_against_the_references_scale(gpu):
     from geak.evaluator.job.screening import _roughly_equal
 
     for dtype in (torch.bfloat16, torch.float16, torch.float32, torch.float64):
         ref = torch.linspace(-4, 4, 1000, dtype=dtype)
-        assert _roughly_equal(ref, ref * 1.01) and _roughly_equal(ref, ref + 0.05)
-        assert not _roughly_equal(ref, ref * 1.3) and not _roughly_equal(ref, ref[:-1])
+        assert _roughly_equal(ref, ref * 1.01, gpu) and _roughly_equal(ref, ref + 0.05, gpu)
+        assert not _roughly_equal(ref, ref * 1.3, gpu) and not _roughly_equal(ref, ref[:-1], gpu)
+        nan = ref.clone()
+        nan[3] = float("nan")
+        assert _roughly_equal({"return": [nan]}, {"return": [nan.clone()]}, gpu) and not _roughly_equal(nan, ref, gpu)
     huge = torch.tensor([1e300, 1.0], dtype=torch.float64)  # beyond float32: weighed in float64
-    assert _roughly_equal(huge, huge.clone()) and not _roughly_equal(huge, huge * 2)
+    assert _roughly_equal(huge, huge.clone(), gpu) and not _roughly_equal(huge, huge * 2, gpu)
 
 
 def test_a_malformed_or_failed_report_is_no_verdict(tmp_path):
