@@ -39,21 +39,26 @@ class CandidateEvaluator:
         self.baseline_ms: float | None = None
         self.baseline_costs: tuple[CallCost, ...] = ()  # the original's timed calls on the device's roofline
         self.baseline_kernels: tuple[CompiledKernelFacts, ...] = ()  # what the compiler made of its kernels
-        self.baseline_s: float | None = None  # how long the original's own check and bench took
+        self.check_s: float | None = None  # how long the original's own check took
+        self.bench_s: float | None = None  # and its bench (less measuring the device's peaks, once per device)
+        self.reference_s: float | None = None  # and its first run as a reference, with its probes
 
     async def start(self, progress: Progress | None = None, profile: bool = False) -> Evaluation:
         """Learn the backend and evaluate the original itself (its test must pass; its time is the baseline).
         `profile`: then measure its kernels with the vendor's profiler too, where one can run (what the optimizer's
         prompt says of them; the search without a model does not wait for it)."""
-        started = time.perf_counter()
         self.runtime = await self.evaluator.runtime()
         self.timing = self.runtime.get("backend") != "interpreter"
+        started = time.perf_counter()
         check = await self.evaluator.check(self.original_path, progress=progress)
+        self.check_s = time.perf_counter() - started
         if not check.ok:
             return from_check(check)
         if not self.timing:
             return from_check(check)
+        started = time.perf_counter()
         bench = await self.evaluator.bench(self.original_path, check_first=False, progress=progress)
+        self.bench_s = time.perf_counter() - started - bench.peaks_s
         if bench.ok and bench.total_ms:
             self.baseline_ms = bench.total_ms
             self.baseline_costs = tuple(timing_cost(c, bench.peaks) for c in bench.calls)
@@ -62,8 +67,16 @@ class CandidateEvaluator:
             if profile:
                 measured = await self.evaluator.profile(self.original_path, progress=progress)
                 self.baseline_kernels = with_profile(self.baseline_kernels, measured)
-        self.baseline_s = time.perf_counter() - started
         return from_bench(check, bench, self.baseline_ms)
+
+    async def prepare_reference(self, progress: Progress | None = None) -> float:
+        """Run the original as the reference of the checks to come, where it has not run yet; how long that run
+        took (at least its own check: a run kept from before costs nothing now, but a check against it does)."""
+        if self.reference_s is None:
+            started = time.perf_counter()
+            await self.evaluator.prepare_reference(self.original_path, progress=progress)
+            self.reference_s = max(time.perf_counter() - started, self.check_s or 0.0)
+        return self.reference_s
 
     async def release(self) -> None:
         """Forget the original's run as a reference (its outputs, on disk): the evaluator outlives this problem (a

@@ -87,7 +87,10 @@ class SearchBackend(Protocol):
     """The evaluator as the search uses it: screening, and the full check + bench of a finalist against the original."""
 
     timing: bool
-    confirm_estimate_s: float | None
+
+    async def confirm_estimate(self) -> float | None:
+        """What confirming one finalist is expected to take (None: unknown); it may prepare the reference for it."""
+        ...
 
     async def screen(self, baseline: str, variants: list[str], deadline_s: float, finalists: int) -> ScreenResult: ...
 
@@ -199,7 +202,7 @@ class _Search:
         left = f"; {len(space.set_by_test)} set in the test code left as they are" if space.set_by_test else ""
         self._say(f"{space.knob_count} knob(s) in {len(space.groups)} launch configuration(s): "
                   + ", ".join(g.name for g in space.groups) + left)  # fmt: skip
-        confirm_s = self.backend.confirm_estimate_s or CONFIRM_ESTIMATE_S
+        confirm_s = await self.backend.confirm_estimate() or CONFIRM_ESTIMATE_S
         self.finalists = FINALISTS if FINALISTS * confirm_s <= self.budget_s / 2 else 1
         reserve = confirm_s if self.backend.timing else 0.0  # the first finalist's; the next only while time is left
         if not self.state["rounds"] and not self.stopped:

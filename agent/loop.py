@@ -33,10 +33,10 @@ from .tasks import all_or_none
 
 log = logging.getLogger(__name__)
 WAITING_REPORT_S = 15.0  # how often a `waiting` progress event says how long the model has been thinking
-# A finalist's check and paired bench, over the original's own check and bench. The original's are cold (every kernel
-# compiled, every autotuned kernel tuned) where a finalist's reuse the original's compilations: on an H200, 4-6 s
-# confirmations of TritonBench-revised files whose originals took 16-21 s. At 1.5x, later rounds had no time.
-CONFIRM_FACTOR = 1.0
+# A finalist's paired benches, in the original's own bench: each times both sides, and a speedup under 1.25x is
+# timed in both orders. On an H200, ROCm-benchmark `naive_softmax.py` (16 calls of up to 256 MB): bench 3.9 s, two
+# paired benches 15 s, its check against the reference 6.6 s (the reference's own run with probes: 8 s).
+CONFIRM_BENCHES = 3.0
 
 
 @dataclass(frozen=True)
@@ -497,8 +497,15 @@ class _SearchBackend:
         self.run = run
         self.parent = parent
         self.timing = bool(agent.candidates.timing)
-        baseline_s = agent.candidates.baseline_s
-        self.confirm_estimate_s = CONFIRM_FACTOR * baseline_s if baseline_s else None
+
+    async def confirm_estimate(self) -> float | None:
+        """A finalist's check (about what the original's first run as the reference takes: run now, where it has not
+        run, and kept for the checks to come) and its paired benches (``CONFIRM_BENCHES`` of the original's)."""
+        candidates = self.agent.candidates
+        if not self.timing or candidates.bench_s is None:
+            return None
+        progress = lambda message: self.agent._emit("waiting", message)
+        return await candidates.prepare_reference(progress) + CONFIRM_BENCHES * candidates.bench_s
 
     async def screen(self, baseline: str, variants: list[str], deadline_s: float, finalists: int):
         progress = lambda message: self.agent._emit("waiting", message)

@@ -84,6 +84,15 @@ class EvalActor:
             return {"bad_input": str(e)}
         return result.to_dict()
 
+    async def prepare_reference(self, ref_name: str | None, ref_text: str | None) -> dict[str, Any]:
+        reference = self._reference(ref_name, ref_text)
+        assert reference is not None
+        try:
+            await self._evaluator().prepare_reference(reference)
+        except BadInput as e:
+            return {"bad_input": str(e)}
+        return {}
+
     async def forget_reference(self, ref_name: str | None, ref_text: str | None) -> None:
         reference = self._reference(ref_name, ref_text)
         if self.evaluator is not None and reference is not None:
@@ -96,8 +105,8 @@ class EvalActor:
 
 
 class RayEvaluator:
-    """The driver's side: the `Evaluator` interface (runtime, check, bench, screen, forget_reference,
-    known_reference_seconds, aclose), served by one actor."""
+    """The driver's side: the `Evaluator` interface (runtime, check, bench, screen, prepare_reference,
+    forget_reference, known_reference_seconds, aclose), served by one actor."""
 
     def __init__(self, actor: Any):
         self.actor = actor
@@ -116,6 +125,9 @@ class RayEvaluator:
     async def screen(self, against, variants, *, baseline=None, deadline_s=60.0, finalists=2, progress=None):
         data = await self.actor.screen.remote(*_ref(against), variants, baseline, deadline_s, finalists)
         return ScreenResult.from_dict(_raise_bad_input(data))
+
+    async def prepare_reference(self, file: str | Path, progress=None) -> None:
+        _raise_bad_input(await self.actor.prepare_reference.remote(*_ref(file)))
 
     async def forget_reference(self, file: str | Path) -> None:
         await self.actor.forget_reference.remote(*_ref(file))

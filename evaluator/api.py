@@ -137,6 +137,11 @@ class Evaluator:
                 if ref_run.forgotten and not ref_run.users:
                     await _removed(ref_run.outputs)
 
+    async def prepare_reference(self, file: str | Path, progress: Progress | None = None) -> None:
+        """Run `file` as a reference now (with its probes), where no run of it is kept: the checks against it then
+        find it done. A search does it before planning, to know what checking a finalist takes."""
+        await self._reference_run(self._read(file, "reference"), progress)
+
     async def forget_reference(self, file: str | Path) -> None:
         """Drop the kept run of `file` as a reference (its outputs stay on disk until the evaluator closes): for work
         over many references, once no check against it is to come. A check against it still running keeps it until
@@ -512,7 +517,9 @@ class Evaluator:
         candidate_text = source if source is not None else self._text_of(file)
         candidate = parse_triton_file(candidate_text, label, require_tests=reference is None)
         owner = reference or candidate
+        measuring = time.perf_counter()
         peaks = await self.device_peaks(progress)
+        peaks_s = time.perf_counter() - measuring
         texts = {"candidate": owner.compose(candidate.kernel_section).text}
         if reference is not None:
             texts = {"reference": reference.compose().text, **texts}
@@ -558,7 +565,7 @@ class Evaluator:
                     message=f"{again.message} (re-measured on fresh inputs; first measurement {s.ratio:.3f}x)",
                 )
             result = again
-        return _with_duration(result, time.perf_counter() - started)
+        return replace(_with_duration(result, time.perf_counter() - started), peaks_s=peaks_s)
 
     async def _timed(
         self,

@@ -255,6 +255,7 @@ class BenchResult:
     reference: str | None = None
     device: str | None = None
     duration_s: float = 0.0
+    peaks_s: float = 0.0  # of it, measuring the device's peaks (its first timing on a device with none cached)
     diagnostics: tuple[Diagnostic, ...] = ()
     isolation: str | None = None  # as in CheckResult
     alone_s: float = 0.0  # how long the timing had the device alone (``device_share``)

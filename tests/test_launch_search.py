@@ -4,6 +4,7 @@ full check + bench of finalists), so that its decisions can be checked without a
 import asyncio
 import math
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from geak.agent.launch_params import find_tunable_params
 from geak.agent.launch_search import (
@@ -88,6 +89,9 @@ class Scripted:
             screened.append(ScreenedVariant(f"v{i}", status, "", timed, 1))
         return ScreenResult(True, f"{len(variants)} screened", "cuda", "fake", self.timing,
                             reference if self.timing else None, tuple(screened))  # fmt: skip
+
+    async def confirm_estimate(self):
+        return self.confirm_estimate_s
 
     async def confirm(self, source, note):
         self.confirmed.append(source)
@@ -554,3 +558,33 @@ def test_a_finalist_is_proposed_without_a_change_that_screened_the_same_without_
     assert result.improved and result.best is not None
     assert result.best.note == "add_kernel: BLOCK_SIZE 1024→4096, num_warps 4→8", result.best.note
     assert all("num_stages" not in f.note for f in result.finalists)
+
+
+def test_a_finalists_confirmation_is_estimated_by_the_references_own_run_and_the_originals_bench():
+    from types import SimpleNamespace
+
+    from geak.agent.evaluation import CandidateEvaluator
+    from geak.agent.loop import CONFIRM_BENCHES, _SearchBackend
+
+    prepared = []
+
+    class Evaluator:
+        async def prepare_reference(self, file, progress=None):
+            prepared.append(Path(file).name)
+            progress("running the reference")
+            await asyncio.sleep(0.01)
+
+    candidates = CandidateEvaluator(Evaluator(), Path(__file__).parent / "fixtures" / "add_native.py")
+    said = []
+    agent = SimpleNamespace(candidates=candidates, _emit=lambda kind, message: said.append(message))
+
+    async def go():
+        candidates.timing = False
+        assert await _SearchBackend(agent, None, None).confirm_estimate() is None  # no timing: no confirmation
+        candidates.timing, candidates.check_s, candidates.bench_s = True, 2.0, 1.5
+        backend = _SearchBackend(agent, None, None)
+        return await backend.confirm_estimate(), await backend.confirm_estimate()
+
+    first, again = asyncio.run(go())
+    assert prepared == ["add_native.py"] and said == ["running the reference"]  # run once, before the search plans
+    assert first == again == 2.0 + CONFIRM_BENCHES * 1.5  # a run quicker than the original's check counts as one

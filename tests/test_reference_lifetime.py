@@ -7,7 +7,7 @@ import asyncio
 import json
 from pathlib import Path
 
-from geak.evaluator.api import EvalOptions, Evaluator
+from geak.evaluator.api import BadInput, EvalOptions, Evaluator
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REF = FIXTURES / "add_native.py"
@@ -112,3 +112,25 @@ def test_checks_at_once_against_one_reference_share_its_run():
     waits = [sum(m.startswith("waiting for the run of the reference add_native.py") for m in messages)
              for messages in said]  # fmt: skip
     assert sorted(runs) == [0, 0, 1] and sorted(waits) == [0, 1, 1], said
+
+
+def test_a_prepared_reference_runs_once_and_serves_the_checks_against_it():
+    said: list[str] = []
+
+    async def go():
+        async with Evaluator(_interpreted()) as ev:
+            await ev.prepare_reference(REF, progress=said.append)
+            assert [m for m in said if m.startswith("running the reference")], said
+            said.clear()
+            await ev.prepare_reference(REF, progress=said.append)  # kept: nothing runs
+            checked = await ev.check(source=REF.read_text(), against=REF, progress=said.append)
+            assert checked.ok, checked.message
+            assert not [m for m in said if m.startswith("running the reference")], said
+            try:
+                await ev.prepare_reference(FIXTURES / "missing.py")
+            except BadInput as e:
+                assert "missing.py" in str(e)
+            else:
+                raise AssertionError("an unreadable reference was prepared")
+
+    asyncio.run(go())
