@@ -122,7 +122,9 @@ part_speed() {  # fresh `geak bench` commands, A/A through one evaluator, the la
   cp /tmp/geak-speed/lsp.json "$OUT/speed/" && head -c 1500 /tmp/geak-speed/lsp.json
 }
 part_aasmall() { speed_report aa-small --repeats "${AA_REPEATS:-2}"; }  # the µs-scale calls' placement band
-part_eval1() { speed_report eval --gpu-ids 0 --eval-parts "${EVAL_PARTS:-timed,no-timing,judge}"; }
+part_eval1() {  # EVAL_ARGS e.g. "--eval-timeout 270 --file-timeout 120"
+  speed_report eval --gpu-ids 0 --eval-parts "${EVAL_PARTS:-timed,no-timing,judge}" ${EVAL_ARGS:-}
+}
 part_eval2() { speed_report eval --gpu-ids 0,1 --eval-parts timed; }  # in `split`, a group of two GPUs
 part_probecost() {  # the probes' cost: suite files checked against themselves with and without them
   timeout "${PROBE_S:-400}" python3 scripts/probe_report.py "$TB" "$ROCM" --jobs 12 --baseline \
