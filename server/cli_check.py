@@ -4,7 +4,6 @@ for many (folders: every Triton file in them) with one warm evaluator."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import sys
@@ -16,7 +15,7 @@ from geak.evaluator.cpu_support import EXIT_NOT_CHECKABLE
 from geak.evaluator.pool import WorkerStartError
 
 from .check_many import FileVerdict, check_many, summary, triton_files
-from .ctrl_c import EXIT_INTERRUPTED, work_under_way
+from .ctrl_c import EXIT_INTERRUPTED, run_work, work_under_way
 from .eval_options import add_eval_arguments, add_service_argument, eval_options, run_evaluation
 from .render import file_progress, print_check, print_check_summary
 
@@ -91,7 +90,7 @@ def _run_many(args: argparse.Namespace) -> int:
             progress.done(verdict)
 
         try:
-            verdicts = asyncio.run(
+            verdicts = run_work(
                 check_many(
                     files,
                     options,

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from geak.agent.dataloaders import BUILT_IN, SuiteError
 
-from .ctrl_c import work_under_way
+from .ctrl_c import run_work, work_under_way
 from .eval_options import whole_number
 from .render import console, err_console
 
@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     agent = AgentConfig(timeout_per_check_s=args.timeout, bench_rounds=args.rounds)
     work_under_way()
     try:
-        result = asyncio.run(_evaluate(args, suite, agent, earlier))
+        result = run_work(_evaluate(args, suite, agent, earlier))
     except SlotError as e:
         print(f"geak eval: {e}", file=sys.stderr)
         return 2

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import sys
@@ -14,7 +13,7 @@ from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
-from .ctrl_c import work_under_way
+from .ctrl_c import run_work, work_under_way
 from .eval_options import add_eval_arguments, positive_seconds, whole_number
 from .render import console, err_console, one_line
 
@@ -100,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     work_under_way()
     try:
-        result = asyncio.run(_optimize(args, cfg))
+        result = run_work(_optimize(args, cfg))
     except (BadInput, ValueError, WorkerStartError) as e:
         print(f"geak optimize: {one_line(str(e))}", file=sys.stderr)
         return 2

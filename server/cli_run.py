@@ -4,12 +4,11 @@ Ray cluster, resumable, with progress bars, a results JSONL, a summary and the s
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from pathlib import Path
 
-from .ctrl_c import work_under_way
+from .ctrl_c import run_work, work_under_way
 from .render import console
 
 
@@ -67,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     work_under_way()
     try:
         with batch_progress:
-            outcome = asyncio.run(batch.execute())
+            outcome = run_work(batch.execute())
     except (BatchError, SlotError) as e:
         print(f"geak run: {e}", file=sys.stderr)
         return 2

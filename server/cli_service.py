@@ -4,12 +4,11 @@ build, environment and working directory), and `geak service run`, the service's
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import time
 from pathlib import Path
 
-from .ctrl_c import work_under_way
+from .ctrl_c import run_work, work_under_way
 from .service_protocol import IDLE_S
 
 
@@ -42,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     answers = {}
     for path in running_services():
         message = {"method": "stop"} if args.action == "stop" else {"method": "status"}
-        answer = asyncio.run(request(path, message))
+        answer = run_work(request(path, message))
         if answer is None:  # no one listens: a service that died left it
             path.unlink(missing_ok=True)
             continue

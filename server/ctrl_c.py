@@ -6,16 +6,20 @@ would land in the middle of an import, where it can be swallowed by C code and l
 module locks held, so that a later import of that module from another thread waits forever (a `geak optimize`
 interrupted half a second after it started hung so, its main thread waiting on that thread). From the moment its
 work is under way (``work_under_way``), Ctrl-C is a KeyboardInterrupt the command handles, keeping what it finished;
-inside ``asyncio.run`` the first one cancels the main task instead.
+inside ``asyncio.run`` the first one cancels the main task instead (``run_work``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 EXIT_INTERRUPTED = 130
 
@@ -37,6 +41,16 @@ def work_under_way() -> None:
     """The command's work starts: from here Ctrl-C is a KeyboardInterrupt, where it was an exit at once."""
     if signal.getsignal(signal.SIGINT) is _exit_at_once:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def run_work(main: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run(main)``. A Ctrl-C that lands before the loop has started `main` (while it is being made) closes
+    `main` unstarted, so that the command's last line is its own, not Python's "coroutine ... was never awaited"."""
+    try:
+        return asyncio.run(main)
+    except BaseException:
+        main.close()  # a no-op where it ran
+        raise
 
 
 def _exit_at_once(signum: int, frame: object) -> None:

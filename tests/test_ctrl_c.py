@@ -65,3 +65,25 @@ def test_the_callers_ctrl_c_handling_is_back_after_a_command(tmp_path):
     before = signal.getsignal(signal.SIGINT)
     assert main(["eval", str(tmp_path / "none.jsonl"), "--suite", "tritonbench", "--data", str(tmp_path)]) == 2
     assert signal.getsignal(signal.SIGINT) is before
+
+
+# `geak optimize` interrupted while `asyncio.run` makes its event loop: its work (a coroutine) is made, never started.
+INTERRUPTED_BEFORE_THE_LOOP = f"""
+import asyncio.events, sys
+from geak.server.cli import main
+
+def new_event_loop():
+    raise KeyboardInterrupt  # as a Ctrl-C landing there raises it
+asyncio.events.new_event_loop = new_event_loop
+sys.exit(main(["optimize", {str(ADD)!r}, "--backend", "interpreter", "--output", sys.argv[1]]))
+"""
+
+
+def test_a_ctrl_c_before_the_loop_starts_the_work_leaves_the_commands_own_last_line(tmp_path):
+    """On a loaded host a Ctrl-C half a second in landed there, and Python's "coroutine '_optimize' was never
+    awaited" warning followed the command's last line."""
+    proc = subprocess.run([sys.executable, "-W", "default", "-c", INTERRUPTED_BEFORE_THE_LOOP, str(tmp_path / "runs")],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 130, proc.stderr
+    assert "never awaited" not in proc.stderr, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("geak optimize: stopped; no candidate was finished")
