@@ -13,4 +13,4 @@ lint: setup
 	.venv/bin/ruff check .
 
 test: lint
-	.venv/bin/python -m pytest -q
+	.venv/bin/python -m pytest -q -n 2 --dist loadfile
