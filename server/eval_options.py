@@ -4,7 +4,6 @@ run of `check`, `bench` and `bench --profile`."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import logging
 import math
@@ -18,7 +17,7 @@ from geak.evaluator.pool import WorkerStartError
 from geak.evaluator.results import BenchResult, CheckResult, ProfileResult
 
 from . import service_client
-from .ctrl_c import work_under_way
+from .ctrl_c import run_work, work_under_way
 from .render import one_line, status_reporter
 
 log = logging.getLogger(__name__)
@@ -169,7 +168,7 @@ def run_evaluation(
             if service_client.enabled(getattr(args, "no_service", False)):
                 result = _through_service(args, method, against, result_type, report)
             if result is None:
-                result = asyncio.run(in_process())
+                result = run_work(in_process())
     except (BadInput, WorkerStartError, service_client.ServiceError) as e:
         message = one_line(str(e))
         if args.json:
@@ -197,7 +196,7 @@ def _through_service(
 ) -> CheckResult | BenchResult | ProfileResult | None:
     """The result from the warm evaluator service, or None where no service can be reached or started."""
     try:
-        found = asyncio.run(service_client.evaluate(method, args.file, against, eval_arguments(args), report))
+        found = run_work(service_client.evaluate(method, args.file, against, eval_arguments(args), report))
     except service_client.ServiceUnavailable as e:
         if e.unexpected:  # said: a failing service must not go unseen (it hid a bug once)
             log.warning("no warm evaluator service: %s; evaluating in this process", e)
