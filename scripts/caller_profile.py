@@ -79,7 +79,7 @@ class Sampler:
 def main() -> int:
     sampler = Sampler(os.environ.get("PROF_OUT", "/tmp/caller_profile.json"))
     threading.Thread(target=sampler.run, daemon=True, name="profiler").start()
-    from geak.server.cli import main as geak
+    from geak.server.cli.entry import main as geak
 
     try:
         return geak(sys.argv[1:])

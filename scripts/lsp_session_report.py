@@ -19,8 +19,8 @@ from pathlib import Path
 
 from lsp_client import Client, apply_edits, until
 
-from geak.server.analysis import analyze
-from geak.server.requests import plain
+from geak.server.lsp.analysis import analyze
+from geak.server.lsp.requests import plain
 
 ROOT = Path(__file__).resolve().parent.parent
 START = time.perf_counter()

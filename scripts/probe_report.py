@@ -25,7 +25,7 @@ from typing import Any
 
 from geak.evaluator.api import EvalOptions
 from geak.evaluator.shared.probe_rules import KIND_WORDS
-from geak.server.check_many import FileVerdict, check_many, triton_files
+from geak.server.cli.check_many import FileVerdict, check_many, triton_files
 
 
 def row(verdict: FileVerdict) -> dict[str, Any]:

@@ -343,7 +343,7 @@ def main() -> None:
     parser.add_argument("-v", "--verbose", action="count", default=0, help="the evaluator's log on stderr (-vv: debug)")
     args = parser.parse_args()
     if args.verbose:
-        from geak.server.cli import LOG_FORMAT
+        from geak.server.cli.entry import LOG_FORMAT
 
         logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
         logging.getLogger("geak").setLevel(logging.DEBUG if args.verbose > 1 else logging.INFO)

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from geak.evaluator.api import EvalOptions
 from geak.evaluator.shared.probe_rules import GHOST_RUN, KIND_WORDS, SECOND_RUN
-from geak.server.check_many import FileVerdict, check_many, triton_files
+from geak.server.cli.check_many import FileVerdict, check_many, triton_files
 
 
 async def run_native(file: Path, timeout_s: float, limit: asyncio.Semaphore, shim: Path | None) -> dict:

@@ -1,2 +1,2 @@
-"""User-facing front ends: the `geak` command line (``cli*.py``) and the language server (``lsp_server``, which wires
-one module per feature over the server's state, ``state``)."""
+"""User-facing front ends over the agent and the evaluator: the `geak` command line (``cli``), the language server
+the editor talks to (``lsp``) and the warm evaluator service the commands use (``service``)."""

@@ -27,7 +27,7 @@ from geak.evaluator.results import (
     Speedup,
 )
 from geak.evaluator.triton_file import parse_triton_file
-from geak.server import cli_serve
+from geak.server.cli import serve as cli_serve
 
 DEVICE = "scripted GPU"
 PEAK_GBPS = 4000.0

@@ -18,7 +18,7 @@ from test_dataloaders import SUITES, write_user_loader
 
 from geak.agent import metrics
 from geak.agent.scaling_plot import plot_scaling
-from geak.server.cli import main
+from geak.server.cli.entry import main
 
 TB = SUITES / "tritonbench"
 GOLDEN = TB / "TritonBench_G_v1"

@@ -88,7 +88,7 @@ def test_against_self_the_files_slowest_here_before_start_first_and_verdicts_kee
 
     from geak.evaluator import reference_costs
     from geak.evaluator.api import EvalOptions, Evaluator
-    from geak.server.check_many import check_many
+    from geak.server.cli.check_many import check_many
 
     kept = tmp_path / "kept"
     options = EvalOptions(backend="interpreter", timeout_s=60, spares=0, compile_cache=str(kept), max_concurrent=1)
@@ -123,7 +123,7 @@ def test_against_self_each_files_run_is_forgotten_once_it_is_checked(monkeypatch
     import asyncio
 
     from geak.evaluator.api import EvalOptions, Evaluator
-    from geak.server.check_many import check_many
+    from geak.server.cli.check_many import check_many
 
     forgotten: list[str] = []
     left: list[list[Path]] = []

@@ -84,7 +84,7 @@ def test_the_demo_says_its_result_once_with_whole_notes(tmp_path):
 
 def test_the_search_winners_review_notes_are_printed(capsys):
     from geak.agent.outcome import OptimizeResult
-    from geak.server.cli_optimize import print_result
+    from geak.server.cli.optimize import print_result
 
     note = "mm: SPLIT_K 1→2 takes its `tl.atomic_add` path (line 9): it adds into memory that must start at zero"
     search = {"summary": "mm: SPLIT_K 1→2: 2.000x faster", "knobs": 1, "screened": 4, "correct": 4, "rounds": 1,

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from geak.server.cli import main
+from geak.server.cli.entry import main
 
 ADD = Path(__file__).parent / "fixtures" / "add_native.py"
 
@@ -20,7 +20,7 @@ ADD = Path(__file__).parent / "fixtures" / "add_native.py"
 SLOW_LOADING = f"""
 import sys, time
 import geak.agent.config as config
-from geak.server.cli import main
+from geak.server.cli.entry import main
 
 def slow_load_config(*args, **kwargs):
     print("reading", flush=True)
@@ -70,7 +70,7 @@ def test_the_callers_ctrl_c_handling_is_back_after_a_command(tmp_path):
 # `geak optimize` interrupted while `asyncio.run` makes its event loop: its work (a coroutine) is made, never started.
 INTERRUPTED_BEFORE_THE_LOOP = f"""
 import asyncio.events, sys
-from geak.server.cli import main
+from geak.server.cli.entry import main
 
 def new_event_loop():
     raise KeyboardInterrupt  # as a Ctrl-C landing there raises it

@@ -405,7 +405,7 @@ def test_each_spell_alone_is_logged_for_the_spell_timeline(tmp_path):
     import sys
     from pathlib import Path
 
-    from geak.server.cli import LOG_FORMAT
+    from geak.server.cli.entry import LOG_FORMAT
 
     path = tmp_path / "eval.log"
     handler = logging.FileHandler(path)

@@ -107,7 +107,7 @@ def _all_imports(package: str) -> list[Import]:
 
 
 def test_the_layout_is_found():
-    expected = {f"{JOB}.worker", f"{JOB}.sandbox", f"{SHARED}.protocol", "geak.evaluator.api", "geak.server.lsp_server"}
+    expected = {f"{JOB}.worker", f"{JOB}.sandbox", f"{SHARED}.protocol", "geak.evaluator.api", "geak.server.lsp.server"}
     assert expected <= set(MODULES)
 
 

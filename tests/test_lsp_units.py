@@ -11,11 +11,11 @@ import pytest
 from lsprotocol import types
 
 from geak.evaluator.api import EvalOptions
-from geak.server.analysis import analyze, content_key
-from geak.server.checks import CheckHooks, CheckManager, FileReport
-from geak.server.engine import Engine
-from geak.server.positions import Positions
-from geak.server.settings import Settings, SettingsError, agent_config, parse_settings, read_workspace_file
+from geak.server.lsp.analysis import analyze, content_key
+from geak.server.lsp.checks import CheckHooks, CheckManager, FileReport
+from geak.server.lsp.engine import Engine
+from geak.server.lsp.positions import Positions
+from geak.server.lsp.settings import Settings, SettingsError, agent_config, parse_settings, read_workspace_file
 
 KERNEL = """\
 import triton
@@ -182,7 +182,7 @@ def test_a_check_request_cancelled_before_it_starts_is_answered():
 
 
 def test_serve_refuses_a_bad_tcp_address(capsys):
-    from geak.server.cli import main
+    from geak.server.cli.entry import main
 
     assert main(["serve", "--tcp", "localhost"]) == 2
     assert "HOST:PORT" in capsys.readouterr().err

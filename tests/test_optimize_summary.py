@@ -3,7 +3,7 @@ interval and device, the search's finding where nothing was faster, and the winn
 
 from geak.agent.memory import Candidate, Evaluation
 from geak.agent.outcome import OptimizeResult
-from geak.server.optimizing import answer_summary
+from geak.server.lsp.optimizing import answer_summary
 
 NOTE = "mm: SPLIT_K 1→2 takes its `tl.atomic_add` path (line 9): it adds into memory that must start at zero"
 

@@ -8,7 +8,7 @@ import json
 import pytest
 from test_batch_run import TB, results, tritonbench_predictions, write_config
 
-from geak.server.cli import main
+from geak.server.cli.entry import main
 
 pytest.importorskip("ray", reason="ray is not installed (pip install ray)")
 

@@ -160,7 +160,7 @@ def test_ctrl_c_in_the_command_cancels_its_job_in_the_service(service_env, tmp_p
 
 
 def test_where_compilations_are_kept_is_part_of_a_services_identity(tmp_path):
-    from geak.server.service_protocol import identity
+    from geak.server.service.protocol import identity
 
     base = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path)}
     kept = identity({**base, "GEAK_COMPILE_CACHE": str(tmp_path / "a")})

@@ -19,8 +19,8 @@ from pygls.uris import from_fs_path
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
-from .settings import CONFIG_FILES
-from .state import ServerState
+from ..settings import CONFIG_FILES
+from ..state import ServerState
 
 log = logging.getLogger(__name__)
 DEBOUNCE_S = 0.3

@@ -10,9 +10,9 @@ from lsprotocol import types
 
 from geak.evaluator.results import BenchResult
 
-from .positions import Positions
-from .state import ServerState
-from .timing_text import format_ms, format_rate, kernel_calls
+from ..positions import Positions
+from ..state import ServerState
+from ..timing_text import format_ms, format_rate, kernel_calls
 
 
 def latency_label(bench: BenchResult, kernel: str) -> str | None:

@@ -7,7 +7,6 @@ import argparse
 import json
 import logging
 import math
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -16,8 +15,9 @@ from geak.evaluator.compare import parse_tolerance_overrides
 from geak.evaluator.pool import WorkerStartError
 from geak.evaluator.results import BenchResult, CheckResult, ProfileResult
 
-from . import service_client
+from ..service import client as service_client
 from .ctrl_c import run_work, work_under_way
+from .exits import CommandError
 from .render import one_line, status_reporter
 
 log = logging.getLogger(__name__)
@@ -147,12 +147,12 @@ RESULT_TYPES = {"check": CheckResult, "bench": BenchResult, "profile": ProfileRe
 
 
 def run_evaluation(
-    args: argparse.Namespace, command: str, method: str, render, print_json: bool = True
-) -> CheckResult | BenchResult | ProfileResult | int:
+    args: argparse.Namespace, method: str, render, print_json: bool = True
+) -> CheckResult | BenchResult | ProfileResult:
     """Run `Evaluator.<method>(args.file, against=args.against)` (`profile`: the file alone) for a CLI command and
     print the result (JSON with `--json`, unless `print_json` is False, else `render`): in the warm evaluator service
-    (``service``) where it can be reached or started, else in this process. Returns the result, or exit code 2 for
-    bad input (said on stderr, or in the JSON)."""
+    (``service``) where it can be reached or started, else in this process. Returns the result; bad input raises
+    `CommandError` (said on stderr, or in the JSON)."""
     options = eval_options(args)
     result_type = RESULT_TYPES[method]
     against = None if method == "profile" else args.against
@@ -170,12 +170,7 @@ def run_evaluation(
             if result is None:
                 result = run_work(in_process())
     except (BadInput, WorkerStartError, service_client.ServiceError) as e:
-        message = one_line(str(e))
-        if args.json:
-            print(json.dumps({"ok": False, "error": message, "stage": None}))
-        else:
-            print(f"geak {command}: {message}", file=sys.stderr)
-        return 2
+        raise CommandError(one_line(str(e)), json=args.json) from None
     if args.json:
         if print_json:
             print(json.dumps(result.to_dict()))

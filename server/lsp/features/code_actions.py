@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from lsprotocol import types
 
-from .positions import Positions
-from .state import ServerState
+from ..positions import Positions
+from ..state import ServerState
 
 CLIENT_COMMAND = "geak.optimizeKernel"
 SERVER_COMMAND = "geak.server.optimizeKernel"

@@ -19,9 +19,9 @@ import sys
 from collections.abc import Coroutine, Iterator
 from typing import Any, TypeVar
 
-T = TypeVar("T")
+from .exits import EXIT_INTERRUPTED
 
-EXIT_INTERRUPTED = 130
+T = TypeVar("T")
 
 
 @contextlib.contextmanager

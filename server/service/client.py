@@ -22,7 +22,7 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from .service_protocol import IDLE_S, ServiceDirError, encode, identity, service_dir, socket_path
+from .protocol import IDLE_S, ServiceDirError, encode, identity, service_dir, socket_path
 
 log = logging.getLogger(__name__)
 START_TIMEOUT_S = 30.0

@@ -7,7 +7,6 @@ import argparse
 import asyncio
 import hashlib
 import json
-import sys
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,7 +14,8 @@ from typing import TYPE_CHECKING
 from geak.agent.dataloaders import BUILT_IN, SuiteError
 
 from .ctrl_c import run_work, work_under_way
-from .eval_options import whole_number
+from .evaluation import whole_number
+from .exits import EXIT_INTERRUPTED, CommandError
 from .render import console, err_console
 
 if TYPE_CHECKING:  # the agent (and the model client) load when the command runs, not for every `geak` command
@@ -54,21 +54,17 @@ def register(commands) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if not args.predictions.is_file():
-        print(f"geak eval: {args.predictions}: no such file", file=sys.stderr)
-        return 2
+        raise CommandError(f"{args.predictions}: no such file") from None
     if args.workers < 1:
-        print("geak eval: --workers must be at least 1", file=sys.stderr)
-        return 2
+        raise CommandError("--workers must be at least 1") from None
     try:
         suite = BUILT_IN[args.suite](args.data)
     except SuiteError as e:
-        print(f"geak eval: {e}", file=sys.stderr)
-        return 2
+        raise CommandError(f"{e}") from None
     try:
         earlier = _earlier_records(args)
     except ValueError as e:
-        print(f"geak eval: {e}", file=sys.stderr)
-        return 2
+        raise CommandError(f"{e}") from None
     # The agent (and the model client) load when the command runs, not for every `geak` command.
     from geak.agent import metrics
     from geak.agent.config import AgentConfig
@@ -81,24 +77,19 @@ def run(args: argparse.Namespace) -> int:
     try:
         result = run_work(_evaluate(args, suite, agent, earlier))
     except SlotError as e:
-        print(f"geak eval: {e}", file=sys.stderr)
-        return 2
+        raise CommandError(f"{e}") from None
     except ValueError as e:  # an unreadable predictions file (SuiteError)
-        print(f"geak eval: {e}", file=sys.stderr)
-        return 2
+        raise CommandError(f"{e}") from None
     except KeyboardInterrupt:
-        print("geak eval: stopped", file=sys.stderr)
-        return 130
+        raise CommandError("stopped", EXIT_INTERRUPTED) from None
     records, unmatched, wall = result.records, result.unmatched, result.wall_s
     summary = {**metrics.summarize(records), "predictions": len(records), "unmatched": len(unmatched)}
     summary["wall_s"] = round(wall, 1)
     if args.output:
         (args.output / "summary.json").write_text(json.dumps(summary, indent=1))
     if not records:
-        print(f"geak eval: no line of {args.predictions} matches a problem of {args.suite}", file=sys.stderr)
-        for line in unmatched[:5]:
-            print(f"  {line}", file=sys.stderr)
-        return 2
+        examples = "".join(f"\n  {line}" for line in unmatched[:5])
+        raise CommandError(f"no line of {args.predictions} matches a problem of {args.suite}{examples}")
     if args.json:
         print(json.dumps({"summary": summary, "records": records, "unmatched": unmatched}))
         return 0

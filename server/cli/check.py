@@ -6,17 +6,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
 from geak.evaluator.api import BadInput
-from geak.evaluator.cpu_support import EXIT_NOT_CHECKABLE
 from geak.evaluator.pool import WorkerStartError
 
 from .check_many import FileVerdict, check_many, summary, triton_files
-from .ctrl_c import EXIT_INTERRUPTED, run_work, work_under_way
-from .eval_options import add_eval_arguments, add_service_argument, eval_options, run_evaluation
+from .ctrl_c import run_work, work_under_way
+from .evaluation import add_eval_arguments, add_service_argument, eval_options, run_evaluation
+from .exits import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_INTERRUPTED, EXIT_NOT_CHECKABLE, EXIT_OK, CommandError
 from .render import file_progress, print_check, print_check_summary
 
 
@@ -52,32 +51,28 @@ def register(commands) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.jobs is not None and args.jobs < 1:
-        print("geak check: --jobs must be at least 1", file=sys.stderr)
-        return 2
+        raise CommandError("--jobs must be at least 1")
     single = len(args.paths) == 1 and not Path(args.paths[0]).is_dir() and not args.against_self
     if single:
         args.file = args.paths[0]
-        result = run_evaluation(args, "check", "check", print_check)
-        if isinstance(result, int):
-            return result
+        result = run_evaluation(args, "check", print_check)
         if result.not_checkable is not None:
             return EXIT_NOT_CHECKABLE
         if result.ok:
-            return 0
-        return 2 if result.stage == "parse" and args.against is None else 1  # FILE itself is not valid Python
+            return EXIT_OK
+        invalid = result.stage == "parse" and args.against is None  # FILE itself is not valid Python
+        return EXIT_BAD_INPUT if invalid else EXIT_FAIL
     return _run_many(args)
 
 
 def _run_many(args: argparse.Namespace) -> int:
     files = triton_files(args.paths)
     if not files:
-        print(f"geak check: no Triton file in {' '.join(args.paths)}", file=sys.stderr)
-        return 2
+        raise CommandError(f"no Triton file in {' '.join(args.paths)}")
     try:
         options = eval_options(args)
     except ValueError as e:
-        print(f"geak check: {e}", file=sys.stderr)
-        return 2
+        raise CommandError(str(e)) from None
     options.max_concurrent = args.jobs or min(4, os.cpu_count() or 1)
     against = Path(args.against) if args.against else None
     started = time.perf_counter()
@@ -101,8 +96,7 @@ def _run_many(args: argparse.Namespace) -> int:
                 )
             )
         except (BadInput, WorkerStartError) as e:  # the evaluator cannot start (e.g. --backend gpu, no GPU)
-            print(f"geak check: {e}", file=sys.stderr)
-            return 2
+            raise CommandError(str(e)) from None
         except KeyboardInterrupt:
             verdicts = None
     order = {str(f): i for i, f in enumerate(files)}
@@ -115,16 +109,15 @@ def _run_many(args: argparse.Namespace) -> int:
     elif shown:
         print_check_summary(shown, totals, wall_s)
     if verdicts is None:
-        print(f"geak check: stopped; {len(shown)} of {len(files)} file(s) checked", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        raise CommandError(f"stopped; {len(shown)} of {len(files)} file(s) checked", EXIT_INTERRUPTED)
     return _exit_code(verdicts)
 
 
 def _exit_code(verdicts: list[FileVerdict]) -> int:
     if all(v.verdict == "pass" for v in verdicts):
-        return 0
+        return EXIT_OK
     if all(v.verdict == "bad input" for v in verdicts):
-        return 2
+        return EXIT_BAD_INPUT
     if all(v.verdict in ("pass", "not checkable") for v in verdicts):
         return EXIT_NOT_CHECKABLE
-    return 1
+    return EXIT_FAIL

@@ -1,7 +1,7 @@
 """The GEAK language server's composition root: it makes the pygls server and the `ServerState` (state.py) that the
-features work on, registers each feature's handlers (diagnostics, inlay_hints, hover, code_actions,
-optimize_feature), starts the file watcher (watching), and handles the lifecycle: initialize, initialized (settings,
-watching, the warm evaluator), configuration changes, shutdown.
+features work on, registers each feature's handlers (``features``: diagnostics, inlay_hints, hover, code_actions,
+optimize), starts the file watcher (``features.watching``), and handles the lifecycle: initialize, initialized
+(settings, watching, the warm evaluator), configuration changes, shutdown.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ import threading
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
-from . import code_actions, diagnostics, hover, inlay_hints, optimize_feature
+from .features import code_actions, diagnostics, hover, inlay_hints, optimize
+from .features.watching import Watcher
 from .state import ServerState
-from .watching import Watcher
 
 VERSION = "0.1.0"
-FEATURES = (diagnostics, inlay_hints, hover, code_actions, optimize_feature)
+FEATURES = (diagnostics, inlay_hints, hover, code_actions, optimize)
 
 
 class GeakServer(LanguageServer):

@@ -8,8 +8,8 @@ import json
 import time
 from pathlib import Path
 
+from ..service.protocol import IDLE_S
 from .ctrl_c import run_work, work_under_way
-from .service_protocol import IDLE_S
 
 
 def register(commands) -> None:
@@ -32,11 +32,11 @@ def register(commands) -> None:
 def run(args: argparse.Namespace) -> int:
     work_under_way()
     if args.action == "run":
-        from . import service
+        from ..service import server as service
 
         identity = args.socket.stem.removeprefix("evaluator-")
         return service.run(identity, args.socket, args.idle)
-    from .service_client import request, running_services
+    from ..service.client import request, running_services
 
     answers = {}
     for path in running_services():

@@ -10,9 +10,9 @@ from typing import Any
 
 from lsprotocol import types
 
-from .optimizing import ANNOTATION
-from .requests import command_args, document_uri, invalid, optimize_params
-from .state import ServerState
+from ..optimizing import ANNOTATION
+from ..requests import command_args, document_uri, invalid, optimize_params
+from ..state import ServerState
 
 log = logging.getLogger(__name__)
 OPTIMIZE, CANDIDATES = "geak/optimize", "geak/candidates"

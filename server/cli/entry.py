@@ -11,19 +11,19 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
-from .ctrl_c import EXIT_INTERRUPTED, exiting_at_once
+from .ctrl_c import exiting_at_once
+from .exits import EXIT_INTERRUPTED, CommandError, said
 
 if TYPE_CHECKING:
     import argparse
 
-EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
 LOG_FORMAT = "%(relativeCreated)8.0f ms %(levelname)s %(name)s: %(message)s"  # `-v` lines (scripts/spell_timeline.py)
 
 
 def build_parser() -> argparse.ArgumentParser:
     import argparse
 
-    from . import cli_bench, cli_check, cli_eval, cli_optimize, cli_run, cli_serve, cli_service
+    from . import bench, check, eval, optimize, run, serve, service
 
     parser = argparse.ArgumentParser(
         prog="geak",
@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="log what happens to stderr (-vv: GEAK's debug lines too, e.g. each spell a timing has "
                         "the GPU alone)")  # fmt: skip
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (cli_check, cli_bench, cli_optimize, cli_serve, cli_run, cli_eval, cli_service):
+    for module in (check, bench, optimize, serve, run, eval, service):
         module.register(commands)
     return parser
 
@@ -60,6 +60,8 @@ def _main(argv: list[str] | None) -> int:
         for handler in logging.getLogger().handlers:
             handler.addFilter(_MaskedCredentials())
         return args.run(args)
+    except CommandError as e:
+        return said(args.command, e)
     except KeyboardInterrupt:
         print("geak: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -83,6 +85,3 @@ def _version() -> str:
     except PackageNotFoundError:
         return "unknown (not installed)"
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -3,7 +3,7 @@ keeps a sandboxed worker warm, the device's peaks, the references' runs and comp
 pays none of their start-up (most of a cold command's time: importing torch and Triton, probing the GPU and the
 sandbox, a reference's runs).
 
-The first command starts it (``service_client``); it ends after ``IDLE_S`` without a request, on `geak service
+The first command starts it (``client``); it ends after ``IDLE_S`` without a request, on `geak service
 stop`, or when its user's session ends. It runs no user code itself (the worker's jobs do, isolated as always) and
 holds no GPU context while idle (the worker's fork server never opens one). Only its own user may connect: the
 socket sits in a private directory and the peer's credentials are checked.
@@ -28,9 +28,9 @@ from geak.evaluator.api import BadInput, Evaluator
 from geak.evaluator.options import EvalOptions
 from geak.evaluator.pool import WorkerPool, WorkerStartError
 
-from .eval_options import eval_options, evaluate_with
-from .service_client import request
-from .service_protocol import encode
+from ..cli.evaluation import eval_options, evaluate_with
+from .client import request
+from .protocol import encode
 
 log = logging.getLogger(__name__)
 METHODS = ("check", "bench", "profile")

@@ -1,6 +1,6 @@
 """`OptimizeManager`: runs one `OptimizeSession` per document on the engine thread, on the checks' warm evaluator,
 from a snapshot of the document's text, and keeps what the last optimize of each document found (for hints, hover
-and `geak/candidates`; the handlers are in ``optimize_feature``). Cancelling the request (or the progress) cancels
+and `geak/candidates`; the handlers are in ``features.optimize``). Cancelling the request (or the progress) cancels
 the session's task, which kills the evaluator job in flight. The result is a versioned edit of the kernel section
 with a change annotation that asks for confirmation; it is refused when the document changed meanwhile.
 """

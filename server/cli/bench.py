@@ -6,9 +6,10 @@ from __future__ import annotations
 import argparse
 import json
 
-from geak.evaluator.results import BenchResult, ProfileResult
+from geak.evaluator.results import BenchResult
 
-from .eval_options import add_eval_arguments, add_service_argument, run_evaluation
+from .evaluation import add_eval_arguments, add_service_argument, run_evaluation
+from .exits import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_OK, CommandError, said
 from .render import print_bench, print_profile
 
 
@@ -34,21 +35,25 @@ def register(commands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    result = run_evaluation(args, "bench", "bench", print_bench, print_json=not args.profile)
-    if isinstance(result, int):
-        return result
+    result = run_evaluation(args, "bench", print_bench, print_json=not args.profile)
     if args.profile:
         _profile(args, result)
     if result.ok:
-        return 0
+        return EXIT_OK
     if result.check is not None and result.check.stage == "parse" and args.against is None:
-        return 2  # FILE itself is not valid Python
-    return 2 if result.backend == "interpreter" and (result.check is None or result.check.ok) else 1
+        return EXIT_BAD_INPUT  # FILE itself is not valid Python
+    untimed = result.backend == "interpreter" and (result.check is None or result.check.ok)  # no GPU
+    return EXIT_BAD_INPUT if untimed else EXIT_FAIL
 
 
 def _profile(args: argparse.Namespace, bench: BenchResult) -> None:
     """Profile FILE after a timing that ran (printed, or added to the bench's JSON as "profile")."""
-    profile = run_evaluation(args, "bench", "profile", print_profile, print_json=False) if bench.ok else None
+    profile = None
+    if bench.ok:
+        try:
+            profile = run_evaluation(args, "profile", print_profile, print_json=False)
+        except CommandError as e:  # informational: said, and the bench's exit status stands
+            said("bench", e)
     if args.json:
-        found = profile.to_dict() if isinstance(profile, ProfileResult) else None
+        found = profile.to_dict() if profile is not None else None
         print(json.dumps({**bench.to_dict(), "profile": found}))

@@ -8,6 +8,8 @@ import logging
 import os
 import sys
 
+from .exits import CommandError, said
+
 
 def register(commands) -> None:
     parser = commands.add_parser(
@@ -27,14 +29,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..lsp.server import LogForwarder, build_server
     from .ctrl_c import work_under_way
-    from .lsp_server import LogForwarder, build_server
 
     if args.tcp:
         host, _, port = args.tcp.rpartition(":")
         if not host or not port.isdigit() or not 0 < int(port) < 65536:
-            print(f"geak serve: --tcp must be HOST:PORT, not {args.tcp!r}", file=sys.stderr)
-            return 2
+            raise CommandError(f"--tcp must be HOST:PORT, not {args.tcp!r}")
     level = logging.INFO if getattr(args, "verbose", False) else logging.WARNING
     root = logging.getLogger()
     if not root.handlers:
@@ -67,4 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m geak.server", description="The GEAK language server.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log what happens to stderr")
     add_arguments(parser)
-    return run(parser.parse_args(argv))
+    try:
+        return run(parser.parse_args(argv))
+    except CommandError as e:
+        return said("serve", e)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,7 +13,8 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from .ctrl_c import run_work, work_under_way
-from .eval_options import add_eval_arguments, positive_seconds, whole_number
+from .evaluation import add_eval_arguments, positive_seconds, whole_number
+from .exits import EXIT_INTERRUPTED, CommandError
 from .render import console, err_console, one_line
 
 if TYPE_CHECKING:  # the agent (and the model client) load when the command runs, not for every `geak` command
@@ -92,23 +92,18 @@ def run(args: argparse.Namespace) -> int:
     try:
         cfg = load_config(args.config, overrides)
     except ConfigError as e:
-        print(f"geak optimize: {e}", file=sys.stderr)
-        return 2
+        raise CommandError(f"{e}") from None
     if args.write and not os.access(args.file, os.W_OK):
-        print(f"geak optimize: --write: {args.file} is not writable", file=sys.stderr)
-        return 2
+        raise CommandError(f"--write: {args.file} is not writable") from None
     work_under_way()
     try:
         result = run_work(_optimize(args, cfg))
     except (BadInput, ValueError, WorkerStartError) as e:
-        print(f"geak optimize: {one_line(str(e))}", file=sys.stderr)
-        return 2
+        raise CommandError(f"{one_line(str(e))}") from None
     except LLMError as e:
-        print(f"geak optimize: the model cannot be used: {one_line(str(e))}", file=sys.stderr)
-        return 2
+        raise CommandError(f"the model cannot be used: {one_line(str(e))}") from None
     except KeyboardInterrupt:
-        print(f"geak optimize: stopped; {_kept(cfg, args.file)}", file=sys.stderr)
-        return 130
+        raise CommandError(f"stopped; {_kept(cfg, args.file)}", EXIT_INTERRUPTED) from None
     if args.json:
         print(json.dumps(result.to_dict(), default=str))
     else:

@@ -9,9 +9,9 @@ from typing import Any
 
 from lsprotocol import types
 
-from .analysis import TEST_HINT
-from .requests import command_args, document_uri
-from .state import ServerState
+from ..analysis import TEST_HINT
+from ..requests import command_args, document_uri
+from ..state import ServerState
 
 CHECK, CHECK_COMMAND = "geak/check", "geak.server.checkFile"
 EDIT_DEBOUNCE_S = 0.2

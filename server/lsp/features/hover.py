@@ -12,11 +12,11 @@ from lsprotocol import types
 
 from geak.evaluator.diagnosis import kernel_line, timing_cost, with_profile
 
-from .analysis import DocumentModel
-from .checks import FileReport
-from .positions import Positions
-from .state import ServerState
-from .timing_text import format_ms, kernel_calls
+from ..analysis import DocumentModel
+from ..checks import FileReport
+from ..positions import Positions
+from ..state import ServerState
+from ..timing_text import format_ms, kernel_calls
 
 WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 

@@ -2,7 +2,7 @@
 editor settings and the agent configuration, workspace trust, the engine thread, and the managers that own the
 work — `CheckManager` (checks and timings on the warm evaluator), `OptimizeManager` (optimize sessions) and
 `DiagnosticsPublisher` (what the client shows). Feature modules take a `ServerState`; it knows none of them
-(``lsp_server`` wires them together).
+(``server`` wires them together).
 """
 
 from __future__ import annotations

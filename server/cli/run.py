@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 from .ctrl_c import run_work, work_under_way
+from .exits import EXIT_INTERRUPTED, CommandError
 from .render import console
 
 
@@ -59,8 +59,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             loader = load_dataloader(run_cfg.dataloader or "", run_cfg.dataloader_args)
     except (ConfigError, SuiteError, DataloaderError) as e:
-        print(f"geak run: {e}", file=sys.stderr)
-        return 2
+        raise CommandError(f"{e}") from None
     batch_progress = BatchProgress(enabled=not args.json, verbose=bool(args.verbose))
     batch = BatchRun(run_cfg, agent_cfg, loader, resume=args.resume, progress=batch_progress)
     work_under_way()
@@ -68,18 +67,13 @@ def run(args: argparse.Namespace) -> int:
         with batch_progress:
             outcome = run_work(batch.execute())
     except (BatchError, SlotError) as e:
-        print(f"geak run: {e}", file=sys.stderr)
-        return 2
+        raise CommandError(f"{e}") from None
     except LLMError as e:
-        print(f"geak run: the model cannot be used: {e}", file=sys.stderr)
-        return 2
+        raise CommandError(f"the model cannot be used: {e}") from None
     except KeyboardInterrupt:
-        print(
-            f"geak run: stopped; finished problems are in {Path(agent_cfg.output_path) / 'results.jsonl'} "
-            "(continue with --resume)",
-            file=sys.stderr,
-        )
-        return 130
+        kept = Path(agent_cfg.output_path) / "results.jsonl"
+        message = f"stopped; finished problems are in {kept} (continue with --resume)"
+        raise CommandError(message, EXIT_INTERRUPTED) from None
     if args.json:
         print(json.dumps({"output": str(outcome.output), "summary": outcome.summary, "curves": outcome.curves}))
         return 0
