@@ -2,7 +2,7 @@
 many other timings waited when it ended, and the gaps between spells, when none was ready to measure.
 
     geak -vv eval PREDICTIONS --suite tritonbench --data DIR 2> eval.log
-    python scripts/spell_timeline.py eval.log [--json]
+    python benchmarks/spell_timeline.py eval.log [--json]
 
 Measured this way on an H200 (`docs/measurements.md`, fifteenth): no other timing was waiting at the end of any of 163
 spells, and the gaps added up to 54 s beside 108 s alone. Gaps under ``LONG_GAP_S`` are the next timing's

@@ -1,6 +1,6 @@
 """How fast the evaluator's verdicts come, on this machine's GPU (not a test): the figures of issue 18's table.
 
-    python scripts/speed_report.py PART... [--out DIR]     PART in: cli aa aa-small eval table
+    python benchmarks/speed_report.py PART... [--out DIR]     PART in: cli aa aa-small eval table
 
 * cli: `geak bench K --against K` as a user runs it (a fresh command each time, default options) for corpus kernels:
   wall time, the verdict, the rounds taken and the device's noise floor.
@@ -219,7 +219,7 @@ def plain_judge(preds: Path, timeout_s: float, file_timeout_s: float) -> dict:
     started = time.perf_counter()
     progress = preds.parent / "judge-progress.log"
     try:
-        command = [sys.executable, str(ROOT / "scripts" / "plain_judge.py"), str(preds), "--data", str(TB_DATA),
+        command = [sys.executable, str(ROOT / "benchmarks" / "plain_judge.py"), str(preds), "--data", str(TB_DATA),
                    "--jobs", "14", "--timeout", str(file_timeout_s), "--json", "--progress", str(progress)]  # fmt: skip
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
