@@ -4,7 +4,7 @@ torch-imported parent (as jobs are forked from the pool's zygote) each make thei
 
     python benchmarks/context_bench.py [N ...]        (default: 1 4 14; CUDA_DEVICE_MAX_CONNECTIONS=1 to compare)
 
-Measured this way on an H200 (`docs/measurements.md`, sixteenth): the driver makes contexts one at a time.
+What it shows: the driver makes contexts one at a time.
 """
 
 from __future__ import annotations

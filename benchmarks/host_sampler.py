@@ -4,7 +4,7 @@ kernel has it (`/proc/pressure`), dirty, writeback and available memory (MB) and
 
     python benchmarks/host_sampler.py host.jsonl &   (stop it with kill)
 
-Measured this way on an H200 (`docs/measurements.md`, fourteenth): `geak eval`'s checks are the host's work.
+What it shows for `geak eval`: its checks are the host's work.
 """
 
 from __future__ import annotations

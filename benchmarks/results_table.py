@@ -107,7 +107,10 @@ def readme_table(records: dict[str, Record]) -> str:
 
 def _suites(record: Record) -> list[str]:
     lines = ["## Both suites, each file against itself", "", _stamp(record) + f"; {record['setup']}.", ""]
-    lines += ["| suite | files | at once | limit | wall | pass | fail | the failures |", "|---|---|---|---|---|---|---|---|"]
+    lines += [
+        "| suite | files | at once | limit | wall | pass | fail | the failures |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for s in record["suites"]:
         lines.append(
             f"| {s['suite']} | {s['files']} | {s['jobs']} | {s['timeout_s']} s | {s['wall_s']} s | {s['pass']} "
@@ -143,7 +146,8 @@ def _trust(record: Record) -> list[str]:
         "| cases as they must be | wall | `add_slow` fixed | copy peak | bf16 peak | A/A margin |",
         "|---|---|---|---|---|---|",
         f"| {t['as_they_must_be']} of {t['cases']} | {t['wall_s']} s "
-        f"| {t['add_slow_fixed_speedup']:.3f}× [{low:.3f}, {high:.3f}] faster | {t['copy_gb_s']} GB/s | {t['bf16_tflop_s']} TFLOP/s | ±{t['margin_pct']:.2f}% |",
+        f"| {t['add_slow_fixed_speedup']:.3f}× [{low:.3f}, {high:.3f}] faster | {t['copy_gb_s']} GB/s "
+        f"| {t['bf16_tflop_s']} TFLOP/s | ±{t['margin_pct']:.2f}% |",
     ]
 
 

@@ -6,8 +6,8 @@
   wall time, the verdict, the rounds taken and the device's noise floor.
 * aa: A/A on corpus kernels and suite files, three times each through one warm evaluator: never faster or slower.
 * aa-small: the same, with `geak eval`'s settings, on the TritonBench-revised files whose 1-3 µs calls came out 2-10%
-  "faster" or "slower" against themselves in a `geak eval` on an H200 (``docs/measurements.md``, eleventh), since
-  judged in the band their placement needs (``docs/timing.md``, the margin).
+  "faster" or "slower" against themselves in a `geak eval` before they were judged in the band their placement
+  needs (``docs/timing.md``, the margin).
 * eval: `geak eval` of the TritonBench-revised golden files' kernel code as predictions (every correct one timed),
   the same with `--no-timing`, and a plain GEAK-eval-style judge (``plain_judge.py``) on the same predictions.
   `--gpu-ids 0,1` runs the timed eval on two GPUs; `--file-timeout` is the limit of a check and of a judged run.
