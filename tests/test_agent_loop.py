@@ -3,7 +3,7 @@ correctness checks in Triton's interpreter.
 
 CI has no GPU, so GPU timing is the one thing replaced here: `MarkedTiming` reads a `# latency: X` marker in the
 candidate's code (the original runs at 1.0 ms). The same scenario runs with real timing on a GPU in
-`scripts/gpu_agent_report.py`.
+`benchmarks/gpu_agent_report.py`.
 """
 
 from __future__ import annotations

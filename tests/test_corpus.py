@@ -1,5 +1,5 @@
 """Every corpus kernel passes `geak check` (Triton's interpreter on CPU; kernels marked `# geak-gpu-only` are
-skipped here with their reason and run on the GPU by scripts/gpu_evaluator_report.py)."""
+skipped here with their reason and run on the GPU by benchmarks/gpu_evaluator_report.py)."""
 
 from __future__ import annotations
 

@@ -358,7 +358,7 @@ def test_a_timing_that_needed_the_device_freed_runs_once_more_after_the_checks(t
 def test_a_paused_check_is_stopped_and_its_time_limit_moves_on(tmp_path, caplog):
     """A check of 2 s of CPU time with a limit of 4 s, paused for 4 s by a timing half a second after it started: its
     process is stopped meanwhile (state T), and it passes, since its limit moved on by the pause. Its end says how long
-    of it was paused (``scripts/spell_timeline.py`` lists such checks)."""
+    of it was paused (``benchmarks/spell_timeline.py`` lists such checks)."""
     import logging
     import re
     from pathlib import Path
@@ -398,7 +398,7 @@ def test_a_paused_check_is_stopped_and_its_time_limit_moves_on(tmp_path, caplog)
 
 def test_each_spell_alone_is_logged_for_the_spell_timeline(tmp_path):
     """`geak -vv` shows when a GPU goes alone for a timing (how many jobs it paused, how many more wait) and when it
-    is shared again; `scripts/spell_timeline.py` reads those lines back into each GPU's spells and gaps."""
+    is shared again; `benchmarks/spell_timeline.py` reads those lines back into each GPU's spells and gaps."""
     import json
     import logging
     import subprocess
@@ -428,7 +428,7 @@ def test_each_spell_alone_is_logged_for_the_spell_timeline(tmp_path):
     lines = path.read_text().splitlines()
     assert "DEBUG geak.evaluator.device_share: GPU 3: alone for a job (1 paused, 0 more waiting)" in lines[0], lines
     assert "GPU 3: shared again after" in lines[1] and lines[1].endswith("s alone (1 waiting for it)"), lines
-    script = Path(__file__).parents[1] / "scripts" / "spell_timeline.py"
+    script = Path(__file__).parents[1] / "benchmarks" / "spell_timeline.py"
     done = subprocess.run([sys.executable, str(script), str(path), "--json"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     timeline = json.loads(done.stdout)

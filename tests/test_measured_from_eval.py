@@ -1,4 +1,4 @@
-"""The search sample's measurements from timed `geak eval` runs (``scripts/measured_from_eval.py``): a file passes
+"""The search sample's measurements from timed `geak eval` runs (``benchmarks/measured_from_eval.py``): a file passes
 only where every run passed it, and its calls take the median of the runs' times of its own timed calls, or its time
 alone where a search measured it."""
 
@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).parents[1] / "scripts" / "measured_from_eval.py"
+SCRIPT = Path(__file__).parents[1] / "benchmarks" / "measured_from_eval.py"
 
 
 def test_a_file_passes_where_every_run_passed_it_and_takes_the_median_time(tmp_path):

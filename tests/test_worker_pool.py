@@ -1,6 +1,6 @@
 """The fork-server worker pool (CPU interpreter): failure modes and recovery on one pool, isolation between jobs,
 cancellation, a dying fork server, clean shutdown. Its throughput against a fresh interpreter per check is measured,
-not asserted (no test asserts a timing): `scripts/gpu_evaluator_report.py`, `docs/measurements.md`."""
+not asserted (no test asserts a timing): `benchmarks/gpu_evaluator_report.py`, `docs/results.md`."""
 
 import asyncio
 import os

@@ -1,4 +1,4 @@
-"""Render the corpus part of `evaluator_report.json` (scripts/gpu_evaluator_report.py) as a Markdown table."""
+"""Render the corpus part of `evaluator_report.json` (benchmarks/gpu_evaluator_report.py) as a Markdown table."""
 
 from __future__ import annotations
 

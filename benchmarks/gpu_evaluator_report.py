@@ -1,6 +1,6 @@
 """Evaluator figures on a GPU: faults and hangs vs the pool, A/A and slow-variant speedups, checks per minute.
 
-Run on a machine with a GPU: ``python scripts/gpu_evaluator_report.py [--out DIR] [KERNEL.py ...]``. Prints a
+Run on a machine with a GPU: ``python benchmarks/gpu_evaluator_report.py [--out DIR] [KERNEL.py ...]``. Prints a
 table and writes ``evaluator_report.json``. Extra files given on the command line are checked and timed too.
 """
 

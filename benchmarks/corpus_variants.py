@@ -4,8 +4,8 @@ The measurement record behind `snippets/README.md` ("Below 80% of copy bandwidth
 `row_sum` (one launch, last program finishes the row) and `gaussian_noise` (Philox with 7 rounds). Each variant is
 checked against PyTorch, then timed with `triton.testing.do_bench` (median, L2 flushed) and as a CUDA-graph replay.
 
-    python scripts/corpus_variants.py [row_sum|gauss|histogram|scatter|softmax ...]   # on a GPU
-    TRITON_INTERPRET=1 python scripts/corpus_variants.py --small                       # checks only, on CPU
+    python benchmarks/corpus_variants.py [row_sum|gauss|histogram|scatter|softmax ...]   # on a GPU
+    TRITON_INTERPRET=1 python benchmarks/corpus_variants.py --small                       # checks only, on CPU
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 split over all cores since the line before (user, system, idle, iowait, in %), pressure stall information where the
 kernel has it (`/proc/pressure`), dirty, writeback and available memory (MB) and what was written to disk (MB).
 
-    python scripts/host_sampler.py host.jsonl &   (stop it with kill)
+    python benchmarks/host_sampler.py host.jsonl &   (stop it with kill)
 
-Measured this way on an H200 (`docs/measurements.md`, fourteenth): `geak eval`'s checks are the host's work.
+What it shows for `geak eval`: its checks are the host's work.
 """
 
 from __future__ import annotations

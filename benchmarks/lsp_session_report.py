@@ -3,7 +3,7 @@ open a corpus kernel, save, read the diagnostics and latency hints, hover the ke
 profiler's measurement is in it, or 60 s), run Optimize (the
 launch-parameter search unless --model is given), apply the edit, save, and read the new hints.
 
-    python scripts/lsp_session_report.py [--kernel snippets/kernels/vector_add.py] [--budget 24]
+    python benchmarks/lsp_session_report.py [--kernel snippets/kernels/vector_add.py] [--budget 24]
         [--model M --base-url URL] [--device auto|gpu|interpreter]
 """
 

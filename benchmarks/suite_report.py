@@ -1,7 +1,7 @@
 """Suite report: each file of a benchmark suite run natively, then `geak check` alone and against itself.
 
-    python scripts/suite_report.py ../shared/suites/tritonbench_revised/TritonBench_G_v1 --out report/tb
-    python scripts/suite_report.py ../shared/suites/rocm/ROCm_v1 --out report/rocm
+    python benchmarks/suite_report.py ../shared/suites/tritonbench_revised/TritonBench_G_v1 --out report/tb
+    python benchmarks/suite_report.py ../shared/suites/rocm/ROCm_v1 --out report/rocm
 
 Native: `python FILE` (pytest modules: `python -m pytest FILE`, their `test_performance*` cases deselected), in
 parallel, each with a time limit. GEAK: one warm evaluator for the whole suite (`geak check --against-self`'s

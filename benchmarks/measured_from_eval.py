@@ -5,7 +5,7 @@ file alone (`--baselines`: search.jsonl lines, the original's own bench), that: 
 paired timing of `geak eval` can undercount (`softmax_flaggems.py` 19 µs there, 35 µs alone). ROCm files are kept
 from an earlier measurement file (no `geak eval` covers that suite).
 
-    python scripts/measured_from_eval.py --records R1.jsonl ... --baselines S1.jsonl ... --rocm-from OLD.json \
+    python benchmarks/measured_from_eval.py --records R1.jsonl ... --baselines S1.jsonl ... --rocm-from OLD.json \
         --out NEW.json --date DATE
 """
 
@@ -60,9 +60,9 @@ def main() -> None:
     out = {
         "device": old["device"],
         "date": args.date,
-        "measured_by": f"TritonBench-revised: scripts/measured_from_eval.py over {len(records)} timed `geak eval` runs "
-        f"of the golden files as their own predictions (median of reference_ms), {len(alone_us)} files as a search's "
-        f"bench of the original alone timed them; ROCm: kept from {old['date']} ({old['measured_by']})",
+        "measured_by": f"TritonBench-revised: benchmarks/measured_from_eval.py over {len(records)} timed `geak eval` "
+        f"runs of the golden files as their own predictions (median of reference_ms), {len(alone_us)} files as a "
+        f"search's bench of the original alone timed them; ROCm: kept from {old['date']} ({old['measured_by']})",
         "files": measurements(records, alone_us) + rocm,
     }
     Path(args.out).write_text(json.dumps(out, indent=1) + "\n")

@@ -2,8 +2,8 @@
 other values), and, with --baseline, again with fresh values only: the verdicts, the probes each file got, the
 files the new probes fail (false alarms: a golden file must pass against itself) and what they cost in wall time.
 
-    python scripts/probe_report.py ../shared/suites/tritonbench_revised/TritonBench_G_v1 ../shared/suites/rocm/ROCm_v1 \
-        --jobs 12 --baseline --out report/probes
+    python benchmarks/probe_report.py ../shared/suites/tritonbench_revised/TritonBench_G_v1 \
+        ../shared/suites/rocm/ROCm_v1 --jobs 12 --baseline --out report/probes
 
 Each run is one warm evaluator per suite (`geak check DIR --against-self`'s engine): a file's time is its own check
 (the reference job) plus its check against itself (the candidate job). Writes `probes.json` under --out and prints a

@@ -2,7 +2,7 @@
 and `geak run` (launch-parameter search, no model) over N problems on one GPU and on two, with the device of every
 evaluator and problem in the log.
 
-``python scripts/gpu_batch_report.py --data ../shared/suites/tritonbench_revised [--problems 20] [--budget 3]
+``python benchmarks/gpu_batch_report.py --data ../shared/suites/tritonbench_revised [--problems 20] [--budget 3]
 [--eval-problems 184] [--rounds 5] [--deadline-s 450] [--out DIR]``
 
 Each part runs as a `geak` command with its share of the deadline; a part that reaches it gets Ctrl-C (SIGINT),

@@ -1,6 +1,6 @@
 """What job isolation costs: warm checks per minute with each isolation mechanism, on one file.
 
-    .venv/bin/python scripts/isolation_cost.py [FILE] [--checks N] [--backend auto|gpu|interpreter] [--against REF]
+    .venv/bin/python benchmarks/isolation_cost.py [FILE] [--checks N] [--backend auto|gpu|interpreter] [--against REF]
 
 Modes, each with a pool of its own (started before the clock runs): "process only" (no namespaces), "namespaces"
 (per-job namespaces, no bubblewrap) and "bwrap + namespaces" (where bubblewrap is installed). The modes take turns

@@ -1,6 +1,6 @@
 """Agent figures on a GPU: the LLM-free search on corpus kernels, and one scripted-LLM run end to end.
 
-``python scripts/gpu_agent_report.py [--budget N] [--out DIR] KERNEL.py ...``. The scripted run serves canned
+``python benchmarks/gpu_agent_report.py [--budget N] [--out DIR] KERNEL.py ...``. The scripted run serves canned
 replies from an OpenAI-compatible server on loopback (the real `openai` client, real checks, real GPU timing):
 a candidate that does not compile, a reflection that fixes it, a strategy, and a faster candidate.
 """

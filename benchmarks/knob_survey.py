@@ -2,7 +2,7 @@
 discovery finds them now (``agent/launch_params.py``, ``agent/autotune_configs.py``) and, with ``--before REV``, as
 the discovery of an earlier commit found them. Pure source analysis of each file's kernel section (no GPU).
 
-    python scripts/knob_survey.py [--suites ../shared/suites] [--before c49a5ac]
+    python benchmarks/knob_survey.py [--suites ../shared/suites] [--before c49a5ac]
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 torch-imported parent (as jobs are forked from the pool's zygote) each make their context with their first
 `torch.empty` on the device; per child, the wall time and the CPU time it took.
 
-    python scripts/context_bench.py [N ...]        (default: 1 4 14; CUDA_DEVICE_MAX_CONNECTIONS=1 to compare)
+    python benchmarks/context_bench.py [N ...]        (default: 1 4 14; CUDA_DEVICE_MAX_CONNECTIONS=1 to compare)
 
-Measured this way on an H200 (`docs/measurements.md`, sixteenth): the driver makes contexts one at a time.
+What it shows: the driver makes contexts one at a time.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Timing trust report on a GPU, time-boxed (under 5 minutes): hostile timings rejected, A/A within noise, a real
 speedup still claimed, and the device's A/A margin measured for the peaks cache.
 
-Run on a machine with a GPU: ``python scripts/gpu_trust_report.py [--out DIR] [--budget-s 280]``. Prints one line per
+Run on a machine with a GPU: ``python benchmarks/gpu_trust_report.py [--out DIR] [--budget-s 280]``. Prints one line per
 case as it goes and a compact table at the end; writes ``trust_report.json``; exits 1 if any case did not behave.
 
 * hostile fixtures (``tests/fixtures``: memoized by address, unwritten after 40 calls, cached with a token launch, a

@@ -1,18 +1,18 @@
 """The LLM-free launch-configuration search on a fixed, seeded sample of suite files (a GPU report, not a test).
 
-    python scripts/search_report.py --out DIR --deadline-s 500 [--resume] [--files-json FILE] [--only NAME,...]
-    python scripts/search_report.py --out DIR --shard K/N ...   (N processes, one per GPU, sharing DIR)
-    python scripts/search_report.py --out DIR --report          (the table of what DIR holds)
+    python benchmarks/search_report.py --out DIR --deadline-s 500 [--resume] [--files-json FILE] [--only NAME,...]
+    python benchmarks/search_report.py --out DIR --shard K/N ...   (N processes, one per GPU, sharing DIR)
+    python benchmarks/search_report.py --out DIR --report          (the table of what DIR holds)
 
 1. The sample: each suite's files in an order shuffled with `--seed`; walking it, a file joins when it passes its own
    test natively and its timed calls take at least `--min-call-us` in all on this GPU (measured here with one warm
    evaluator, or read from `--files-json`: {"files": [{"path", "passing", "call_us"}]}, files named by their suite
    folder and name; unmeasured files are passed over), until `--tb` TritonBench-revised and `--rocm` ROCm files are
-   in. Measurements go to DIR/durations.jsonl and the sample to DIR/sample.json, once. `search_measured_h200.json`
-   beside this script holds every TritonBench-revised file as three timed `geak eval` runs on H200s measured it, or
-   as a search timed the original alone where one did (``measured_from_eval.py``), and the first 8 ROCm files, which
-   give the 24-file sample of seed 0 without measuring again. (Its first version, of 2026-11-27, timed µs-scale calls
-   with the host's time: 8 of the 20 TritonBench-revised files it chose take under 20 µs.)
+   in. Measurements go to DIR/durations.jsonl and the sample to DIR/sample.json, once.
+   `records/search_measured_h200.json` holds every TritonBench-revised file as three timed `geak eval` runs on H200s
+   measured it, or as a search timed the original alone where one did (``measured_from_eval.py``), and the first 8
+   ROCm files, which give the 24-file sample of seed 0 without measuring again. µs-scale calls must be measured with
+   the device's time (graph replay), never the host's: the host's time draws files whose calls take under 20 µs.
 2. The search: `geak optimize FILE` without a model at the default budget (`--budget` seconds), every file through the
    same warm evaluator; a line per file in DIR/search.jsonl as it finishes.
 3. The table (file, knobs, configurations screened, finalists, speedup with interval and verdict, seconds) and the

@@ -1,6 +1,6 @@
 """Where a check's and a bench's time goes on this machine (not a test): every progress message with its time.
 
-    python scripts/phase_profile.py [--eval] [FILE ...]   (names of TritonBench-revised files, or paths)
+    python benchmarks/phase_profile.py [--eval] [FILE ...]   (names of TritonBench-revised files, or paths)
 
 `--eval`: each FILE timed against itself as `geak eval` times a prediction that passed (a batch run's evaluator
 settings, no check first, rounds until decided), every progress message with its time, and nothing else.

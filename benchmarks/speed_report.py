@@ -1,13 +1,13 @@
 """How fast the evaluator's verdicts come, on this machine's GPU (not a test): the figures of issue 18's table.
 
-    python scripts/speed_report.py PART... [--out DIR]     PART in: cli aa aa-small eval table
+    python benchmarks/speed_report.py PART... [--out DIR]     PART in: cli aa aa-small eval table
 
 * cli: `geak bench K --against K` as a user runs it (a fresh command each time, default options) for corpus kernels:
   wall time, the verdict, the rounds taken and the device's noise floor.
 * aa: A/A on corpus kernels and suite files, three times each through one warm evaluator: never faster or slower.
 * aa-small: the same, with `geak eval`'s settings, on the TritonBench-revised files whose 1-3 µs calls came out 2-10%
-  "faster" or "slower" against themselves in a `geak eval` on an H200 (``docs/measurements.md``, eleventh), since
-  judged in the band their placement needs (``docs/timing.md``, the margin).
+  "faster" or "slower" against themselves in a `geak eval` before they were judged in the band their placement
+  needs (``docs/timing.md``, the margin).
 * eval: `geak eval` of the TritonBench-revised golden files' kernel code as predictions (every correct one timed),
   the same with `--no-timing`, and a plain GEAK-eval-style judge (``plain_judge.py``) on the same predictions.
   `--gpu-ids 0,1` runs the timed eval on two GPUs; `--file-timeout` is the limit of a check and of a judged run.
@@ -219,7 +219,7 @@ def plain_judge(preds: Path, timeout_s: float, file_timeout_s: float) -> dict:
     started = time.perf_counter()
     progress = preds.parent / "judge-progress.log"
     try:
-        command = [sys.executable, str(ROOT / "scripts" / "plain_judge.py"), str(preds), "--data", str(TB_DATA),
+        command = [sys.executable, str(ROOT / "benchmarks" / "plain_judge.py"), str(preds), "--data", str(TB_DATA),
                    "--jobs", "14", "--timeout", str(file_timeout_s), "--json", "--progress", str(progress)]  # fmt: skip
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:

@@ -1,12 +1,12 @@
 """Run a `geak` command in this process with a sampling profiler of its threads (not a test): where the caller's
 time goes while `geak eval` runs (its event loop, the worker threads judging outputs).
 
-    python scripts/caller_profile.py eval PREDICTIONS.jsonl --suite tritonbench --data DIR --output DIR
+    python benchmarks/caller_profile.py eval PREDICTIONS.jsonl --suite tritonbench --data DIR --output DIR
 
 Every 10 ms the current frame of each thread is sampled (idle waits left out); every 20 s and at the end, the
 counts are written to $PROF_OUT (default /tmp/caller_profile.json): busy samples per thread kind (`main`: the event
 loop, `to_thread`: asyncio's worker threads), the top frames, the frames anywhere on a stack, and the process's CPU
-time. Measured this way on an H200 (`docs/measurements.md`, fourteenth).
+time.
 """
 
 from __future__ import annotations

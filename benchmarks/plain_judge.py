@@ -1,7 +1,7 @@
 """A plain GEAK-eval-style judge of TritonBench predictions (not GEAK: the yardstick `geak eval --no-timing` is
 measured against; no sandbox, no probes, no timing).
 
-    python scripts/plain_judge.py PREDICTIONS.jsonl --data DIR [--jobs 14] [--json]
+    python benchmarks/plain_judge.py PREDICTIONS.jsonl --data DIR [--jobs 14] [--json]
 
 What GEAK-eval does for each prediction: the predicted code followed by the golden file's test section, and the
 golden file itself, each run in a fresh process seeded with 42 (Python, NumPy, torch, every GPU; cuDNN

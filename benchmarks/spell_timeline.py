@@ -2,19 +2,14 @@
 many other timings waited when it ended, and the gaps between spells, when none was ready to measure.
 
     geak -vv eval PREDICTIONS --suite tritonbench --data DIR 2> eval.log
-    python scripts/spell_timeline.py eval.log [--json]
+    python benchmarks/spell_timeline.py eval.log [--json]
 
-Measured this way on an H200 (`docs/measurements.md`, fifteenth): no other timing was waiting at the end of any of 163
-spells, and the gaps added up to 54 s beside 108 s alone. Gaps under ``LONG_GAP_S`` are the next timing's
-preparation; longer ones are waits of another kind (for a check still running, or for a device a paused check's
-kernel keeps busy), listed apart (eighteenth: one of 38 s in a run whose short gaps took 24 s). The checks paused
-longest are listed too, the last to end first: a check paused through every spell can end the whole batch
-(nineteenth: one with about 50 s of its own work ended at 259 s, its timing the batch's last). So are the stalls: a
+Gaps under ``LONG_GAP_S`` are the next timing's preparation; longer ones are waits of another kind (for a check
+still running, or for a device a paused check's kernel keeps busy), listed apart. The checks paused longest are
+listed too, the last to end first: a check paused through every spell can end the whole batch. So are the stalls: a
 timing found the device busy with a paused job's kernel, and no one had it alone until the jobs then sharing it had
-ended; each is given with the last check to end before the device was alone again (twentieth: three of 33-38 s, in
-each of which a candidate's check whose probe spun on the GPU until its stall limit was among the jobs in the way).
-The timings to end last are listed with their own time, pauses left out: a timing whose preparation is long, started
-last, is the batch's tail (twenty-second: the last of one run took 28.2 s, 11.8 s of it its own).
+ended; each is given with the last check to end before the device was alone again. The timings to end last are
+listed with their own time, pauses left out: a timing whose preparation is long, started last, is the batch's tail.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
 2. p50/p99 latency of hover, inlay hints and code-action lists, idle and while an optimize (launch-parameter
    search, no model) runs on the same file.
 
-    python scripts/lsp_bench.py [--saves 10] [--requests 300] [--kernel FILE] [--device auto|gpu|interpreter]
+    python benchmarks/lsp_bench.py [--saves 10] [--requests 300] [--kernel FILE] [--device auto|gpu|interpreter]
 """
 
 from __future__ import annotations
