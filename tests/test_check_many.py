@@ -118,8 +118,8 @@ def test_against_self_the_files_slowest_here_before_start_first_and_verdicts_kee
 
 
 def test_against_self_each_files_run_is_forgotten_once_it_is_checked(monkeypatch):
-    """A suite against itself keeps no file's outputs once that file is checked (on an H200 a suite's references'
-    outputs otherwise sat on disk until the end: `docs/measurements.md`, fifteenth)."""
+    """A suite against itself keeps no file's outputs once that file is checked (otherwise every reference's outputs
+    would sit on disk until the end of the suite)."""
     import asyncio
 
     from geak.evaluator.api import EvalOptions, Evaluator
