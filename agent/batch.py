@@ -27,7 +27,6 @@ from .config import AgentConfig
 from .dataloaders import Dataloader, ProblemError, ProblemState, reference_file
 from .eval_slots import EvalSlot, eval_options, local_slots
 from .evaluation import CandidateEvaluator
-from .launch_search import FINALISTS
 from .llm import ChatModel, LLMError, ModelUnusable
 from .loop import GeakAgent, ProgressEvent
 from .outcome import OptimizeResult
@@ -36,6 +35,7 @@ from .retrieval import KernelCorpus
 from .run_config import RunConfig
 from .scaling_plot import plot_scaling
 from .tasks import all_or_none
+from .tuning.launch_search import FINALISTS
 
 log = logging.getLogger(__name__)
 RESULTS, SUMMARY, PLOT, RUN_INFO = "results.jsonl", "summary.json", "scaling.png", "run.json"

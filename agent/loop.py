@@ -23,13 +23,13 @@ from .config import AgentConfig
 from .evaluation import CandidateEvaluator
 from .file_edit import merged_file, unified_diff
 from .knowledge import knowledge_for
-from .launch_search import search_launch_configs
-from .launch_space import focus_of
 from .llm import ChatModel, LLMError, ModelUnusable
 from .memory import Candidate, ChainState, Evaluation, ProblemMemory
 from .outcome import OptimizeResult, pass_at_k
 from .retrieval import KernelCorpus
 from .tasks import all_or_none
+from .tuning.launch_search import search_launch_configs
+from .tuning.launch_space import focus_of
 
 log = logging.getLogger(__name__)
 WAITING_REPORT_S = 15.0  # how often a `waiting` progress event says how long the model has been thinking

@@ -1110,8 +1110,8 @@ def test_a_host_bound_call_of_tens_of_ms_is_estimated_guarded_and_sampled_with_f
 
 
 def test_the_agent_follows_the_verdict_not_the_interval():
-    from geak.agent.launch_search import Finalist
     from geak.agent.memory import Candidate, Evaluation, ProblemMemory
+    from geak.agent.tuning.launch_search import Finalist
 
     def timed_eval(low: float, high: float) -> Evaluation:
         ratio = (low + high) / 2
