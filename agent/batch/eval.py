@@ -15,11 +15,11 @@ from typing import Any
 from geak.evaluator.reference_costs import longest_first
 from geak.evaluator.results import CheckResult
 
+from ..tasks import all_or_none
 from .dataloaders import GoldenFileSuite, ProblemState, Score, reference_file
 from .dataloaders.scoring import check_code, time_code
 from .eval_slots import EvalSlot
 from .records_file import append_record, read_records, rewrite_records
-from .tasks import all_or_none
 
 # Timings at once on a slot while its checks still run: their imports and captures share the device with the slot's
 # checks and overlap, their measurements take turns, each with the device alone, the jobs sharing it paused meanwhile

@@ -11,8 +11,8 @@ from typing import Any
 from geak.evaluator.api import EvalOptions, Evaluator
 from geak.evaluator.pool import WorkerStartError, device_masks, pin_device, usable_cores
 
-from . import config
-from .config import AgentConfig
+from .. import config
+from ..config import AgentConfig
 from .run_config import RunConfig
 
 
