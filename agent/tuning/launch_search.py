@@ -6,21 +6,21 @@
    compared with the original's) and, on a GPU, ranks the correct ones by successive halving over short timings.
 3. While the time budget allows, later rounds screen the neighbours of the leaders and the leaders of different
    launch configurations combined, then what earlier rounds did not reach in their time, then configurations not
-   tried yet (on an H200, 9 of a sample of 24 files had stopped after one round that reached few of its 48, with
-   half the budget unspent).
+   tried yet, so that a first round that reached few of its configurations does not end the search with budget
+   unspent.
 4. Configurations whose screening compiled the very same kernels (a knob of a branch the test never takes changed
    beside one that it does) are one configuration, said by its smallest change: it is ranked, refined and proposed
    once, as the diff with the fewest changed knobs; and a finalist is proposed without the changes a configuration
-   screened within ``ALIKE_WITHIN`` of it shows it does not need (embedding_triton_kernel.py's `num_stages 1→2`
-   beside `BLOCK_N 64→16, num_warps 1→8`, which screened the same without it).
+   screened within ``ALIKE_WITHIN`` of it shows it does not need (a `num_stages 1→2` beside `BLOCK_N 64→16,
+   num_warps 1→8` that screened the same without it).
 5. The few configurations that beat the original in screening by more than ``SCREEN_GAIN`` are finalists (an
    autotuned kernel's: that beat the best of its own configs pinned, which the first round screens too; they are the
    bar, never finalists themselves, and each later round screens the best of them again, by which its ratios are
    put on the first round's scale; where none does, the best that beats it by ``NEAR_GAIN``): each gets
    the full check against the original and the paired bench. Only a finalist the bench finds significantly faster is
    kept, the fastest of those; otherwise the original stays. Screen timings only rank; they never claim. Where none
-   is confirmed and the bench left one undecided although ahead (a busy device: on an H200 `triton_matmul.py`'s
-   2.5× leaders stayed undecided after 40 rounds), it is measured once more if the time allows; only that second
+   is confirmed and the bench left one undecided although ahead (a busy device can leave even a large speedup
+   undecided), it is measured once more if the time allows; only that second
    bench's own verdict can keep it.
 
 The budget is time. Screening gets what one finalist's confirmation leaves (its estimate: the baseline's own check and
@@ -51,8 +51,7 @@ log = logging.getLogger(__name__)
 
 SCREEN_GAIN = 0.03  # a configuration must beat the original by this much in screening to be a finalist
 # Where none does, the best that beats it by this much (the bench's band on graph-replayed calls: less could never be
-# confirmed) still gets the confirmation the budget kept for one: on an H200, TritonBench-revised
-# `iv_dependent_matmul.py`'s leaders screened 2.2% faster and its search ended with that time unspent.
+# confirmed) still gets the confirmation the budget kept for one, which would otherwise go unspent.
 NEAR_GAIN = 0.02
 ALIKE_WITHIN = 0.01  # a configuration that changes less and screens within this of a finalist is proposed instead
 FINALISTS = 2  # at most; one where confirming two would take more than half the budget
@@ -208,9 +207,9 @@ class _Search:
         if not self.state["rounds"] and not self.stopped:
             limit = FIRST_ROUND if self.backend.timing else CPU_ROUND
             share = FIRST_ROUND_SHARE if self.backend.timing else 1.0
-            # A slow original (its cold compiles and tuning are the confirmation's estimate) left the first round
-            # 10 s on an H200: TritonBench-revised `int4_matmul.py` ran 1 of its 48 configurations. A search that
-            # screens nothing finds nothing, so the first round gets its share and a confirmation may run past.
+            # A slow original (its cold compiles and tuning are the confirmation's estimate) would leave the first
+            # round time for few configurations, if any. A search that screens nothing finds nothing, so the first
+            # round gets its share and a confirmation may run past.
             floor = max(MIN_ROUND_S, FIRST_ROUND_FLOOR * self.budget_s) if self.backend.timing else 1.0
             deadline = max(floor, (self.left_s - reserve) * share)
             own = space.own_configs(OWN_CONFIGS) if self.backend.timing else []
@@ -350,10 +349,8 @@ class _Search:
 
     def _control(self) -> Variant | None:
         """The own config an autotuned kernel's finalists must beat (the bar), to screen again in a later round:
-        the original's own time there comes from its autotuner's choice, which may differ from round to round (on an
-        H200, TritonBench-revised `matmul_dequantize.py`'s original took 0.180 ms in one round and 0.102 ms in the
-        next, and the first round's leaders, ranked over the slower, were confirmed 1.6x where the second's ran
-        faster)."""
+        the original's own time there comes from its autotuner's choice, which may differ from round to round, so
+        that leaders ranked over a slower original's time would look faster than those of a round over a faster one."""
         own = [
             (ratio, v) for v, ratio in self.record.first_round_ratios().items() if self.space.own_index(v) is not None
         ]
