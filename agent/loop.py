@@ -1,5 +1,6 @@
-"""The GEAK loop: Generator → Evaluator → Reflector → Optimizer, over `parallel` chains and `max_iteration` rounds,
-plus the LLM-free launch-parameter search (the default when no model is configured, and a final polish).
+"""The GEAK loop: Generator → Evaluator → Reflector → Optimizer, over `parallel` chains and `max_iteration` rounds
+(the model's part of a round: ``model_steps``), then the LLM-free launch-configuration search (``tuning``: the
+default when no model is configured, and a final polish).
 
 Driven from asyncio: LLM calls of different chains overlap, evaluations queue on the evaluator's worker pool.
 Progress goes to a callback; `stop()` (or cancelling the task) ends the run cleanly with its checkpoint kept.
