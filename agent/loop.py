@@ -1,5 +1,6 @@
-"""The GEAK loop: Generator → Evaluator → Reflector → Optimizer, over `parallel` chains and `max_iteration` rounds,
-plus the LLM-free launch-parameter search (the default when no model is configured, and a final polish).
+"""The GEAK loop: Generator → Evaluator → Reflector → Optimizer, over `parallel` chains and `max_iteration` rounds
+(the model's part of a round: ``model_steps``), then the LLM-free launch-configuration search (``tuning``: the
+default when no model is configured, and a final polish).
 
 Driven from asyncio: LLM calls of different chains overlap, evaluations queue on the evaluator's worker pool.
 Progress goes to a callback; `stop()` (or cancelling the task) ends the run cleanly with its checkpoint kept.
@@ -7,10 +8,8 @@ Progress goes to a callback; `stop()` (or cancelling the task) ends the run clea
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,24 +17,23 @@ from pathlib import Path
 from geak.evaluator.api import BadInput
 
 from . import checkpoint, prompts
-from .code_extraction import extract_code, extract_strategy
 from .config import AgentConfig
 from .evaluation import CandidateEvaluator
 from .file_edit import merged_file, unified_diff
 from .knowledge import knowledge_for
-from .launch_search import search_launch_configs
-from .launch_space import focus_of
-from .llm import ChatModel, LLMError, ModelUnusable
+from .llm import ChatModel
 from .memory import Candidate, ChainState, Evaluation, ProblemMemory
+from .model_steps import ModelSteps
 from .outcome import OptimizeResult, pass_at_k
 from .retrieval import KernelCorpus
 from .tasks import all_or_none
+from .tuning.launch_search import search_launch_configs
+from .tuning.launch_space import focus_of
 
 log = logging.getLogger(__name__)
 WAITING_REPORT_S = 15.0  # how often a `waiting` progress event says how long the model has been thinking
-# A finalist's paired benches, in the original's own bench: each times both sides, and a speedup under 1.25x is
-# timed in both orders. On an H200, ROCm-benchmark `naive_softmax.py` (16 calls of up to 256 MB): bench 3.9 s, two
-# paired benches 15 s, its check against the reference 6.6 s (the reference's own run with probes: 8 s).
+# A finalist's paired benches, counted in the original's own bench: each times both sides, and a speedup under 1.25x
+# is timed in both orders.
 CONFIRM_BENCHES = 3.0
 
 
@@ -144,7 +142,8 @@ class GeakAgent:
         self._save(run)  # a checkpoint from the start: a run stopped in its first step can be resumed
         try:
             if with_model:
-                await all_or_none(self._chain(run, state) for state in memory.chains)
+                steps = self._model_steps(run)
+                await all_or_none(self._chain(run, steps, state) for state in memory.chains)
             if not memory.search_done and (cfg.search or self.model is None) and not self._stop:
                 await self._search(run)
             final = await self._final(run)
@@ -222,7 +221,22 @@ class GeakAgent:
 
     # ------------------------------------------------------------------------------------------ chains
 
-    async def _chain(self, run: _Run, state: ChainState) -> None:
+    def _model_steps(self, run: _Run) -> ModelSteps:
+        assert self.model is not None
+        return ModelSteps(
+            config=self.config,
+            candidates=self.candidates,
+            model=self.model,
+            corpus=self.corpus,
+            instruction=self.instruction,
+            memory=run.memory,
+            ctx=run.ctx,
+            emit=self._emit,
+            report=lambda candidate: self._report(run, candidate),
+            waiting_report_s=self.waiting_report_s,
+        )
+
+    async def _chain(self, run: _Run, steps: ModelSteps, state: ChainState) -> None:
         cfg = self.config
         while state.round < cfg.max_iteration and not self._stop:
             memory = run.memory
@@ -249,114 +263,17 @@ class GeakAgent:
                 round=state.round,
             )
             if current is not None and not current.passed:
-                new = [await self._reflect(run, state, current)]
+                new = [await steps.reflect(state, current)]
                 state.debug_count += 0 if new[0].passed else 1
             else:
                 base = current if current is not None else None
-                new = await all_or_none(self._improve(run, state, base, note) for _ in range(cfg.descendant_num))
+                new = await all_or_none(steps.improve(state, base, note) for _ in range(cfg.descendant_num))
                 state.debug_count = 0
             chosen = sorted(new, key=lambda c: (not c.passed, c.evaluation.sort_key if c.evaluation else math.inf))
             state.current = chosen[0].id
             state.round += 1
             self._save(run)
             self._round_finished(run, state.round - 1)
-
-    async def _improve(self, run: _Run, state: ChainState, base: Candidate | None, note: str) -> Candidate:
-        """Optimizer + Generator when timed passing candidates exist, else the Generator from the original."""
-        memory = run.memory
-        ancestors = [c for c in memory.passing() if c.evaluation and c.evaluation.timed][: self.config.ancestor_num]
-        if run.ctx.timing and ancestors:
-            reply = await self._ask(
-                run,
-                prompts.optimizer(
-                    run.ctx, ancestors, self.candidates.baseline_ms, avoid=state.last_strategy if note else ""
-                ),
-                state,
-                "optimizer: a strategy",
-            )
-            if isinstance(reply, Candidate):
-                return reply
-            strategy = extract_strategy(reply.text) or reply.text.strip()[:2000]
-            state.last_strategy = strategy
-            best = ancestors[0]
-            messages = prompts.implement(run.ctx, best, strategy, self._one_shot(best.code))
-            return await self._generate(run, state, "optimize", messages, parent=best.id, strategy=strategy)
-        if base is None and self.instruction is not None:
-            messages = prompts.from_instruction(run.ctx, self.instruction, self._one_shot(self.instruction), note)
-            return await self._generate(run, state, "generate", messages)
-        code = base.code if base is not None else memory.original_code
-        messages = prompts.generate(run.ctx, code, self._one_shot(code), note)
-        return await self._generate(run, state, "generate", messages, parent=base.id if base else None)
-
-    async def _reflect(self, run: _Run, state: ChainState, failed: Candidate) -> Candidate:
-        code = failed.code or (self.instruction if self.instruction is not None else run.memory.original_code)
-        messages = prompts.reflect(run.ctx, failed, self._one_shot(code))
-        return await self._generate(run, state, "reflect", messages, parent=failed.id)
-
-    async def _ask(self, run: _Run, messages, state: ChainState, purpose: str):
-        """A model reply, or a failed Candidate recording why there is none. Raises `ModelUnusable` once the model
-        is given up. While waiting, a `waiting` event every `waiting_report_s` says for how long."""
-        assert self.model is not None
-        request = asyncio.ensure_future(self.model.complete(messages))
-        started = time.monotonic()
-        try:
-            while not (await asyncio.wait({request}, timeout=self.waiting_report_s))[0]:
-                self._emit(
-                    "waiting",
-                    f"chain {state.chain}, round {state.round + 1}: waiting for the model ({purpose}), "
-                    f"{time.monotonic() - started:.0f} s",
-                    chain=state.chain,
-                    round=state.round,
-                )
-            return request.result()
-        except ModelUnusable:
-            raise
-        except LLMError as e:
-            candidate = Candidate(
-                run.memory.next_id(state.chain),
-                state.chain,
-                state.round,
-                "generate",
-                "",
-                note=f"model call failed: {e}",
-            )
-            candidate.evaluation = Evaluation(False, "reply", f"no reply from the model: {e}")
-            run.memory.candidates.append(candidate)
-            self._emit(
-                "candidate",
-                f"{candidate.id}: {candidate.evaluation.message}",
-                chain=state.chain,
-                candidate=candidate.id,
-            )
-            return candidate
-        finally:
-            request.cancel()
-
-    async def _generate(self, run, state, origin, messages, *, parent=None, strategy="") -> Candidate:
-        purpose = f"{origin} of c{state.chain}.{sum(c.chain == state.chain for c in run.memory.candidates) + 1}"
-        reply = await self._ask(run, messages, state, purpose + (f" from {parent}" if parent else ""))
-        if isinstance(reply, Candidate):
-            return reply
-        public = [w for w in run.ctx.original.wrappers if not w.startswith("_")]
-        extraction = extract_code(reply.text, required_names=public, finish_reason=reply.finish_reason)
-        candidate = Candidate(
-            run.memory.next_id(state.chain),
-            state.chain,
-            state.round,
-            origin,
-            extraction.code or "",
-            parent=parent,
-            strategy=strategy,
-            reflection=extraction.prose[:4000] if origin == "reflect" else "",
-        )
-        run.memory.candidates.append(candidate)
-        if extraction.code is None:
-            candidate.note = extraction.reason or "no code"
-            candidate.evaluation = Evaluation(False, "reply", f"no usable code in the reply: {candidate.note}")
-        else:
-            candidate.evaluation = await self.candidates.evaluate(extraction.code)
-        self._report(run, candidate)
-        return candidate
 
     def _report(self, run: _Run, c: Candidate) -> None:
         ev = c.evaluation
@@ -378,13 +295,6 @@ class GeakAgent:
             candidate=c.id,
             best_speedup=best.evaluation.speedup if best and best.evaluation else None,
         )
-
-    def _one_shot(self, code: str) -> str | None:
-        if not self.config.one_shot or self.corpus is None:
-            return None
-        own = Path(self.candidates.original.path).resolve()
-        hits = self.corpus.most_similar(code, k=1, exclude=own)
-        return hits[0][0].code if hits else None
 
     # ------------------------------------------------------------------------------------------ search
 

@@ -1,6 +1,7 @@
 """Which launch configurations the suites' files set, and how: files with each kind of tunable knob, as GEAK's
-discovery finds them now (``agent/launch_params.py``, ``agent/autotune_configs.py``) and, with ``--before REV``, as
-the discovery of an earlier commit found them. Pure source analysis of each file's kernel section (no GPU).
+discovery finds them now (``agent/tuning/launch_params.py``, ``agent/tuning/autotune_configs.py``) and, with
+``--before REV``, as the discovery of an earlier commit found them. Pure source analysis of each file's kernel section
+(no GPU).
 
     python benchmarks/knob_survey.py [--suites ../shared/suites] [--before c49a5ac]
 """
@@ -14,8 +15,8 @@ import types
 from collections import Counter
 from pathlib import Path
 
-from geak.agent.autotune_configs import find_autotune_sites
-from geak.agent.launch_params import VIAS, find_tunable_params
+from geak.agent.tuning.autotune_configs import find_autotune_sites
+from geak.agent.tuning.launch_params import VIAS, find_tunable_params
 from geak.evaluator.triton_file import TritonFileError, read_triton_file
 
 SUITES = {"TritonBench-revised": "tritonbench_revised/TritonBench_G_v1", "ROCm": "rocm/ROCm_v1"}

@@ -16,7 +16,7 @@ import json
 import statistics
 from pathlib import Path
 
-from geak.agent.records_file import read_records
+from geak.agent.batch.records_file import read_records
 
 TB_FOLDER = "tritonbench_revised/TritonBench_G_v1"
 

@@ -67,8 +67,8 @@ async def profile(files: list[str]) -> None:
 
 
 async def eval_timings(files: list[str]) -> None:
+    from geak.agent.batch.eval_slots import eval_options
     from geak.agent.config import AgentConfig
-    from geak.agent.eval_slots import eval_options
 
     async with Evaluator(eval_options(AgentConfig(), "auto", None)) as ev:
         t = time.perf_counter()

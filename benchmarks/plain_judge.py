@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from geak.agent.dataloaders import BUILT_IN
+from geak.agent.batch.dataloaders import BUILT_IN
 from geak.evaluator.triton_file import SEPARATOR
 
 RUN = """

@@ -84,8 +84,8 @@ def part_cli(out: Path) -> dict:
 
 
 async def aa_runs(repeats: int, files: tuple[Path, ...] = AA_FILES, batch: bool = False) -> list[dict]:
+    from geak.agent.batch.eval_slots import eval_options
     from geak.agent.config import AgentConfig
-    from geak.agent.eval_slots import eval_options
     from geak.evaluator.api import EvalOptions, Evaluator
 
     options = eval_options(AgentConfig(), "gpu", 0) if batch else EvalOptions()

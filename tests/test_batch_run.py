@@ -16,9 +16,9 @@ import yaml
 from interrupts import start_interruptible
 from test_dataloaders import SUITES, write_user_loader
 
-from geak.agent import metrics
-from geak.agent.scaling_plot import plot_scaling
-from geak.server.cli.entry import main
+from geak.agent.batch import metrics
+from geak.agent.batch.scaling_plot import plot_scaling
+from geak.server.cli import main
 
 TB = SUITES / "tritonbench"
 GOLDEN = TB / "TritonBench_G_v1"
@@ -296,7 +296,7 @@ def test_a_run_record_carries_the_verdict_of_its_speedup():
     """What `summary.json` counts as faster is the evaluator's verdict, so a run's record keeps it."""
     import asyncio
 
-    from geak.agent.batch import BatchRun
+    from geak.agent.batch.run import BatchRun
     from geak.agent.memory import Candidate, Evaluation
     from geak.agent.outcome import OptimizeResult
 
@@ -359,9 +359,9 @@ def test_eval_without_timing_scores_correctness_only_even_on_a_gpu(tmp_path):
     """`geak eval --no-timing`: call and execution accuracy only; no prediction is timed, whatever the device."""
     import asyncio
 
-    from geak.agent.batch_eval import score_predictions
-    from geak.agent.dataloaders import BUILT_IN
-    from geak.agent.eval_slots import EvalSlot
+    from geak.agent.batch.dataloaders import BUILT_IN
+    from geak.agent.batch.eval import score_predictions
+    from geak.agent.batch.eval_slots import EvalSlot
     from geak.evaluator.api import EvalOptions, Evaluator
 
     class NoTiming(Evaluator):
@@ -389,9 +389,9 @@ def test_what_passed_is_timed_on_any_slot_while_checks_still_run(tmp_path):
     import asyncio
     import contextlib
 
-    from geak.agent.batch_eval import score_predictions
-    from geak.agent.dataloaders import BUILT_IN
-    from geak.agent.eval_slots import EvalSlot
+    from geak.agent.batch.dataloaders import BUILT_IN
+    from geak.agent.batch.eval import score_predictions
+    from geak.agent.batch.eval_slots import EvalSlot
     from geak.evaluator.api import EvalOptions, Evaluator
 
     running = {"gpu 0": 0, "gpu 1": 0}
@@ -444,7 +444,7 @@ def test_a_slot_times_the_quickest_and_the_slowest_tests_by_turns():
     """A timing captures its calls by running the tests again, and prepares only while no other measures: the
     quickest is soon ready to measure (the device kept busy), and the slowest, taken by turns with it, prepares
     beside the others instead of being the run's tail."""
-    from geak.agent.batch_eval import _Checked, next_to_time, timing_order
+    from geak.agent.batch.eval import _Checked, next_to_time, timing_order
     from geak.evaluator.results import CheckResult, TestOutcome
 
     def checked(line: int, *seconds: float) -> _Checked:
@@ -468,10 +468,10 @@ def test_a_timed_eval_times_what_passed_beside_the_checks_a_few_at_a_time(tmp_pa
     many as the slot checked at once."""
     import asyncio
 
-    from geak.agent import batch_eval
-    from geak.agent.batch_eval import score_predictions
-    from geak.agent.dataloaders import BUILT_IN
-    from geak.agent.eval_slots import EvalSlot
+    from geak.agent.batch import eval as batch_eval
+    from geak.agent.batch.dataloaders import BUILT_IN
+    from geak.agent.batch.eval import score_predictions
+    from geak.agent.batch.eval_slots import EvalSlot
     from geak.evaluator.api import EvalOptions, Evaluator
 
     TIMINGS_AT_ONCE = 2  # fewer than the default, for fewer checks on the interpreter
@@ -537,7 +537,7 @@ def test_a_timed_record_says_how_long_the_golden_files_timed_calls_take():
     """A speedup of µs-scale calls is judged in a wider band: each record says how small its calls are."""
     import asyncio
 
-    from geak.agent.dataloaders.scoring import Score, time_code
+    from geak.agent.batch.dataloaders.scoring import Score, time_code
     from geak.evaluator.results import BenchResult, CallTiming, CheckResult, Speedup
 
     def call(ms: float) -> CallTiming:
@@ -564,9 +564,9 @@ def test_an_eval_without_timing_says_nothing_of_timings_on_several_slots(tmp_pat
     saying nothing of timings."""
     import asyncio
 
-    from geak.agent.batch_eval import score_predictions
-    from geak.agent.dataloaders import BUILT_IN
-    from geak.agent.eval_slots import EvalSlot
+    from geak.agent.batch.dataloaders import BUILT_IN
+    from geak.agent.batch.eval import score_predictions
+    from geak.agent.batch.eval_slots import EvalSlot
     from geak.evaluator.api import EvalOptions, Evaluator
 
     class Slow(Evaluator):

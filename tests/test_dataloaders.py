@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from geak.agent.dataloaders import (
+from geak.agent.batch.dataloaders import (
     Dataloader,
     DataloaderError,
     ProblemError,
@@ -118,7 +118,7 @@ def test_reference_from_label_and_test_code():
 
 USER_LOADER = '''
 from pathlib import Path
-from geak.agent.dataloaders import ProblemState
+from geak.agent.batch.dataloaders import ProblemState
 
 SUITE = Path({suite!r})
 

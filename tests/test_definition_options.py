@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from geak.agent.definition_options import find_definition_sites, set_at_definition
-from geak.agent.launch_space import Space, Variant
+from geak.agent.tuning.definition_options import find_definition_sites, set_at_definition
+from geak.agent.tuning.launch_space import Space, Variant
 from geak.evaluator.api import EvalOptions, Evaluator
 from geak.evaluator.triton_file import parse_triton_file
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from geak.agent.eval_slots import EvalSlot, visible_gpu_ids
+from geak.agent.batch.eval_slots import EvalSlot, visible_gpu_ids
 from geak.evaluator import pool
 from geak.evaluator.options import EvalOptions
 
@@ -38,9 +38,9 @@ def test_each_slot_says_which_gpu_of_the_machine_it_uses(monkeypatch):
 
 
 def test_each_gpu_evaluator_runs_jobs_per_gpu_jobs_at_once(monkeypatch):
+    from geak.agent.batch.eval_slots import local_slots
+    from geak.agent.batch.run_config import RunConfig
     from geak.agent.config import AgentConfig
-    from geak.agent.eval_slots import local_slots
-    from geak.agent.run_config import RunConfig
 
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.delenv("HIP_VISIBLE_DEVICES", raising=False)
@@ -60,9 +60,9 @@ def test_each_gpu_evaluator_runs_jobs_per_gpu_jobs_at_once(monkeypatch):
 def test_a_gpu_id_that_is_not_visible_is_a_configuration_error(monkeypatch):
     import pytest
 
+    from geak.agent.batch.eval_slots import SlotError, local_slots
+    from geak.agent.batch.run_config import RunConfig
     from geak.agent.config import AgentConfig
-    from geak.agent.eval_slots import SlotError, local_slots
-    from geak.agent.run_config import RunConfig
 
     monkeypatch.delenv("HIP_VISIBLE_DEVICES", raising=False)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
@@ -72,8 +72,8 @@ def test_a_gpu_id_that_is_not_visible_is_a_configuration_error(monkeypatch):
 
 
 def test_batch_evaluators_skip_the_per_kernel_profile_no_record_reads():
+    from geak.agent.batch.eval_slots import eval_options
     from geak.agent.config import AgentConfig
-    from geak.agent.eval_slots import eval_options
 
     options = eval_options(AgentConfig(), "gpu", 1)
     assert options.gpu_id == 1 and options.backend == "gpu" and not options.profile_kernels
@@ -84,7 +84,7 @@ def test_batch_evaluators_skip_the_per_kernel_profile_no_record_reads():
 def test_geak_eval_checks_as_many_at_once_as_the_cores_allow(monkeypatch):
     import os
 
-    from geak.agent.eval_slots import EVAL_JOBS_CAP, eval_jobs_per_gpu
+    from geak.agent.batch.eval_slots import EVAL_JOBS_CAP, eval_jobs_per_gpu
 
     for cores, gpus, jobs in ((16, 1, 14), (32, 2, 15), (64, 1, EVAL_JOBS_CAP), (64, 8, 7), (2, 1, 2), (4, 4, 2)):
         monkeypatch.setattr(os, "sched_getaffinity", lambda pid, n=cores: set(range(n)), raising=False)

@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from geak.agent.launch_params import (
+from geak.agent.tuning.launch_params import (
     NUM_STAGES_CHOICES,
     NUM_WARPS_CHOICES,
     apply_params,

@@ -6,8 +6,8 @@ import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from geak.agent.launch_params import find_tunable_params
-from geak.agent.launch_search import (
+from geak.agent.tuning.launch_params import find_tunable_params
+from geak.agent.tuning.launch_search import (
     CPU_ROUND,
     FINALISTS,
     FIRST_ROUND_FLOOR,
@@ -15,7 +15,7 @@ from geak.agent.launch_search import (
     SCREEN_GAIN,
     search_launch_configs,
 )
-from geak.agent.launch_space import Space
+from geak.agent.tuning.launch_space import Space
 from geak.evaluator.results import CompiledKernelFacts, ScreenedVariant, ScreenResult
 
 SOURCE = """\
@@ -412,7 +412,7 @@ class AutotunedScripted(Scripted):
     kept_ms: float = 2.0
 
     def time_of_source(self, source):
-        from geak.agent.autotune_configs import find_autotune_sites
+        from geak.agent.tuning.autotune_configs import find_autotune_sites
 
         known = find_autotune_sites(source)[0].known
         return self.kept_ms if len(known) > 1 else self.config_ms(known[0])
@@ -497,7 +497,7 @@ def test_later_rounds_are_ranked_on_the_first_rounds_scale_where_the_originals_o
 
 
 def find_site(source):
-    from geak.agent.autotune_configs import find_autotune_sites
+    from geak.agent.tuning.autotune_configs import find_autotune_sites
 
     return find_autotune_sites(source)[0]
 

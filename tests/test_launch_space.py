@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from geak.agent.autotune_configs import LaunchConfig, find_autotune_sites, pin
-from geak.agent.launch_params import apply_params, find_tunable_params
-from geak.agent.launch_space import ELEMENT_BYTES, SHARED_MEMORY_PER_BLOCK, Space, Variant, focus_of
+from geak.agent.tuning.autotune_configs import LaunchConfig, find_autotune_sites, pin
+from geak.agent.tuning.launch_params import apply_params, find_tunable_params
+from geak.agent.tuning.launch_space import ELEMENT_BYTES, SHARED_MEMORY_PER_BLOCK, Space, Variant, focus_of
 from geak.evaluator.results import CallCost, CompiledKernelFacts
 
 TB = Path(__file__).resolve().parents[2] / "shared" / "suites" / "tritonbench_revised" / "TritonBench_G_v1"

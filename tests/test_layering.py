@@ -204,3 +204,25 @@ def test_dependencies_point_one_way(package: str, forbidden: tuple[str, ...]):
         if any(_within(target, f) for f in forbidden)
     ]
     assert not wrong, f"{package} must not depend on {', '.join(forbidden)}:\n" + "\n".join(wrong)
+
+
+# The agent's three layers, by package: the launch search, the loop (the rest of `geak.agent`), batch runs.
+TUNING, BATCH = "geak.agent.tuning", "geak.agent.batch"
+
+
+def _agent_layer(name: str) -> str:
+    return "tuning" if _within(name, TUNING) else "batch" if _within(name, BATCH) else "loop"
+
+
+@pytest.mark.parametrize(("layer", "forbidden"), [("tuning", ("loop", "batch")), ("loop", ("batch",))])
+def test_the_agents_layers_point_one_way(layer: str, forbidden: tuple[str, ...]):
+    """Within the agent, evaluator ← tuning ← loop ← batch: the launch search imports nothing of the loop or of
+    batch runs, the loop nothing of batch runs (any import, functions included)."""
+    wrong = [
+        f"{_where(i)} imports {target}"
+        for i in _all_imports("geak.agent")
+        if _agent_layer(i.module) == layer
+        for target in i.targets
+        if _within(target, "geak.agent") and _agent_layer(target) in forbidden
+    ]
+    assert not wrong, f"the agent's {layer} must not depend on {' or '.join(forbidden)}:\n" + "\n".join(wrong)

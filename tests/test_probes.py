@@ -224,7 +224,7 @@ def test_what_the_reference_never_writes_is_not_compared_and_the_check_says_so()
 
 
 def test_geak_eval_records_carry_the_caveat():
-    from geak.agent.dataloaders.scoring import score_code
+    from geak.agent.batch.dataloaders.scoring import score_code
 
     async def go():
         async with Evaluator(EvalOptions(backend="interpreter", timeout_s=120, spares=0)) as ev:

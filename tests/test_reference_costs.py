@@ -101,9 +101,9 @@ def test_a_first_run_starts_the_file_that_writes_many_autotune_configs_first(tmp
 def test_geak_eval_checks_the_golden_files_known_to_be_slow_first(tmp_path, names, known, first):
     """The evaluator says which golden files ran long here before (above); `geak eval` starts their predictions
     first (where none is known, the largest golden file first), and still writes its records in line order."""
-    from geak.agent.batch_eval import score_predictions
-    from geak.agent.dataloaders import BUILT_IN
-    from geak.agent.eval_slots import EvalSlot
+    from geak.agent.batch.dataloaders import BUILT_IN
+    from geak.agent.batch.eval import score_predictions
+    from geak.agent.batch.eval_slots import EvalSlot
 
     started: list[str] = []
     asked: list[list[Path]] = []

@@ -52,9 +52,9 @@ def test_a_forgotten_reference_leaves_disk_once_its_running_check_ends_and_runs_
 
 
 def test_geak_eval_forgets_a_golden_file_once_its_last_prediction_is_checked(tmp_path):
-    from geak.agent.batch_eval import score_predictions
-    from geak.agent.dataloaders import BUILT_IN
-    from geak.agent.eval_slots import EvalSlot
+    from geak.agent.batch.dataloaders import BUILT_IN
+    from geak.agent.batch.eval import score_predictions
+    from geak.agent.batch.eval_slots import EvalSlot
 
     names = ["relu_kernel.py", "add_example.py", "relu_kernel.py"]
     events: list[str] = []

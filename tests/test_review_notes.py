@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from geak.agent.launch_space import Space, Variant
-from geak.agent.review_notes import ParamChange, atomic_path_notes, pinned_note
+from geak.agent.tuning.launch_space import Space, Variant
+from geak.agent.tuning.review_notes import ParamChange, atomic_path_notes, pinned_note
 
 SUITE = Path(__file__).resolve().parents[2] / "shared" / "suites" / "tritonbench_revised" / "TritonBench_G_v1"
 

@@ -238,8 +238,8 @@ def test_a_time_limit_stops_an_undecided_timing_at_a_look_and_only_there():
 
 
 def test_batch_runs_give_their_timings_a_time_limit_and_single_benches_none():
+    from geak.agent.batch.eval_slots import BATCH_ROUNDS_S, eval_options
     from geak.agent.config import AgentConfig
-    from geak.agent.eval_slots import BATCH_ROUNDS_S, eval_options
     from geak.evaluator.bench import round_plan
     from geak.evaluator.options import EvalOptions
 
@@ -1110,8 +1110,8 @@ def test_a_host_bound_call_of_tens_of_ms_is_estimated_guarded_and_sampled_with_f
 
 
 def test_the_agent_follows_the_verdict_not_the_interval():
-    from geak.agent.launch_search import Finalist
     from geak.agent.memory import Candidate, Evaluation, ProblemMemory
+    from geak.agent.tuning.launch_search import Finalist
 
     def timed_eval(low: float, high: float) -> Evaluation:
         ratio = (low + high) / 2
@@ -1416,7 +1416,7 @@ def test_a_graph_replay_is_sized_by_the_sample_a_run_asks_for():
     """A batch run's samples are shorter (``eval_slots.BATCH_REP_MS``): its graph replays hold fewer calls, so that
     its five replays take about a flushed sample's time; one file's keep 2 ms replays. Always a whole number of
     input-set cycles."""
-    from geak.agent.eval_slots import BATCH_REP_MS
+    from geak.agent.batch.eval_slots import BATCH_REP_MS
     from geak.evaluator.job.timing import GRAPH_REPLAYS, GRAPH_TARGET_MS, graph_calls
 
     assert graph_calls(0.01, 4) == graph_calls(0.01, 4, 25.0) == int(GRAPH_TARGET_MS / 0.01)

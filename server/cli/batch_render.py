@@ -12,7 +12,7 @@ from rich.table import Table
 from .render import console, err_console
 
 if TYPE_CHECKING:  # `geak eval` renders with it and runs no agent: the agent's model client stays unloaded
-    from geak.agent.batch import BatchEvent
+    from geak.agent.batch.run import BatchEvent
 
 
 class BatchProgress:

@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from geak.agent.dataloaders import BUILT_IN, SuiteError
+from geak.agent.batch.dataloaders import BUILT_IN, SuiteError
 
 from .ctrl_c import run_work, work_under_way
 from .evaluation import whole_number
@@ -66,9 +66,9 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:
         raise CommandError(f"{e}") from None
     # The agent (and the model client) load when the command runs, not for every `geak` command.
-    from geak.agent import metrics
+    from geak.agent.batch import metrics
+    from geak.agent.batch.eval_slots import SlotError
     from geak.agent.config import AgentConfig
-    from geak.agent.eval_slots import SlotError
 
     from .batch_render import print_summary
 
@@ -111,7 +111,7 @@ def _earlier_records(args: argparse.Namespace) -> dict[int, dict]:
         return {}
     mark = args.output / "eval.json"
     this = {"predictions": hashlib.sha256(args.predictions.read_bytes()).hexdigest(), "suite": args.suite}
-    from geak.agent.batch_eval import read_earlier
+    from geak.agent.batch.eval import read_earlier
 
     earlier = read_earlier(args.output / "records.jsonl")
     if not args.resume:
@@ -128,13 +128,13 @@ def _earlier_records(args: argparse.Namespace) -> dict[int, dict]:
 
 
 async def _evaluate(args: argparse.Namespace, suite, agent: AgentConfig, earlier: dict[int, dict]):
-    from geak.agent.batch_eval import score_predictions
-    from geak.agent.eval_slots import EvalSlot, eval_jobs_per_gpu, eval_options, local_slots, slot_gpus
-    from geak.agent.run_config import RunConfig
+    from geak.agent.batch.eval import score_predictions
+    from geak.agent.batch.eval_slots import EvalSlot, eval_jobs_per_gpu, eval_options, local_slots, slot_gpus
+    from geak.agent.batch.run_config import RunConfig
 
     jobs: int | None = args.jobs_per_gpu
     if args.ray_address:
-        from geak.agent.ray_evaluation import ray_slots, shutdown_ray
+        from geak.agent.batch.ray_evaluation import ray_slots, shutdown_ray
 
         slots: list[EvalSlot] = ray_slots(args.ray_address, eval_options(agent, "auto", None), args.workers)
     else:

@@ -41,12 +41,12 @@ def _ids(text: str) -> list[int]:
 
 def run(args: argparse.Namespace) -> int:
     # The agent (and the model client) load when the command runs, not for every `geak` command.
-    from geak.agent.batch import BatchError, BatchRun
+    from geak.agent.batch.dataloaders import BUILT_IN, DataloaderError, SuiteError, load_dataloader
+    from geak.agent.batch.eval_slots import SlotError
+    from geak.agent.batch.run import BatchError, BatchRun
+    from geak.agent.batch.run_config import load_run_config
     from geak.agent.config import ConfigError
-    from geak.agent.dataloaders import BUILT_IN, DataloaderError, SuiteError, load_dataloader
-    from geak.agent.eval_slots import SlotError
     from geak.agent.llm import LLMError
-    from geak.agent.run_config import load_run_config
 
     from .batch_render import BatchProgress, print_summary
 

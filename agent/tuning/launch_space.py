@@ -5,8 +5,8 @@ configuration: a launch site (with the table row or branch that sets it), an aut
 options a kernel's definition sets where all its launches are in the test code and omit them. A ``Variant`` sets some
 groups to new values; it renders as the source screened and proposed alike: an autotuned kernel is pinned to the new
 config (its list replaced by that config alone), so the confirmation times what the screen timed. Proposing the
-config added to the list left the autotuner to choose, and on an H200 it chose otherwise: a 1.64× screening winner of
-TritonBench-revised `int8_matmul_kernel.py` confirmed as 1.014× [0.903, 1.140].
+config added to the list would leave the autotuner to choose, and it may choose otherwise: what is confirmed would not
+be what won the screening.
 
 Which configurations, in order:
 1. device presets for matmul-like kernels (``tl.dot`` with tiles named …M, …N, …K): Triton's own tuned tile shapes
@@ -20,9 +20,8 @@ uses it), stages only where the kernel has a loop to pipeline.
 
 An autotuned kernel's own configs are screened too, each pinned (``own_configs``): the best of them is what the
 original's list reaches at best, the bar a new configuration must clear. Its autotuner's kept choice need not be that
-best: on an H200, TritonBench-revised `bmm_chunk_bwd.py` tuned its µs-scale kernel by timing one launch (host time),
-so its leaders screened 1.53-1.59× faster than the kept choice, and the one confirmed was 0.906× in the bench, whose
-original tuned afresh.
+best (an autotuner that times one launch of a µs-scale kernel measures host time), and the bench's original tunes
+afresh, so beating the kept choice in screening is not enough.
 """
 
 from __future__ import annotations

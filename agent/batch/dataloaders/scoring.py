@@ -11,7 +11,7 @@ from typing import Any
 from geak.evaluator.api import BadInput, Evaluator
 from geak.evaluator.results import CheckResult
 
-from ..evaluation import from_bench, from_check
+from ...evaluation import from_bench, from_check
 from .problem import ProblemState, reference_text
 
 

@@ -35,6 +35,8 @@ from typing import Literal
 from geak.evaluator.python_source import parse
 from geak.evaluator.triton_file import AUTOTUNE_DECORATORS, constexpr_params, decorator_name, is_kernel_def
 
+from .name_bindings import ScopeNode, bound_values, module_function, returned_values
+
 HEURISTICS_DECORATORS = frozenset({"triton.heuristics", "heuristics"})
 
 ParamKind = Literal["constexpr", "num_warps", "num_stages", "num_ctas", "waves_per_eu", "matrix_instr_nonkdim", "kpack"]
@@ -59,18 +61,6 @@ _LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas")
 INSERTED_OPTIONS: tuple[ParamKind, ...] = ("num_warps", "num_stages")  # tunable even where a launch omits them
 OPTION_DEFAULTS = {"num_warps": DEFAULT_NUM_WARPS, "num_stages": DEFAULT_NUM_STAGES}
 _MAX_DEPTH = 8  # names and tables followed through at most this many steps
-
-_ScopeNode = ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
-_NEW_SCOPES = (
-    ast.FunctionDef,
-    ast.AsyncFunctionDef,
-    ast.Lambda,
-    ast.ClassDef,
-    ast.ListComp,
-    ast.SetComp,
-    ast.DictComp,
-    ast.GeneratorExp,
-)
 
 
 @dataclass(frozen=True)
@@ -293,13 +283,13 @@ def _kernels(tree: ast.Module) -> dict[str, _Kernel]:
 # --- launch sites ----------------------------------------------------------------------------------------
 
 
-_LaunchSite = tuple[ast.Call, str, tuple[_ScopeNode, ...]]
+_LaunchSite = tuple[ast.Call, str, tuple[ScopeNode, ...]]
 
 
 def _launch_sites(tree: ast.Module, kernels: Mapping[str, _Kernel]) -> Iterator[_LaunchSite]:
     """Every ``kernel[grid](...)`` call, with the kernel's name and the enclosing scopes (innermost last)."""
 
-    def visit(node: ast.AST, scopes: tuple[_ScopeNode, ...]) -> Iterator[_LaunchSite]:
+    def visit(node: ast.AST, scopes: tuple[ScopeNode, ...]) -> Iterator[_LaunchSite]:
         if (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Subscript)
@@ -315,7 +305,7 @@ def _launch_sites(tree: ast.Module, kernels: Mapping[str, _Kernel]) -> Iterator[
 
 
 def _call_params(
-    call: ast.Call, kernel: _Kernel, scopes: tuple[_ScopeNode, ...], options: tuple[str, ...]
+    call: ast.Call, kernel: _Kernel, scopes: tuple[ScopeNode, ...], options: tuple[str, ...]
 ) -> Iterator[TunableParam | _SplitCandidate]:
     overwritten = kernel.set_by_heuristics
     keywords = {kw.arg: kw for kw in call.keywords if kw.arg is not None and kw.arg not in overwritten}
@@ -347,8 +337,8 @@ def _heuristic_params(tree: ast.Module, kernel: _Kernel) -> Iterator[TunablePara
             continue
         if isinstance(value, ast.Lambda):
             results, scopes = [value.body], (tree, value)
-        elif isinstance(value, ast.Name) and (function := _module_function(tree, value.id)) is not None:
-            results, scopes = _returned(function), (tree, function)
+        elif isinstance(value, ast.Name) and (function := module_function(tree, value.id)) is not None:
+            results, scopes = returned_values(function), (tree, function)
         else:
             continue
         site = f"{kernel.name}:heuristics@L{value.lineno}"
@@ -490,7 +480,7 @@ def _accepted(kind: ParamKind, value: int) -> bool:
     return value >= 0 if kind == "waves_per_eu" else value >= 1
 
 
-def _literals(value: ast.expr, scopes: tuple[_ScopeNode, ...], kind: ParamKind, depth: int = 0) -> list[_Literal]:
+def _literals(value: ast.expr, scopes: tuple[ScopeNode, ...], kind: ParamKind, depth: int = 0) -> list[_Literal]:
     """The integer literals that set an argument's value (see the module's docstring for where they may sit), those
     a `kind` can take; none where the value is computed."""
     if depth > _MAX_DEPTH:
@@ -504,7 +494,7 @@ def _literals(value: ast.expr, scopes: tuple[_ScopeNode, ...], kind: ParamKind, 
     elif isinstance(value, ast.Call) and (bound := _clamped_power_of_two_bound(value)) is not None:
         found = [bound.reached("capped")]
     elif isinstance(value, ast.Name):
-        for bound, inner, how in _bound_values(value.id, scopes):
+        for bound, inner, how in bound_values(value.id, scopes):
             found += [lit.reached(how) for lit in _literals(bound, inner, kind, depth + 1)]
     elif isinstance(value, ast.Subscript):
         for entry, row, inner in _table_entries(value, scopes, depth):
@@ -513,10 +503,10 @@ def _literals(value: ast.expr, scopes: tuple[_ScopeNode, ...], kind: ParamKind, 
     return [lit for lit in found if _accepted(kind, lit.value)]
 
 
-_Entry = tuple[ast.expr, str, tuple[_ScopeNode, ...]]  # a table entry, its row label, the scopes to read it in
+_Entry = tuple[ast.expr, str, tuple[ScopeNode, ...]]  # a table entry, its row label, the scopes to read it in
 
 
-def _table_entries(value: ast.Subscript, scopes: tuple[_ScopeNode, ...], depth: int) -> list[_Entry]:
+def _table_entries(value: ast.Subscript, scopes: tuple[ScopeNode, ...], depth: int) -> list[_Entry]:
     """What ``table[key]`` can be, with its row label: the entry of a constant key, or every entry for a runtime key
     (``configs[dtype]``), through names bound to dict literals and nested tables."""
     key = value.slice
@@ -533,14 +523,14 @@ def _table_entries(value: ast.Subscript, scopes: tuple[_ScopeNode, ...], depth: 
     return found
 
 
-def _dicts(value: ast.expr, scopes: tuple[_ScopeNode, ...], depth: int) -> list[tuple[ast.Dict, str, tuple]]:
+def _dicts(value: ast.expr, scopes: tuple[ScopeNode, ...], depth: int) -> list[tuple[ast.Dict, str, tuple]]:
     """The dict literals an expression can be (through names and tables), with row labels and their scopes."""
     if depth > _MAX_DEPTH:
         return []
     if isinstance(value, ast.Dict):
         return [(value, "", scopes)]
     if isinstance(value, ast.Name):
-        return [d for bound, inner, _ in _bound_values(value.id, scopes) for d in _dicts(bound, inner, depth + 1)]
+        return [d for bound, inner, _ in bound_values(value.id, scopes) for d in _dicts(bound, inner, depth + 1)]
     if isinstance(value, ast.Subscript):
         return [
             (table, row or inner_row, where)
@@ -572,137 +562,3 @@ def _clamped_power_of_two_bound(node: ast.expr) -> _Literal | None:
         if literal is not None and isinstance(other, ast.Call) and decorator_name(other).endswith("next_power_of_2"):
             return literal
     return None
-
-
-# --- name resolution -------------------------------------------------------------------------------------
-
-
-def _bound_values(name: str, scopes: tuple[_ScopeNode, ...]) -> list[tuple[ast.expr, tuple[_ScopeNode, ...], str]]:
-    """Every value ``name`` is bound to in its scope, with the scopes to read that value in and how ("name", or
-    "returned" by a function); none when the name is bound any other way too (a loop variable, an augmented
-    assignment, an import...), so it is not a set of literals.
-
-    The scope is the innermost enclosing function that binds the name, else the module (Python's rule, except
-    that class bodies are not searched; they are not visible from methods either). A name unpacked from what a
-    module function returns (``BLOCK, warps = settings(n)``) is bound to that element of each of its ``return``s.
-    """
-    for index, scope in reversed(list(enumerate(scopes))):
-        bindings = list(_bindings(scope, name))
-        if bindings or scope is scopes[0]:
-            if not bindings or any(b is None for b in bindings):
-                return []
-            outer = scopes[: index + 1]
-            resolved: list[tuple[ast.expr, tuple[_ScopeNode, ...], str]] = []
-            for binding in bindings:
-                assert binding is not None
-                if isinstance(binding, _Unpacked):
-                    resolved += [(value, inner, "returned") for value, inner in _unpacked(binding, scopes[0])]
-                else:
-                    resolved.append((binding, outer, "name"))
-            return resolved
-    return []
-
-
-@dataclass(frozen=True)
-class _Unpacked:
-    """``a, b = f(...)``: the name is element `index` of what the call returns."""
-
-    call: ast.Call
-    index: int
-    width: int
-
-
-def _unpacked(binding: _Unpacked, module: _ScopeNode) -> list[tuple[ast.expr, tuple[_ScopeNode, ...]]]:
-    assert isinstance(module, ast.Module)
-    if not isinstance(binding.call.func, ast.Name):
-        return []
-    function = _module_function(module, binding.call.func.id)
-    if function is None:
-        return []
-    found = []
-    for returned in _returned(function):
-        if not (isinstance(returned, ast.Tuple) and len(returned.elts) == binding.width):
-            return []
-        found.append((returned.elts[binding.index], (module, function)))
-    return found
-
-
-def _module_function(module: ast.Module, name: str) -> ast.FunctionDef | None:
-    defs = [n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == name]
-    return defs[0] if len(defs) == 1 else None
-
-
-def _returned(function: ast.FunctionDef) -> list[ast.expr]:
-    """The values of a function's own ``return`` statements (not those of functions nested in it)."""
-    return [n.value for n in _scope_nodes(list(function.body)) if isinstance(n, ast.Return) and n.value is not None]
-
-
-def _bindings(scope: _ScopeNode, name: str) -> Iterator[ast.expr | _Unpacked | None]:
-    """Each binding of ``name`` directly in ``scope``: the value of a simple assignment, the default of a
-    parameter, an element unpacked from a call's result, else None."""
-    if isinstance(scope, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
-        yield from _parameter_bindings(scope.args, name)
-    body: list[ast.AST] = [scope.body] if isinstance(scope, ast.Lambda) else list(scope.body)
-    simple_targets: set[int] = set()  # ids of the `Name` targets of simple assignments already yielded
-    for node in _scope_nodes(body):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and _is_name(node.targets[0], name):
-            simple_targets.add(id(node.targets[0]))
-            yield node.value
-        elif (
-            isinstance(node, ast.Assign)
-            and len(node.targets) == 1
-            and isinstance(node.targets[0], ast.Tuple)
-            and isinstance(node.value, ast.Call)
-            and any(_is_name(t, name) for t in node.targets[0].elts)
-        ):
-            elts = node.targets[0].elts
-            index = next(i for i, t in enumerate(elts) if _is_name(t, name))
-            simple_targets.add(id(elts[index]))
-            yield _Unpacked(node.value, index, len(elts))
-        elif isinstance(node, ast.AnnAssign) and _is_name(node.target, name):
-            simple_targets.add(id(node.target))
-            yield node.value
-        elif _binds_otherwise(node, name) and id(node) not in simple_targets:
-            yield None
-
-
-def _parameter_bindings(arguments: ast.arguments, name: str) -> Iterator[ast.expr | None]:
-    """The default value of parameter ``name`` (None when it has none)."""
-    positional = [*arguments.posonlyargs, *arguments.args]
-    defaults: list[ast.expr | None] = [None] * (len(positional) - len(arguments.defaults))
-    defaults += arguments.defaults
-    keyword_only = list(zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True))
-    for argument, default in [*zip(positional, defaults, strict=True), *keyword_only]:
-        if argument.arg == name:
-            yield default
-    for argument in (arguments.vararg, arguments.kwarg):
-        if argument is not None and argument.arg == name:
-            yield None
-
-
-def _binds_otherwise(node: ast.AST, name: str) -> bool:
-    """Whether ``node`` binds ``name`` (or makes it non-local) other than as an assignment's value."""
-    if isinstance(node, ast.Name):
-        return node.id == name and not isinstance(node.ctx, ast.Load)
-    if isinstance(node, ast.Global | ast.Nonlocal):
-        return name in node.names
-    if isinstance(node, ast.alias):
-        return (node.asname or node.name.split(".")[0]) == name
-    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.ExceptHandler):
-        return node.name == name
-    return False
-
-
-def _scope_nodes(body: list[ast.AST]) -> Iterator[ast.AST]:
-    """All nodes of a scope's body in pre-order, not descending into nested scopes (they have own names)."""
-    stack = list(reversed(body))
-    while stack:
-        node = stack.pop()
-        yield node
-        if isinstance(node, _NEW_SCOPES):
-            continue
-        stack.extend(reversed(list(ast.iter_child_nodes(node))))
-
-
-def _is_name(node: ast.expr, name: str) -> bool:
-    return isinstance(node, ast.Name) and node.id == name

@@ -11,8 +11,8 @@ from typing import Any
 from geak.evaluator.api import EvalOptions, Evaluator
 from geak.evaluator.pool import WorkerStartError, device_masks, pin_device, usable_cores
 
-from . import config
-from .config import AgentConfig
+from .. import config
+from ..config import AgentConfig
 from .run_config import RunConfig
 
 
@@ -43,10 +43,8 @@ class EvalSlot:
 
 
 # A sample's device time in batch runs: a flushed sample's burst, and five graph replays of 0.5 ms (25 ms and five of
-# 2 ms for one file). In a `geak eval` of TritonBench-revised on an H200, the rounds took 60-67 s of the device alone
-# with 10 ms samples, 42-69 s with 5 ms and 50.5 s with 2.5 ms (68.6 s with 5 ms on the same machine; its graph
-# captures ahead 104 s against 131 s, summed over the jobs), most timings deciding at their first look (6 rounds) and
-# the A/A verdicts as clean.
+# 2 ms for one file): shorter samples take less of the device alone over hundreds of problems, while most timings
+# still decide at their first look and A/A verdicts stay as clean.
 BATCH_REP_MS = 2.5
 BATCH_BENCH_CALLS = 8  # calls timed per problem in batch runs (16 for one file)
 BATCH_MAX_ROUNDS = 24  # the most rounds a batch run's timing takes before it says undecided (40 for one file)
@@ -56,9 +54,9 @@ BATCH_ROUNDS_S = 10.0  # past this many seconds of rounds a batch run's timing s
 def eval_options(agent: AgentConfig, backend: str, gpu_id: int | None) -> EvalOptions:
     """A batch run's evaluator settings, on `backend`, pinned to `gpu_id`. Every timing of hundreds of problems has
     the GPU alone while it measures, one after another: they time fewer calls with shorter bursts (the sequential
-    rounds take more where a speedup needs them to be decided), stop undecided sooner (on an H100, the timings that
-    ran to 40 rounds undecided took 4-5 s of rounds, the decided ones 0.1-0.4 s, and a file whose calls take 100 ms
-    each, host-bound, held the device for minutes: ``BATCH_ROUNDS_S``), and take no per-kernel device
+    rounds take more where a speedup needs them to be decided), stop undecided sooner (an undecided timing's rounds
+    take far longer than a decided one's, and a host-bound file whose calls take 100 ms each would hold the device for
+    minutes: ``BATCH_ROUNDS_S``), and take no per-kernel device
     time, which no batch record reads. A fixed `bench_rounds` (``--rounds``) is kept."""
     return replace(
         config.eval_options(agent, backend),
@@ -112,7 +110,7 @@ def local_slots(run: RunConfig, agent: AgentConfig) -> list[EvalSlot]:
     except WorkerStartError as e:
         raise SlotError(f"gpu_ids: {e}") from e
     on_host = run.jobs_per_gpu * len(gpus)  # every slot's jobs share the host's cores
-    # every worker a slot runs at once starts with its first (a fresh H200's first took 8 s, the rest then started
-    # beside the first checks)
+    # every worker a slot runs at once starts with its first (a worker takes seconds to start: started later, the
+    # rest would start beside the first checks)
     at_once = dict(max_concurrent=run.jobs_per_gpu, spares=run.jobs_per_gpu, host_jobs=on_host)
     return [EvalSlot(f"gpu {g}", Evaluator(replace(eval_options(agent, "gpu", g), **at_once)), str(g)) for g in gpus]

@@ -14,8 +14,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from .config import FIELD_NAMES as AGENT_KEYS
-from .config import LEGACY_HINTS, SECRET_KEYS, AgentConfig, ConfigError, _read_yaml_mapping, config_from_mapping
+from ..config import FIELD_NAMES as AGENT_KEYS
+from ..config import LEGACY_HINTS, SECRET_KEYS, AgentConfig, ConfigError, _read_yaml_mapping, config_from_mapping
 
 
 class RunConfig(BaseModel):

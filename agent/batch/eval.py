@@ -15,20 +15,17 @@ from typing import Any
 from geak.evaluator.reference_costs import longest_first
 from geak.evaluator.results import CheckResult
 
+from ..tasks import all_or_none
 from .dataloaders import GoldenFileSuite, ProblemState, Score, reference_file
 from .dataloaders.scoring import check_code, time_code
 from .eval_slots import EvalSlot
 from .records_file import append_record, read_records, rewrite_records
-from .tasks import all_or_none
 
 # Timings at once on a slot while its checks still run: their imports and captures share the device with the slot's
 # checks and overlap, their measurements take turns, each with the device alone, the jobs sharing it paused meanwhile
-# (the pool's ``DeviceShare``), so one's setup is not all on the critical path. On an H100 a timing's two captures
-# took 1-8 s, and its decided rounds 0.1-0.4 s with the device alone. As its checks end, a slot times more at once,
-# up to as many as it checked: on an H200, 6 at once had the device alone for 112 s of the 170 s its timings took,
-# 13 at once for 89 s of 151 s, the rest waiting for one to be ready to measure. More is not faster: with 29 at once
-# on each of two H200s, fewer timings were made ready per second of that waiting (2.1 against 2.7), as their
-# preparations contend for the device while none measures.
+# (the pool's ``DeviceShare``), so one's setup (its captures take far longer than its decided rounds) is not all on
+# the critical path. As its checks end, a slot times more at once, up to as many as it checked. More is not faster:
+# their preparations contend for the device while none measures, so fewer timings are made ready per second.
 TIMINGS_AT_ONCE = 6
 
 
@@ -53,19 +50,18 @@ async def score_predictions(
     earlier: dict[int, dict[str, Any]] | None = None,
     on_event: Callable[[str], None] | None = None,
 ) -> EvalOutcome:
-    """Score each line of `predictions`: every prediction is checked, `per_slot` at a time on each slot, and once
-    every check has started, what passed is timed, ``TIMINGS_AT_ONCE`` at a time on each slot (more as its checks
-    end, up to `per_slot`), by turns the quickest and the slowest tests among those waiting (``next_to_time``), on
-    whichever slot is free, since a slot whose checks run long (a prediction that hangs until the time limit) need
-    not hold what passed there. A timing measures with the device alone: the checks still running on its slot are
-    paused meanwhile and go on after it, their time limits moved on by the pause (the pool's ``DeviceShare``).
-    Timings wait for the checks to have started, not ended: the last ones (often a golden file that hangs until the
-    limit) overlap the timings. Timing from the first pass on, beside every check, took 20% longer on an H200
-    (``docs/measurements.md``, twelfth). Records are appended to `results` (JSONL) as they finish (a prediction that
-    passed, once timed) and passed to `on_record(record, total)`. `timing` False: correctness only (call and
-    execution accuracy). `earlier`: records of an interrupted run of the same predictions, by line: those lines are
-    not scored again (``read_earlier``). `on_event` is told what else happens (each slot's start of its timings, the
-    end of the checks)."""
+    """Score each line of `predictions`: every prediction is checked, `per_slot` at a time on each slot, and once every
+    check has started, what passed is timed, ``TIMINGS_AT_ONCE`` at a time on each slot (more as its checks end, up to
+    `per_slot`), by turns the quickest and the slowest tests among those waiting (``next_to_time``), on whichever slot
+    is free, since a slot whose checks run long (a prediction that hangs until the time limit) need not hold what passed
+    there. A timing measures with the device alone: the checks still running on its slot are paused meanwhile and go on
+    after it, their time limits moved on by the pause (the pool's ``DeviceShare``). Timings wait for the checks to have
+    started, not ended: the last ones (often a golden file that hangs until the limit) overlap the timings. Timing from
+    the first pass on, beside every check, made the run slower. Records are appended to `results` (JSONL) as they finish
+    (a prediction that passed, once timed) and passed to `on_record(record, total)`. `timing` False: correctness only
+    (call and execution accuracy). `earlier`: records of an interrupted run of the same predictions, by line: those
+    lines are not scored again (``read_earlier``). `on_event` is told what else happens (each slot's start of its
+    timings, the end of the checks)."""
     say = on_event or (lambda message: None)
     started = time.perf_counter()
     states = suite.load_ps(predictions)
@@ -185,11 +181,9 @@ def next_to_time(waiting: list[_Checked], started: int) -> _Checked:
     """The prediction a slot times next, of those `waiting`, after `started` timings: by turns the one whose tests
     ran quickest (``timing_order``: it is soon ready to measure, so the device is kept busy) and the one whose tests
     ran longest. A timing prepares only while no other measures (the pool's ``DeviceShare``), so a slow preparation
-    started last is the run's tail: on an H200, quickest first, the last four timings of a `geak eval` of the
-    TritonBench-revised suite started 15-19 s before its end, and ran 8-12 s each, mostly preparing, the device idle
-    between them. Their rounds are capped (``eval_slots.BATCH_ROUNDS_S``), so one timed early holds the device alone
-    no longer than later. (In an A/B on one H200 the gaps between measurements took 25.6 s against 28.4 s; what
-    still ends the timings is a slow check started late, whose timing then starts last.)"""
+    started last is the run's tail, the device idle meanwhile. Their rounds are capped (``eval_slots.BATCH_ROUNDS_S``),
+    so one timed early holds the device alone no longer than later. What can still end the timings is a slow check
+    started late, whose timing then starts last."""
     order = timing_order(waiting)
     return order[-1] if started % 2 else order[0]
 
@@ -209,7 +203,7 @@ def _slow_first(lines: list[int], references: dict[int, Path], slots: list[EvalS
 
 async def _checked_against(reference: Path, unchecked: Counter[Path], slots: list[EvalSlot]) -> None:
     """One more prediction of `reference` checked: once none is left, every slot forgets its run of the reference,
-    whose outputs (gigabytes over a suite's references, on an H200) are not needed by the timings."""
+    whose outputs (gigabytes over a suite's references) are not needed by the timings."""
     unchecked[reference] -= 1
     if unchecked[reference] == 0:
         await asyncio.gather(*(slot.evaluator.forget_reference(reference) for slot in slots))

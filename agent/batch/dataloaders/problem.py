@@ -119,11 +119,11 @@ def load_dataloader(spec: str, kwargs: dict[str, Any] | None = None) -> Dataload
         if not hasattr(loader, m)
     ]
     if missing:
-        raise DataloaderError(f"dataloader {spec!r}: {attr} lacks {', '.join(missing)} (see geak.agent.dataloaders)")
+        raise DataloaderError(f"dataloader {spec!r}: {attr} lacks {', '.join(missing)} (see geak.agent.batch.dataloaders)")
     for i, ps in enumerate(loader.problem_states):
         if not isinstance(ps, ProblemState):
             raise DataloaderError(
                 f"dataloader {spec!r}: problem_states[{i}] is a {type(ps).__name__}, not a "
-                "geak.agent.dataloaders.ProblemState"
+                "geak.agent.batch.dataloaders.ProblemState"
             )
     return loader

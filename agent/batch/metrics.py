@@ -14,8 +14,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .memory import Candidate
-from .outcome import pass_at_k
+from ..memory import Candidate
+from ..outcome import pass_at_k
 
 Record = dict[str, Any]
 

@@ -22,20 +22,21 @@ from typing import Any
 from geak.evaluator.api import BadInput
 from geak.evaluator.triton_file import TritonFileError
 
-from . import checkpoint, metrics
-from .config import AgentConfig
+from .. import checkpoint
+from ..config import AgentConfig
+from ..evaluation import CandidateEvaluator
+from ..llm import ChatModel, LLMError, ModelUnusable
+from ..loop import GeakAgent, ProgressEvent
+from ..outcome import OptimizeResult
+from ..retrieval import KernelCorpus
+from ..tasks import all_or_none
+from ..tuning.launch_search import FINALISTS
+from . import metrics
 from .dataloaders import Dataloader, ProblemError, ProblemState, reference_file
 from .eval_slots import EvalSlot, eval_options, local_slots
-from .evaluation import CandidateEvaluator
-from .launch_search import FINALISTS
-from .llm import ChatModel, LLMError, ModelUnusable
-from .loop import GeakAgent, ProgressEvent
-from .outcome import OptimizeResult
 from .records_file import append_record, read_records, rewrite_records
-from .retrieval import KernelCorpus
 from .run_config import RunConfig
 from .scaling_plot import plot_scaling
-from .tasks import all_or_none
 
 log = logging.getLogger(__name__)
 RESULTS, SUMMARY, PLOT, RUN_INFO = "results.jsonl", "summary.json", "scaling.png", "run.json"

@@ -4,9 +4,9 @@ A check composes every candidate with the original's test section, so what a lau
 (the ROCm benchmark's files launch their kernels from wrappers after the separator). Where every launch of a
 non-autotuned kernel lies in that section and passes no ``num_warps`` (or no ``num_stages``), the kernel runs with
 Triton's default, and its own definition may set the option instead: ``@triton.heuristics({"num_warps": lambda args:
-1})`` above its ``@triton.jit``, which Triton hands to every launch of it as the launch's own keyword would be. On an
-H200, ROCm ``test_cast_matmul.py``'s kernel (16×16 tiles, launched with the default 4 warps) ran 2.0× faster with one
-warp, and ``naive_softmax.py``'s 1.2-1.5×.
+1})`` above its ``@triton.jit``, which Triton hands to every launch of it as the launch's own keyword would be. Triton's
+default can be far from a kernel's best (a kernel of 16×16 tiles launched with the default 4 warps may run much faster
+with one).
 
 Only a kernel whose name is used for nothing but its launches qualifies (a launch through another name could pass
 the option, and the heuristic would overwrite it), and only where the module imports ``triton`` by that name.

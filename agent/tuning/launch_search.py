@@ -6,21 +6,21 @@
    compared with the original's) and, on a GPU, ranks the correct ones by successive halving over short timings.
 3. While the time budget allows, later rounds screen the neighbours of the leaders and the leaders of different
    launch configurations combined, then what earlier rounds did not reach in their time, then configurations not
-   tried yet (on an H200, 9 of a sample of 24 files had stopped after one round that reached few of its 48, with
-   half the budget unspent).
+   tried yet, so that a first round that reached few of its configurations does not end the search with budget
+   unspent.
 4. Configurations whose screening compiled the very same kernels (a knob of a branch the test never takes changed
    beside one that it does) are one configuration, said by its smallest change: it is ranked, refined and proposed
    once, as the diff with the fewest changed knobs; and a finalist is proposed without the changes a configuration
-   screened within ``ALIKE_WITHIN`` of it shows it does not need (embedding_triton_kernel.py's `num_stages 1→2`
-   beside `BLOCK_N 64→16, num_warps 1→8`, which screened the same without it).
+   screened within ``ALIKE_WITHIN`` of it shows it does not need (a `num_stages 1→2` beside `BLOCK_N 64→16,
+   num_warps 1→8` that screened the same without it).
 5. The few configurations that beat the original in screening by more than ``SCREEN_GAIN`` are finalists (an
    autotuned kernel's: that beat the best of its own configs pinned, which the first round screens too; they are the
    bar, never finalists themselves, and each later round screens the best of them again, by which its ratios are
    put on the first round's scale; where none does, the best that beats it by ``NEAR_GAIN``): each gets
    the full check against the original and the paired bench. Only a finalist the bench finds significantly faster is
    kept, the fastest of those; otherwise the original stays. Screen timings only rank; they never claim. Where none
-   is confirmed and the bench left one undecided although ahead (a busy device: on an H200 `triton_matmul.py`'s
-   2.5× leaders stayed undecided after 40 rounds), it is measured once more if the time allows; only that second
+   is confirmed and the bench left one undecided although ahead (a busy device can leave even a large speedup
+   undecided), it is measured once more if the time allows; only that second
    bench's own verdict can keep it.
 
 The budget is time. Screening gets what one finalist's confirmation leaves (its estimate: the baseline's own check and
@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -45,13 +45,13 @@ from geak.evaluator.shared.sequential import is_undecided
 
 from .launch_space import Focus, Space, Variant, focus_of
 from .review_notes import atomic_path_notes, definition_note, pinned_note
+from .screened_rounds import ScreenedRounds
 
 log = logging.getLogger(__name__)
 
 SCREEN_GAIN = 0.03  # a configuration must beat the original by this much in screening to be a finalist
 # Where none does, the best that beats it by this much (the bench's band on graph-replayed calls: less could never be
-# confirmed) still gets the confirmation the budget kept for one: on an H200, TritonBench-revised
-# `iv_dependent_matmul.py`'s leaders screened 2.2% faster and its search ended with that time unspent.
+# confirmed) still gets the confirmation the budget kept for one, which would otherwise go unspent.
 NEAR_GAIN = 0.02
 ALIKE_WITHIN = 0.01  # a configuration that changes less and screens within this of a finalist is proposed instead
 FINALISTS = 2  # at most; one where confirming two would take more than half the budget
@@ -65,7 +65,6 @@ FIRST_ROUND_FLOOR = 0.4  # of the budget: the first round's time however long co
 SHOWN = 8  # screened configurations listed in a report
 CONFIRM_ESTIMATE_S = 20.0  # a finalist's check and bench, where the baseline's own duration is unknown
 FIRST_ROUND_SHARE = 0.6  # of the screening time, when later rounds are to follow
-UNREACHED = frozenset({"not run", "not timed"})  # a screened configuration its round had no time for
 ROUND_NAMES = ("first", "second", "third")
 
 
@@ -171,7 +170,7 @@ class _Search:
         self.budget_s = budget_s
         self.space = Space(source, device_backend, kernel)
         self.state: dict[str, Any] = state if state is not None else {"rounds": []}
-        self.state.setdefault("rounds", [])
+        self.record = ScreenedRounds(self.state.setdefault("rounds", []))
         self._say = on_event or (lambda message: None)
         self._on_state = on_state
         self._should_stop = should_stop or (lambda: False)
@@ -208,9 +207,9 @@ class _Search:
         if not self.state["rounds"] and not self.stopped:
             limit = FIRST_ROUND if self.backend.timing else CPU_ROUND
             share = FIRST_ROUND_SHARE if self.backend.timing else 1.0
-            # A slow original (its cold compiles and tuning are the confirmation's estimate) left the first round
-            # 10 s on an H200: TritonBench-revised `int4_matmul.py` ran 1 of its 48 configurations. A search that
-            # screens nothing finds nothing, so the first round gets its share and a confirmation may run past.
+            # A slow original (its cold compiles and tuning are the confirmation's estimate) would leave the first
+            # round time for few configurations, if any. A search that screens nothing finds nothing, so the first
+            # round gets its share and a confirmation may run past.
             floor = max(MIN_ROUND_S, FIRST_ROUND_FLOOR * self.budget_s) if self.backend.timing else 1.0
             deadline = max(floor, (self.left_s - reserve) * share)
             own = space.own_configs(OWN_CONFIGS) if self.backend.timing else []
@@ -239,7 +238,7 @@ class _Search:
             if len(rounds) == before or not rounds[-1]["ok"]:
                 break
         if self.stopped:
-            return self._result(f"stopped after screening {self._counts()[0]} configuration(s)")
+            return self._result(f"stopped after screening {self.record.counts()[0]} configuration(s)")
         finalists = self._finalists()
         if not finalists:
             return self._result(self._no_finalist_summary())
@@ -310,7 +309,7 @@ class _Search:
         """The next round: the leaders' neighbours (and the leaders of different groups combined) not screened yet,
         then what earlier rounds did not reach in their time (once more), then first-round candidates not tried yet;
         at most ``LATER_ROUND``, none the same as one screened before."""
-        reached, unreached = self._reach()
+        reached, unreached = self.record.reach()
         tried = reached | set(unreached)
         leaders = [v for v, _ in self._distinct()[:LEADERS]]
         refined = self.space.refine(leaders, tried, LATER_ROUND, focus) if leaders else []
@@ -318,47 +317,16 @@ class _Search:
         fresh = [v for v in self.space.first_round(len(tried) + LATER_ROUND, focus, seed) if v not in tried]
         return list(dict.fromkeys([*refined, *again, *fresh]))[:LATER_ROUND]
 
-    def _reach(self) -> tuple[set[Variant], dict[Variant, int]]:
-        """(the configurations a round reached, those none did -> how many rounds missed each)."""
-        reached: set[Variant] = set()
-        missed: dict[Variant, int] = {}
-        for variant, verdict in self._screened():
-            if verdict["status"] in UNREACHED:
-                missed[variant] = missed.get(variant, 0) + 1
-            else:
-                reached.add(variant)
-        return reached, {v: n for v, n in missed.items() if v not in reached}
-
-    def _screened(self) -> Iterator[tuple[Variant, dict[str, Any]]]:
-        """Every configuration each round screened, with its verdict there, round after round (a later round's
-        control, screened again, only in the first)."""
-        for r in self.state["rounds"]:
-            for index, (data, verdict) in enumerate(zip(r["variants"], r["verdicts"], strict=False)):
-                if index != r.get("control"):
-                    yield Variant.from_json(data), verdict
-
-    def _ranked(self) -> list[tuple[Variant, float]]:
-        """Every correct, timed configuration screened so far, fastest relative to the original first, each round's
-        ratios on the first round's scale (``_scale``)."""
-        found: dict[Variant, float] = {}
-        for r in self.state["rounds"]:
-            scale = self._scale(r)
-            for data, verdict in zip(r["variants"], r["verdicts"], strict=False):
-                if verdict["status"] == "ok" and verdict.get("ratio"):
-                    variant, ratio = Variant.from_json(data), verdict["ratio"] * scale
-                    found[variant] = min(found.get(variant, ratio), ratio)
-        return sorted(found.items(), key=lambda item: item[1])
-
     def _distinct(self) -> list[tuple[Variant, float]]:
-        """``_ranked``, one entry for the configurations that compiled the very same kernels: the one that changes
-        the fewest knobs (the smallest diff), at the best ratio among them (their differences are the timing's
-        noise). On an H200 TritonBench-revised `context_attn_nopad.py`'s two finalists were one kernel, the second
-        also changing the `num_warps` of a branch its test never takes."""
+        """``ScreenedRounds.ranked``, one entry for the configurations that compiled the very same kernels: the one
+        that changes the fewest knobs (the smallest diff), at the best ratio among them (their differences are the
+        timing's noise): otherwise two finalists can be one kernel, the second also changing the `num_warps` of a
+        branch its test never takes."""
         kernels: dict[Variant, str] = {}
-        for variant, verdict in self._screened():  # a round that did not run it knows none of its kernels
+        for variant, verdict in self.record.screened():  # a round that did not run it knows none of its kernels
             kernels[variant] = kernels.get(variant) or verdict.get("kernels") or ""
         found: dict[str, tuple[Variant, float]] = {}
-        for variant, ratio in self._ranked():
+        for variant, ratio in self.record.ranked():
             key = kernels.get(variant) or repr(variant)  # unknown kernels: its own configuration
             best = found.get(key)
             if best is None:
@@ -381,35 +349,18 @@ class _Search:
 
     def _control(self) -> Variant | None:
         """The own config an autotuned kernel's finalists must beat (the bar), to screen again in a later round:
-        the original's own time there comes from its autotuner's choice, which may differ from round to round (on an
-        H200, TritonBench-revised `matmul_dequantize.py`'s original took 0.180 ms in one round and 0.102 ms in the
-        next, and the first round's leaders, ranked over the slower, were confirmed 1.6x where the second's ran
-        faster)."""
-        own = [(ratio, v) for v, ratio in self._first_round_ratios().items() if self.space.own_index(v) is not None]
+        the original's own time there comes from its autotuner's choice, which may differ from round to round, so
+        that leaders ranked over a slower original's time would look faster than those of a round over a faster one."""
+        own = [
+            (ratio, v) for v, ratio in self.record.first_round_ratios().items() if self.space.own_index(v) is not None
+        ]
         best = min(own, key=lambda item: item[0], default=None)
         return best[1] if best is not None and best[0] < 1.0 else None
-
-    def _first_round_ratios(self) -> dict[Variant, float]:
-        """The first round's correct, timed configurations and their ratios to the original there."""
-        first = self.state["rounds"][0]
-        pairs = zip(first["variants"], first["verdicts"], strict=False)
-        return {Variant.from_json(data): v["ratio"] for data, v in pairs if v["status"] == "ok" and v.get("ratio")}
-
-    def _scale(self, round_: dict[str, Any]) -> float:
-        """What puts a later round's ratios on the first round's scale: its control's ratio in the first round over
-        its ratio in this one (1 where the round has none, or it was not timed there)."""
-        index = round_.get("control")
-        if index is None or round_ is self.state["rounds"][0]:
-            return 1.0
-        verdict = round_["verdicts"][index] if index < len(round_["verdicts"]) else {}
-        before = self._first_round_ratios().get(Variant.from_json(round_["variants"][index]))
-        now = verdict.get("ratio") if verdict.get("status") == "ok" else None
-        return before / now if before and now else 1.0
 
     def _bar(self) -> float:
         """What a finalist must beat in screening, relative to the original: the original itself, or the best of an
         autotuned kernel's own configs pinned where that is faster (its autotuner's kept choice was not the best)."""
-        own = [ratio for v, ratio in self._ranked() if self.space.own_index(v) is not None]
+        own = [ratio for v, ratio in self.record.ranked() if self.space.own_index(v) is not None]
         return min([1.0, *own])
 
     def _finalists(self) -> list[Finalist]:
@@ -431,23 +382,12 @@ class _Search:
             finalists.append(finalist)
         return finalists
 
-    def _statuses(self) -> list[str]:
-        """Every screened configuration's status, round after round ("not run": out of time); a later round's
-        control is counted once, in the first."""
-        return [verdict["status"] for _, verdict in self._screened()]
-
-    def _counts(self) -> tuple[int, int]:
-        """(configurations screened: run, whatever came of it; those correct). One a round did not reach is counted
-        where a later round reached it."""
-        ran = [status for status in self._statuses() if status not in UNREACHED]
-        return len(ran), sum(status in ("ok", "same") for status in ran)
-
     def _untimed_summary(self) -> str:
-        screened, correct = self._counts()
-        statuses = self._statuses()
+        screened, correct = self.record.counts()
+        statuses = self.record.statuses()
         wrong = statuses.count("wrong")
         failed = sum(s in ("failed", "skipped") for s in statuses)
-        unreached = len(self._reach()[1])
+        unreached = len(self.record.reach()[1])
         late = f"; {unreached} more not run in the time" if unreached else ""
         return (
             f"timing needs a GPU: {screened} launch configuration(s) of {self.space.knob_count} knob(s) were screened "
@@ -456,8 +396,8 @@ class _Search:
         )
 
     def _no_finalist_summary(self) -> str:
-        screened, correct = self._counts()
-        late = len(self._reach()[1])
+        screened, correct = self.record.counts()
+        late = len(self.record.reach()[1])
         if not screened:
             return (
                 f"no configuration could be screened in the time: the {late} tried were not compiled or run before "
@@ -477,7 +417,7 @@ class _Search:
         return f"the best of the original's own configs pinned ({1 / bar:.2f}x its autotuner's kept choice)"
 
     def _final_summary(self, best: Finalist | None, finalists: list[Finalist]) -> str:
-        screened, correct = self._counts()
+        screened, correct = self.record.counts()
         tally = f"{screened} configuration(s) screened ({correct} correct), {len(finalists)} finalist(s) confirmed"
         if best is None:
             said = "; ".join(f"{f.note}: {_said(f)}" for f in finalists if f.confirmation is not None)
@@ -489,7 +429,7 @@ class _Search:
     def _result(
         self, summary: str, best: Finalist | None = None, finalists: list[Finalist] | None = None
     ) -> SearchResult:
-        screened, correct = self._counts()
+        screened, correct = self.record.counts()
         if self.stopped:
             summary += " (stopped early)"
         return SearchResult(
@@ -512,7 +452,7 @@ class _Search:
         the last rung of the halving each was timed in (its ratio is over the original's samples up to it)."""
         rows = [{"change": self.space.describe(variant), "status": verdict["status"], "ratio": verdict.get("ratio"),
                  "rung": verdict.get("rung"), "message": verdict.get("message", "")}
-                for variant, verdict in self._screened()]  # fmt: skip
+                for variant, verdict in self.record.screened()]  # fmt: skip
         rows.sort(key=lambda row: (row["ratio"] is None, row["ratio"] or 0.0, row["status"] != "ok"))
         return rows[:SHOWN]
 

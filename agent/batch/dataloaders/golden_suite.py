@@ -159,8 +159,8 @@ class GoldenFileSuite:
     @functools.cached_property
     def _matching(self) -> list[tuple[ProblemState, tuple[str, ...], str]]:
         """Each problem with its instructions and golden code as `find` compares them (`normalized`; empty
-        instructions left out), made once: a predictions file matched line by line had normalized every problem's
-        texts again for each line (1.1 s of a 184-line `geak eval`'s start)."""
+        instructions left out), made once: a predictions file matched line by line would otherwise normalize every
+        problem's texts again for each line."""
         return [
             (ps, tuple(t for t in map(normalized, self._instructions(ps)) if t), normalized(ps.label))
             for ps in self.problem_states

@@ -1,0 +1,139 @@
+"""The model's part of a chain's round in the GEAK loop: the Generator, the Reflector and the Optimizer ask the model
+(with the prompts of ``prompts`` and a one-shot example of the corpus), and each reply's code is extracted and
+evaluated as a new candidate of the run's memory."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import prompts
+from .code_extraction import extract_code, extract_strategy
+from .config import AgentConfig
+from .evaluation import CandidateEvaluator
+from .llm import ChatModel, LLMError, ModelUnusable
+from .memory import Candidate, ChainState, Evaluation, ProblemMemory
+from .retrieval import KernelCorpus
+
+
+@dataclass
+class ModelSteps:
+    """One run's model steps. `emit` sends a progress event (kind, message, its fields); `report` says what a new
+    candidate's evaluation found; while the model thinks, a `waiting` event every `waiting_report_s` says for how
+    long."""
+
+    config: AgentConfig
+    candidates: CandidateEvaluator
+    model: ChatModel
+    corpus: KernelCorpus | None
+    instruction: str | None
+    memory: ProblemMemory
+    ctx: prompts.Context
+    emit: Callable[..., None]
+    report: Callable[[Candidate], None]
+    waiting_report_s: float
+
+    async def improve(self, state: ChainState, base: Candidate | None, note: str) -> Candidate:
+        """Optimizer + Generator when timed passing candidates exist, else the Generator from the original."""
+        memory = self.memory
+        ancestors = [c for c in memory.passing() if c.evaluation and c.evaluation.timed][: self.config.ancestor_num]
+        if self.ctx.timing and ancestors:
+            reply = await self._ask(
+                prompts.optimizer(
+                    self.ctx, ancestors, self.candidates.baseline_ms, avoid=state.last_strategy if note else ""
+                ),
+                state,
+                "optimizer: a strategy",
+            )
+            if isinstance(reply, Candidate):
+                return reply
+            strategy = extract_strategy(reply.text) or reply.text.strip()[:2000]
+            state.last_strategy = strategy
+            best = ancestors[0]
+            messages = prompts.implement(self.ctx, best, strategy, self._one_shot(best.code))
+            return await self._generate(state, "optimize", messages, parent=best.id, strategy=strategy)
+        if base is None and self.instruction is not None:
+            messages = prompts.from_instruction(self.ctx, self.instruction, self._one_shot(self.instruction), note)
+            return await self._generate(state, "generate", messages)
+        code = base.code if base is not None else memory.original_code
+        messages = prompts.generate(self.ctx, code, self._one_shot(code), note)
+        return await self._generate(state, "generate", messages, parent=base.id if base else None)
+
+    async def reflect(self, state: ChainState, failed: Candidate) -> Candidate:
+        code = failed.code or (self.instruction if self.instruction is not None else self.memory.original_code)
+        messages = prompts.reflect(self.ctx, failed, self._one_shot(code))
+        return await self._generate(state, "reflect", messages, parent=failed.id)
+
+    async def _ask(self, messages, state: ChainState, purpose: str):
+        """A model reply, or a failed Candidate recording why there is none. Raises `ModelUnusable` once the model
+        is given up. While waiting, a `waiting` event every `waiting_report_s` says for how long."""
+        request = asyncio.ensure_future(self.model.complete(messages))
+        started = time.monotonic()
+        try:
+            while not (await asyncio.wait({request}, timeout=self.waiting_report_s))[0]:
+                self.emit(
+                    "waiting",
+                    f"chain {state.chain}, round {state.round + 1}: waiting for the model ({purpose}), "
+                    f"{time.monotonic() - started:.0f} s",
+                    chain=state.chain,
+                    round=state.round,
+                )
+            return request.result()
+        except ModelUnusable:
+            raise
+        except LLMError as e:
+            candidate = Candidate(
+                self.memory.next_id(state.chain),
+                state.chain,
+                state.round,
+                "generate",
+                "",
+                note=f"model call failed: {e}",
+            )
+            candidate.evaluation = Evaluation(False, "reply", f"no reply from the model: {e}")
+            self.memory.candidates.append(candidate)
+            self.emit(
+                "candidate",
+                f"{candidate.id}: {candidate.evaluation.message}",
+                chain=state.chain,
+                candidate=candidate.id,
+            )
+            return candidate
+        finally:
+            request.cancel()
+
+    async def _generate(self, state, origin, messages, *, parent=None, strategy="") -> Candidate:
+        purpose = f"{origin} of c{state.chain}.{sum(c.chain == state.chain for c in self.memory.candidates) + 1}"
+        reply = await self._ask(messages, state, purpose + (f" from {parent}" if parent else ""))
+        if isinstance(reply, Candidate):
+            return reply
+        public = [w for w in self.ctx.original.wrappers if not w.startswith("_")]
+        extraction = extract_code(reply.text, required_names=public, finish_reason=reply.finish_reason)
+        candidate = Candidate(
+            self.memory.next_id(state.chain),
+            state.chain,
+            state.round,
+            origin,
+            extraction.code or "",
+            parent=parent,
+            strategy=strategy,
+            reflection=extraction.prose[:4000] if origin == "reflect" else "",
+        )
+        self.memory.candidates.append(candidate)
+        if extraction.code is None:
+            candidate.note = extraction.reason or "no code"
+            candidate.evaluation = Evaluation(False, "reply", f"no usable code in the reply: {candidate.note}")
+        else:
+            candidate.evaluation = await self.candidates.evaluate(extraction.code)
+        self.report(candidate)
+        return candidate
+
+    def _one_shot(self, code: str) -> str | None:
+        if not self.config.one_shot or self.corpus is None:
+            return None
+        own = Path(self.candidates.original.path).resolve()
+        hits = self.corpus.most_similar(code, k=1, exclude=own)
+        return hits[0][0].code if hits else None
