@@ -17,7 +17,7 @@ from .exits import EXIT_INTERRUPTED, CommandError, said
 if TYPE_CHECKING:
     import argparse
 
-LOG_FORMAT = "%(relativeCreated)8.0f ms %(levelname)s %(name)s: %(message)s"  # `-v` lines (benchmarks/spell_timeline.py)
+LOG_FORMAT = "%(relativeCreated)8.0f ms %(levelname)s %(name)s: %(message)s"  # `-v` lines: benchmarks/spell_timeline.py
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -119,7 +119,8 @@ def load_dataloader(spec: str, kwargs: dict[str, Any] | None = None) -> Dataload
         if not hasattr(loader, m)
     ]
     if missing:
-        raise DataloaderError(f"dataloader {spec!r}: {attr} lacks {', '.join(missing)} (see geak.agent.batch.dataloaders)")
+        lacks = ", ".join(missing)
+        raise DataloaderError(f"dataloader {spec!r}: {attr} lacks {lacks} (see geak.agent.batch.dataloaders)")
     for i, ps in enumerate(loader.problem_states):
         if not isinstance(ps, ProblemState):
             raise DataloaderError(
