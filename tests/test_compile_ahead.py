@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from geak.evaluator import check
-from geak.evaluator.job import compile_ahead, sandbox
+from geak.evaluator.job import compile_ahead, process_ties, sandbox
 from geak.evaluator.options import EvalOptions
 from geak.evaluator.pool import usable_cores
 from geak.evaluator.shared.protocol import CheckJob
@@ -57,7 +57,7 @@ def test_the_caller_gives_a_check_the_cores_its_concurrent_jobs_leave():
 
 def test_no_dry_pass_on_the_interpreter_or_without_cores_to_spare(tmp_path, monkeypatch):
     forks: list[int] = []
-    monkeypatch.setattr(sandbox, "fork_process", lambda: forks.append(1) or 1)
+    monkeypatch.setattr(process_ties, "fork_process", lambda: forks.append(1) or 1)
     job = job_for(tmp_path / "f.py", tmp_path)
     interpreter = sandbox.RuntimeInfo("interpreter", "cpu", None, "", "")
     gpu = sandbox.RuntimeInfo("cuda", "NVIDIA H200", "90", "", "")

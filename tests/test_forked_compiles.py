@@ -78,12 +78,12 @@ def test_the_deadline_kills_a_slow_compile_and_what_never_started(tmp_path):
 
 
 def test_without_a_process_to_fork_each_compile_fails_as_its_own_and_none_is_left_waiting(tmp_path, monkeypatch):
-    from geak.evaluator.job import sandbox
+    from geak.evaluator.job import process_ties
 
     def refused():
         raise BlockingIOError(11, "Resource temporarily unavailable")
 
-    monkeypatch.setattr(sandbox, "fork_process", refused)
+    monkeypatch.setattr(process_ties, "fork_process", refused)
     executor = ForkedCompiles(2)
     futures = [executor.submit(recorder(tmp_path / f"{i}.log", i)) for i in range(3)]
     report = executor.run(time.monotonic() + 60)
@@ -143,14 +143,14 @@ def keyed_compile(tmp_path: Path, monkeypatch) -> tuple[Any, Any, list[int]]:
         from triton.runtime.cache import get_cache_key  # the key Triton's JIT submits a compile under
     except ImportError:
         pytest.skip("this Triton does not name its compile keys with get_cache_key")
-    from geak.evaluator.job import sandbox
+    from geak.evaluator.job import process_ties
 
     backend = make_backend(target)
     options = backend.parse_options({"num_warps": 4})
     key = get_cache_key(source, backend, options, get_cache_invalidating_env_vars())
     forks: list[int] = []
-    real_fork = sandbox.fork_process
-    monkeypatch.setattr(sandbox, "fork_process", lambda: forks.append(1) or real_fork())
+    real_fork = process_ties.fork_process
+    monkeypatch.setattr(process_ties, "fork_process", lambda: forks.append(1) or real_fork())
     return key, lambda: triton.compile(source, target=target, options=options.__dict__), forks
 
 

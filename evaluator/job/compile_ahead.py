@@ -35,6 +35,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from ..shared.protocol import CheckJob
+from . import process_ties
 from .forked_compiles import ForkedCompiles, compile_mode, idle_cores
 from .process_ties import die_with_parent
 
@@ -86,14 +87,12 @@ def start(job: CheckJob, info: Any) -> DryPass | None:
     workers = min(job.compile_workers, idle_cores())
     if info.backend == "interpreter" or workers < MIN_WORKERS:
         return None
-    from . import sandbox
-
     try:
         go_read, go_write = os.pipe()
     except OSError:  # no descriptors left: the job runs as it would alone
         return None
     try:
-        pid = sandbox.fork_process()
+        pid = process_ties.fork_process()
     except OSError:
         os.close(go_read)
         os.close(go_write)

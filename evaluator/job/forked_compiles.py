@@ -28,7 +28,7 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import sandbox
+from . import process_ties
 from .process_ties import die_with_parent
 
 POLL_S = 0.01  # between two looks at the children
@@ -175,7 +175,7 @@ class ForkedCompiles(Executor):
 
     @staticmethod
     def _fork(fn: Callable[[], Any]) -> int:
-        pid = sandbox.fork_process()
+        pid = process_ties.fork_process()
         if pid:
             return pid
         code = 1  # the child: compile, and leave without running the parent's exit handlers

@@ -43,7 +43,7 @@ from ..shared.probe_rules import (
     stays_finite,
 )
 from ..shared.protocol import probe_input_file, probe_output_file
-from . import sandbox
+from . import process_ties, sandbox
 from .capture import (
     CallRecorder,
     RecordedCall,
@@ -308,7 +308,7 @@ def _forked(fn: Callable[[], dict[str, Any]], limit_s: float, describe: Describe
     time."""
     read_fd, write_fd = os.pipe()
     gc.freeze()  # the child's collections leave the parent's objects (and their pages) alone: no copy on write
-    pid = sandbox.fork_process()
+    pid = process_ties.fork_process()
     if pid:
         gc.unfreeze()
     else:  # never returns

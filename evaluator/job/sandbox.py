@@ -20,7 +20,6 @@ import sys
 import threading
 import time
 import traceback
-import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from typing import Any
 import torch
 
 from ..shared.poison import second_poison
+from . import process_ties
 from .kernel_watch import KernelWatch
 
 BACKEND_CHOICES = ("auto", "gpu", "interpreter")
@@ -143,14 +143,6 @@ def enter_child(info: RuntimeInfo) -> None:
         torch.cuda.synchronize()
 
 
-def fork_process() -> int:
-    """`os.fork()`, without Python 3.12's warning about forking a multi-threaded process: the zygote runs no Python
-    threads, and the native pools that torch and numpy start (OpenMP, OpenBLAS) re-create themselves after a fork."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=r".*multi-threaded.*fork", category=DeprecationWarning)
-        return os.fork()
-
-
 # ----------------------------------------------------------------------------------------- forked checks
 
 
@@ -164,7 +156,7 @@ def _in_forked_process(failure: str, fn: Callable[[], Any]) -> Any:
     """Run `fn` in a forked process that exits right after, and return its (JSON) result; RuntimeError starting
     with `failure` if it raises or the process dies."""
     read_fd, write_fd = os.pipe()
-    pid = fork_process()
+    pid = process_ties.fork_process()
     if pid == 0:  # never returns
         code = 1
         try:

@@ -56,7 +56,7 @@ from ..shared.protocol import (
     timed_output_file,
     timed_output_sets,
 )
-from . import kernel_profile
+from . import kernel_profile, process_ties
 from .bench_capture import Send, calls_to_time, capture_bench_calls
 from .process_ties import PR_SET_CHILD_SUBREAPER, die_with_parent, prctl
 
@@ -187,9 +187,7 @@ class _Confinement:
     trusted_cache: str | None = None  # see triton_cache.py: only with isolated jobs (which compile privately)
 
     def fork(self) -> int:
-        from . import sandbox
-
-        return self.forker.fork(sandbox.fork_process) if self.forker is not None else sandbox.fork_process()
+        return self.forker.fork(process_ties.fork_process) if self.forker is not None else process_ties.fork_process()
 
     def enter(self, scratch: str | None) -> None:
         from . import namespaces
