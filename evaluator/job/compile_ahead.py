@@ -6,7 +6,7 @@ bench, which found the benchmark's shapes compiled, 8 s instead of 47 s (N32, N3
 the job process opens its GPU context, a *dry* process that opens its own, imports the file itself and runs the same
 tests (then the benchmark cases) with every Triton launch turned into a compile (``sandbox.compile_only``; an
 autotuned launch compiles each of its configs), those compiles running in forked processes at once
-(``forked_compiles``) into the job's own Triton cache. Its launches run nothing, so it runs ahead of the job, which
+(``compile.forked``) into the job's own Triton cache. Its launches run nothing, so it runs ahead of the job, which
 runs its tests meanwhile as it would alone and finds in the cache what the dry pass compiled. It starts a second
 into the job (``GO_AFTER_S``): a warm check is over by then and pays only the fork.
 
@@ -36,7 +36,7 @@ from typing import Any
 
 from ..shared.protocol import CheckJob
 from . import process_ties
-from .forked_compiles import ForkedCompiles, compile_mode, idle_cores
+from .compile.forked import ForkedCompiles, compile_mode, idle_cores
 from .process_ties import die_with_parent
 
 FOLDER = "ahead"  # in the job's scratch folder: the dry pass's working directory

@@ -326,7 +326,7 @@ def tuning_deferred():
 @contextlib.contextmanager
 def configs_compiled_ahead():
     """Within it, an autotuned kernel's launch that would tune (or, within ``tuning_deferred``, defer its tuning)
-    first compiles every one of its configs for the call, in forked processes at once (``forked_compiles``), and its
+    first compiles every one of its configs for the call, in forked processes at once (``compile.forked``), and its
     tuning leaves out those that failed to compile there. A timing job's capture, while the device is shared, so that
     its tuning, with the device alone, only times them: on an H200, compiling the configs one by one while tuning held
     the device alone for 3 s (TritonBench-revised `matmul_triton2.py`, 8 configs) to 20 s (`int4_matmul.py`, 36),
@@ -603,7 +603,7 @@ def _compile_ahead(tuner: Any, configs: list[Any], args: tuple, kwargs: dict) ->
     if not hasattr(_kernel_function(tuner), "src") or active_mode.get() is not None:  # interpreted, or gathered
         return []
     from . import compile_watch
-    from .forked_compiles import ForkedCompiles, compile_mode, idle_cores
+    from .compile.forked import ForkedCompiles, compile_mode, idle_cores
 
     executor = ForkedCompiles(min(len(configs), max(2, min(COMPILE_AHEAD_WORKERS, idle_cores()))))
     submitted: list[Any] = []  # the config of each submitted compile, in order

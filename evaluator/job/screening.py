@@ -5,7 +5,7 @@
 2. The variants' kernels are compiled in parallel, in the order given, while the compile share of the time lasts
    (those not compiled in it are not run): their wrappers run on the captured arguments with every launch turned
    into a compile (``sandbox.compile_only``) under Triton's ``AsyncCompileMode``, whose compiles then run in forked
-   processes (``forked_compiles``; where the Triton has the mode, else each compiles at its first run).
+   processes (``compile.forked``; where the Triton has the mode, else each compiles at its first run).
 3. The reference (twice: which outputs it reproduces) and each variant run every captured call on a fresh copy of
    its arguments; the outputs are saved under the protocol's names for the caller to compare, and the compiled
    kernels' facts are kept (registers, spills, shared memory, warps, stages). An output bit for bit the reference's
@@ -244,12 +244,12 @@ COMPILE_SHARE = 0.75  # of the time before the runs end, what compiling may take
 def _compile_all(
     variants: list[_Variant], calls: list[Any], plan: ScreenPlan, runs_end: float, gpu: bool, send
 ) -> dict[str, Any]:
-    """Compile the variants' kernels in forked processes (``forked_compiles``), in the order given (the caller's
+    """Compile the variants' kernels in forked processes (``compile.forked``), in the order given (the caller's
     most promising first), until the compile share of the time is spent; a variant whose compiles did not end in
     the time is marked "not run" (compiling it at its first run would take the runs' time). What failed to compile
     here compiles at its first run, which says why."""
     from . import sandbox
-    from .forked_compiles import ForkedCompiles, compile_mode
+    from .compile.forked import ForkedCompiles, compile_mode
 
     workers = max(1, min(plan.compile_workers, len(os.sched_getaffinity(0))))
     executor = ForkedCompiles(workers)

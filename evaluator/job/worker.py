@@ -74,7 +74,7 @@ PRELOAD = (
     ".pytest_plugin",
     ".rocm_bench",
     ".screening",
-    ".forked_compiles",
+    ".compile.forked",
     ".compile_ahead",
     ".compile_watch",
     ".process_ties",

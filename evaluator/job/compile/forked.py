@@ -28,8 +28,8 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import process_ties
-from .process_ties import die_with_parent
+from .. import process_ties
+from ..process_ties import die_with_parent
 
 POLL_S = 0.01  # between two looks at the children
 
