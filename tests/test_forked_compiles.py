@@ -181,7 +181,7 @@ def test_a_compile_already_in_the_cache_is_read_here_and_no_process_is_forked_fo
 
 
 def test_a_compile_another_process_put_in_the_cache_meanwhile_is_read_at_its_turn(tmp_path, monkeypatch):
-    """A check compiles a kernel itself while its dry pass (``compile_ahead``) still has it queued: the dry pass
+    """A check compiles a kernel itself while its dry pass (``compile.dry_pass``) still has it queued: the dry pass
     reads it at its turn, with no process forked for it."""
     from geak.evaluator.job.compile.forked import compile_mode, in_triton_cache
 

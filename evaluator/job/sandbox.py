@@ -393,7 +393,7 @@ def compile_only():
 @contextlib.contextmanager
 def every_config_compiled():
     """Within ``compile_only``, an autotuned kernel's launch compiles each of its configs (a check's kernels compiled
-    ahead: ``compile_ahead``), not only the one it would run."""
+    ahead: ``compile.dry_pass``), not only the one it would run."""
     _EVERY_CONFIG.set()
     try:
         yield

@@ -75,7 +75,7 @@ PRELOAD = (
     ".rocm_bench",
     ".screening",
     ".compile.forked",
-    ".compile_ahead",
+    ".compile.dry_pass",
     ".compile_watch",
     ".process_ties",
     ".probes",
@@ -357,7 +357,8 @@ def _job_process(
     zygote_pid: int,
     grant_read: int | None,
 ) -> None:
-    from . import compile_ahead, device_wait, sandbox
+    from . import device_wait, sandbox
+    from .compile import dry_pass
 
     os.setpgid(0, 0)  # its own process group: the pool kills the job with all it started
     die_with_parent()
@@ -388,7 +389,7 @@ def _job_process(
         if info.backend == "cuda" and device_wait.one_work_queue_serves(timed_files):
             device_wait.one_work_queue()
         if isinstance(job, CheckJob) and info.backend != "interpreter":  # a check times nothing
-            ahead = compile_ahead.start(job, info)  # before anything starts the GPU's driver here
+            ahead = dry_pass.start(job, info)  # before anything starts the GPU's driver here
             device_wait.sleep_while_waiting(hip=info.backend == "rocm")
         sandbox.enter_child(info)
         if ahead is not None:
@@ -418,7 +419,7 @@ def _job_process(
         result = {"worker_error": "".join(traceback.format_exception(type(e), e, e.__traceback__))}
     if ahead is not None:
         ahead.stop()
-        if said := compile_ahead.said(job.scratch):
+        if said := dry_pass.said(job.scratch):
             send({"event": "progress", "stage": said})
     send({"event": "result", **result})
 

@@ -96,7 +96,7 @@ class CheckJob:
     # Test outcomes that end the run (the rest are reported skipped, no probe runs): a reference's run ends where it
     # can no longer serve as the reference (``check.reference_stop_kinds``); empty: every test runs.
     stop_kinds: list[str]
-    # Processes the job may compile in ahead of its tests (``job/compile_ahead``): its share of the host's cores;
+    # Processes the job may compile in ahead of its tests (``job/compile/dry_pass``): its share of the host's cores;
     # 0: none (many jobs share the host, or the interpreter).
     compile_workers: int
 

@@ -12,7 +12,7 @@ A child never touches the GPU: Triton's compile is given its target and needs no
 GPU context before the fork, and no GPU context survives one). A child that fails, crashes or is killed at the
 deadline only loses its own compile: the variant then compiles at its first run, or is not run (``not_in_time``).
 A compile already in the job's Triton cache (seeded from a trusted run that compiled it, or compiled since by another
-process of the job: a check's dry pass, ``compile_ahead``, and the job itself) is read in the job process when its
+process of the job: a check's dry pass, ``dry_pass``, and the job itself) is read in the job process when its
 turn comes, with no fork (``compile_mode``).
 """
 

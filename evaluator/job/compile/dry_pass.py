@@ -6,7 +6,7 @@ bench, which found the benchmark's shapes compiled, 8 s instead of 47 s (N32, N3
 the job process opens its GPU context, a *dry* process that opens its own, imports the file itself and runs the same
 tests (then the benchmark cases) with every Triton launch turned into a compile (``sandbox.compile_only``; an
 autotuned launch compiles each of its configs), those compiles running in forked processes at once
-(``compile.forked``) into the job's own Triton cache. Its launches run nothing, so it runs ahead of the job, which
+(``forked``) into the job's own Triton cache. Its launches run nothing, so it runs ahead of the job, which
 runs its tests meanwhile as it would alone and finds in the cache what the dry pass compiled. It starts a second
 into the job (``GO_AFTER_S``): a warm check is over by then and pays only the fork.
 
@@ -34,10 +34,10 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from ..shared.protocol import CheckJob
-from . import process_ties
-from .compile.forked import ForkedCompiles, compile_mode, idle_cores
-from .process_ties import die_with_parent
+from ...shared.protocol import CheckJob
+from .. import process_ties
+from ..process_ties import die_with_parent
+from .forked import ForkedCompiles, compile_mode, idle_cores
 
 FOLDER = "ahead"  # in the job's scratch folder: the dry pass's working directory
 MIN_WORKERS = 2  # fewer compile processes than this: no dry pass (it would only add its own start-up)
@@ -117,7 +117,7 @@ def start(job: CheckJob, info: Any) -> DryPass | None:
 def _dry_pass(job: CheckJob, info: Any, workers: int) -> None:
     import torch
 
-    from . import device_wait, rocm_bench, sandbox, triton_cache
+    from .. import device_wait, rocm_bench, sandbox, triton_cache
 
     folder = Path(job.scratch, FOLDER)
     folder.mkdir(exist_ok=True)
@@ -179,10 +179,10 @@ def said(scratch: str) -> str:
 def _run_tests(job: CheckJob, module: Any, folder: Path, pump: Callable[[], None], gpu: bool) -> None:
     """The job's tests, then its benchmark cases (their shapes are the bench's), each seeded as in the job, the
     compiles they ask for started after each."""
-    from . import sandbox
+    from .. import sandbox
 
     if job.test_style == "pytest":
-        from .pytest_plugin import CasePlugin, SessionPlan, run_session
+        from ..pytest_plugin import CasePlugin, SessionPlan, run_session
 
         plan = SessionPlan(frozenset(job.tests) | frozenset(job.benchmarks), frozenset(), job.output_source)
         plugin = CasePlugin(
