@@ -602,7 +602,7 @@ def _compile_ahead(tuner: Any, configs: list[Any], args: tuple, kwargs: dict) ->
         return []
     if not hasattr(_kernel_function(tuner), "src") or active_mode.get() is not None:  # interpreted, or gathered
         return []
-    from . import compile_watch
+    from .compile import watch
     from .compile.forked import ForkedCompiles, compile_mode, idle_cores
 
     executor = ForkedCompiles(min(len(configs), max(2, min(COMPILE_AHEAD_WORKERS, idle_cores()))))
@@ -614,7 +614,7 @@ def _compile_ahead(tuner: Any, configs: list[Any], args: tuple, kwargs: dict) ->
                     tuner.fn.run(*args, **{**kwargs, "warmup": True}, **config.all_kwargs())
                 submitted += [config] * (len(executor.queued) - len(submitted))
         finally:
-            with compile_watch.compiling(f"{len(configs)} configs of {_kernel_name(_kernel_function(tuner))} at once"):
+            with watch.compiling(f"{len(configs)} configs of {_kernel_name(_kernel_function(tuner))} at once"):
                 report = executor.run(time.monotonic() + COMPILE_AHEAD_S)
     return [submitted[i] for i in sorted(report.failed_at)]
 

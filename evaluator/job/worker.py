@@ -76,7 +76,7 @@ PRELOAD = (
     ".screening",
     ".compile.forked",
     ".compile.dry_pass",
-    ".compile_watch",
+    ".compile.watch",
     ".process_ties",
     ".probes",
     ".probe_variants",
@@ -495,15 +495,15 @@ def run_check(job: CheckJob, info: Any, send) -> dict[str, Any]:
     (10-11 s for a 48-config file's timing on an H100); so do those whose file asked for Triton's CUDA-graph
     benchmark (`use_cuda_graph=True`: ROCm `rmsnorm_fwd.py`), not one the file wrote itself. Their configs compile
     at once in forked processes first (``sandbox.configs_compiled_ahead``), and those that fail there are not
-    tuned. A compile that lasts is said to the caller (``compile_watch``)."""
-    from . import compile_watch
+    tuned. A compile that lasts is said to the caller (``compile.watch``)."""
+    from .compile import watch
 
     running: dict[str, Any] = {"test": None}  # the test or probe now running (``_run_check`` keeps it)
 
     def said(words: dict[str, Any]) -> None:
         send({"event": "progress", **({"test": running["test"]} if running["test"] else {}), **words})
 
-    with compile_watch.reporting(said):
+    with watch.reporting(said):
         if info.backend == "interpreter":  # which compiles nothing
             return _run_check(job, info, send, running)
         from . import sandbox, timing

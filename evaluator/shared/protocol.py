@@ -16,7 +16,7 @@ from typing import Any, Literal
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 HEARTBEAT_S = 1.0  # a job on the interpreter reports how many programs it ran at most this often
 # keys of a progress message that says a step lives, not that one starts: the programs the interpreter ran, a
-# compile that lasts and its end (``job.compile_watch``)
+# compile that lasts and its end (``job.compile.watch``)
 HEARTBEAT_KEYS = frozenset({"programs", "compiling", "compiled"})
 
 
