@@ -42,8 +42,9 @@ TIMER_MEMORY_SHARE = 0.5  # of the free device memory, for the timers (graphs ho
 def run_screen(job: ScreenJob, info: Any, send) -> dict[str, Any]:
     import torch
 
-    from . import sandbox, triton_cache
+    from . import sandbox
     from .bench_capture import calls_to_time, capture_bench_calls
+    from .compile import trusted_cache
 
     save = torch.save  # bound before any user code is imported
     started = time.monotonic()
@@ -53,7 +54,7 @@ def run_screen(job: ScreenJob, info: Any, send) -> dict[str, Any]:
     runs_end = started + plan.deadline_s * (1 - plan.timing_share) if gpu else deadline
     # The reference's autotuner starts from the choice its trusted check kept (screen timings only rank): tuning
     # afresh here took 30 s of a 60 s budget for TritonBench-revised `int4_matmul.py` (36 configs) on an H200.
-    triton_cache.reuse_autotuning(gpu)
+    trusted_cache.reuse_autotuning(gpu)
     reference_spec, variant_specs = job.modules[0], job.modules[1:]
     with sandbox.tuning_deferred():  # the device is shared until the timing starts
         captured = capture_bench_calls(job, reference_spec, send)

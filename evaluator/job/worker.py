@@ -82,7 +82,7 @@ PRELOAD = (
     ".probe_variants",
     ".namespaces",
     ".device_wait",
-    ".triton_cache",
+    ".compile.trusted_cache",
     ".kernel_profile",
     ".profile_target",
     "..shared.sequential",
@@ -123,9 +123,9 @@ def main() -> None:
         prepared = time.perf_counter()
         confinement = _confinement(config, info, lambda: sandbox.enter_child(info))
         if confinement.trusted_cache and info.backend != "interpreter":
-            from . import triton_cache
+            from .compile import trusted_cache
 
-            triton_cache.build_helpers(confinement.trusted_cache, lambda scratch: _driver_built(confinement, scratch))
+            trusted_cache.build_helpers(confinement.trusted_cache, lambda scratch: _driver_built(confinement, scratch))
         if confinement.policy is None:  # no sandbox probe opened the runtime from a forked job: check that it can
             sandbox.check_forked_runtime(info)
     except BaseException as e:
@@ -184,7 +184,7 @@ class _Confinement:
     policy: Policy | None  # None when jobs run as plain processes
     cpu_only: bool
     forker: Any | None = None  # namespaces.JobForker
-    trusted_cache: str | None = None  # see triton_cache.py: only with isolated jobs (which compile privately)
+    trusted_cache: str | None = None  # see compile/trusted_cache.py: only with isolated jobs (which compile privately)
 
     def fork(self) -> int:
         return self.forker.fork(process_ties.fork_process) if self.forker is not None else process_ties.fork_process()
@@ -214,10 +214,10 @@ def _confinement(config: dict[str, Any], info: Any, open_runtime: Callable[[], N
         raise RuntimeError(f"job isolation was required but is not available: {status.reason}")
     if not status.isolated:
         return _Confinement(status, None, cpu_only)
-    from . import triton_cache
+    from .compile import trusted_cache
 
     trusted = config.get("trusted_cache")
-    trusted = triton_cache.runtime_root(trusted, info) if trusted else None
+    trusted = trusted_cache.runtime_root(trusted, info) if trusted else None
     return _Confinement(status, policy, cpu_only, namespaces.JobForker(status.user_ns), trusted)
 
 
@@ -278,10 +278,10 @@ def _run_in_child(
     """Fork a job process for `request` and wait for it, passing it the pool's device grants (`requests`: the
     pool's lines, None where grants cannot be passed); returns its exit code (minus the signal that killed it)."""
 
-    from . import triton_cache
+    from .compile import trusted_cache
 
     if confinement.trusted_cache:
-        triton_cache.seed_job(confinement.trusted_cache, request["job"])
+        trusted_cache.seed_job(confinement.trusted_cache, request["job"])
     go_read, go_write = os.pipe()
     grant_read, grant_write = os.pipe()
     zygote_pid = os.getpid()
@@ -315,7 +315,7 @@ def _run_in_child(
     os.close(grant_write)
     _reap_leftovers(pid)
     if confinement.trusted_cache:
-        triton_cache.keep_job(confinement.trusted_cache, request["job"])
+        trusted_cache.keep_job(confinement.trusted_cache, request["job"])
     return os.waitstatus_to_exitcode(status)
 
 
@@ -515,8 +515,9 @@ def run_check(job: CheckJob, info: Any, send) -> dict[str, Any]:
 def _run_check(job: CheckJob, info: Any, send, running: dict[str, Any]) -> dict[str, Any]:
     import torch
 
-    from . import sandbox, triton_cache
+    from . import sandbox
     from .capture import RECORDED_CALLS, CallRecorder, to_portable
+    from .compile import trusted_cache
     from .kernel_watch import KernelWatch
     from .probes import make_probes, replay_probes
 
@@ -534,7 +535,7 @@ def _run_check(job: CheckJob, info: Any, send, running: dict[str, Any]) -> dict[
             send({"event": "progress", "test": running["test"], "programs": programs, "at": time.time()})
 
         interpreter_shims.report_programs(heartbeat, HEARTBEAT_S)
-    triton_cache.reuse_autotuning(gpu)
+    trusted_cache.reuse_autotuning(gpu)
     send({"event": "progress", "stage": f"importing {Path(path).name}"})  # the job's process and context are ready
     try:
         sandbox.seed_everything(seed)
@@ -681,12 +682,13 @@ def run_bench(job: BenchJob, info: Any, send) -> dict[str, Any]:
     import torch
 
     from ..shared.sequential import RoundPlan, settled
-    from . import sandbox, timing, triton_cache
+    from . import sandbox, timing
+    from .compile import trusted_cache
     from .screening import device_limits
 
     save = torch.save  # bound before any user code is imported
     sandbox.set_poisoning(False)
-    triton_cache.reuse_autotuning(False)
+    trusted_cache.reuse_autotuning(False)
     laps, ahead_laps = _Laps(), _Laps()
     # the device is shared until the timing starts: autotuned kernels only compile their configs meanwhile
     with sandbox.tuning_deferred(), sandbox.configs_compiled_ahead():

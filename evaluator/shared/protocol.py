@@ -175,5 +175,5 @@ def job_from_dict(data: dict[str, Any]) -> Job:
 
 def cache_request(seed: str | list[str] | None, keep: str | None) -> dict[str, Any]:
     """A job's `cache` field: which trusted compile caches to start from (a key, or several merged in order), and
-    under which key to keep what it compiles (``job/triton_cache.py``)."""
+    under which key to keep what it compiles (``job/compile/trusted_cache.py``)."""
     return {"seed": seed, "keep": keep}

@@ -117,7 +117,8 @@ def start(job: CheckJob, info: Any) -> DryPass | None:
 def _dry_pass(job: CheckJob, info: Any, workers: int) -> None:
     import torch
 
-    from .. import device_wait, rocm_bench, sandbox, triton_cache
+    from .. import device_wait, rocm_bench, sandbox
+    from . import trusted_cache
 
     folder = Path(job.scratch, FOLDER)
     folder.mkdir(exist_ok=True)
@@ -130,7 +131,7 @@ def _dry_pass(job: CheckJob, info: Any, workers: int) -> None:
     torch.cuda.set_per_process_memory_fraction(MEMORY_SHARE)
     os.chdir(folder)
     rocm_bench.install(folder, [job.path])
-    triton_cache.reuse_autotuning(False)  # choices made by timing launches that run nothing are never kept
+    trusted_cache.reuse_autotuning(False)  # choices made by timing launches that run nothing are never kept
     executor = ForkedCompiles(workers)
     mode = compile_mode(executor)
     started = time.monotonic()

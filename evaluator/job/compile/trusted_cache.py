@@ -35,7 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..shared.protocol import cache_request
+from ...shared.protocol import cache_request
 
 AUTOTUNE_CACHE_ENV = "TRITON_CACHE_AUTOTUNING"  # Triton >= 3.4: the autotuner keeps its choice in the compile cache
 MAX_KEPT_BYTES = 512 << 20  # a trusted job that compiled more than this is not kept
