@@ -40,7 +40,7 @@ class Module:
 @dataclass(frozen=True)
 class Import:
     module: str  # who imports
-    targets: tuple[str, ...]  # `from X import a`: X, and X.a when that is a module
+    targets: tuple[str, ...]  # `from X import a`: X.a when that is a module, else X
     line: int
     at_import_time: bool  # False: inside a function
     relative: bool
@@ -71,8 +71,10 @@ def _walk(module: Module, nodes: list[ast.stmt], at_import_time: bool) -> Iterat
             yield Import(module.name, targets, node.lineno, at_import_time, relative=False)
         elif isinstance(node, ast.ImportFrom):
             base = _resolve(module, node)
-            submodules = (f"{base}.{alias.name}" for alias in node.names)
-            targets = (base, *(name for name in submodules if name in MODULES))
+            names = [f"{base}.{alias.name}" for alias in node.names]
+            submodules = [name for name in names if name in MODULES]
+            # X itself only where a name is read from it: a submodule loads without it (its package came first)
+            targets = (*([base] if len(submodules) < len(names) else []), *submodules)
             yield Import(module.name, targets, node.lineno, at_import_time, relative=node.level > 0)
         in_function = isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
         for field in ("body", "orelse", "finalbody", "handlers", "cases"):  # blocks of if, try, with, class, def...
