@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from geak.evaluator import check
-from geak.evaluator.job import process_ties, sandbox
+from geak.evaluator.job import autotuning, process_ties, sandbox, user_code
 from geak.evaluator.job.compile import dry_pass
 from geak.evaluator.options import EvalOptions
 from geak.evaluator.pool import usable_cores
@@ -84,7 +84,7 @@ def test_the_dry_pass_runs_every_case_then_the_benchmarks_each_seeded_and_starts
     path.write_text(CASES)
     folder = tmp_path / dry_pass.FOLDER
     folder.mkdir()
-    module = sandbox.load_module(str(path), "cases_under_dry_pass")
+    module = user_code.load_module(str(path), "cases_under_dry_pass")
     pumps: list[int] = []
     dry_pass._run_tests(job_for(path, tmp_path), module, folder, lambda: pumps.append(len(module.RAN)), gpu=False)
     kinds = [(kind, n) for kind, n, _, _ in module.RAN]
@@ -99,7 +99,7 @@ def test_direct_call_tests_run_one_by_one_and_an_error_ends_only_its_own(tmp_pat
     path.write_text(
         "RAN = []\ndef test_a():\n    RAN.append('a')\n    raise ValueError\ndef test_b():\n    RAN.append('b')\n"
     )
-    module = sandbox.load_module(str(path), "direct_under_dry_pass")
+    module = user_code.load_module(str(path), "direct_under_dry_pass")
     pumps: list[int] = []
     job = job_for(path, tmp_path, test_style="call", tests=["test_a", "test_b"], benchmarks=[])
     dry_pass._run_tests(job, module, tmp_path, lambda: pumps.append(1), gpu=False)
@@ -119,7 +119,7 @@ def test_an_autotuned_launch_within_the_dry_pass_compiles_each_config_alone():
             raise RuntimeError("out of resources")  # left to the job's tuning, which says why
 
     tuner = Tuner()
-    assert sandbox._every_config_run(tuner, original, (), {}) is None
+    assert autotuning._every_config_run(tuner, original, (), {}) is None
     assert ran == [["c1"], ["c2"], ["c3"]] and tuner.configs == ["c1", "c2", "c3"]
 
 

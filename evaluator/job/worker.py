@@ -17,7 +17,7 @@ goes to the request's log file, never to the protocol pipe.
 A timing job shares the device while it imports and captures its calls, and asks for it alone only for what it
 measures: it sends ``{"event": "device_wanted"}`` and waits; once the pool has the device to itself, it writes
 ``{"grant": true}`` to the zygote, which passes it on through a pipe only that job process holds
-(``sandbox.DEVICE_GRANTS``). A zygote that cannot watch its job and its input at once (no pidfd) says so
+(``device_grant.DEVICE_GRANTS``). A zygote that cannot watch its job and its input at once (no pidfd) says so
 (``"grants": false``), and the pool then gives its timing jobs the device for their whole run.
 """
 
@@ -357,7 +357,7 @@ def _job_process(
     zygote_pid: int,
     grant_read: int | None,
 ) -> None:
-    from . import device_wait, sandbox
+    from . import device_grant, device_wait, sandbox
     from .compile import dry_pass
 
     os.setpgid(0, 0)  # its own process group: the pool kills the job with all it started
@@ -403,7 +403,7 @@ def _job_process(
     if isinstance(job, CheckJob) and job.cwd and confinement.policy is None:  # sandboxed: in its own directory
         os.chdir(job.cwd)
     try:
-        sandbox.DEVICE_GRANTS.open(send, grant_read, _quiet_device(info))
+        device_grant.DEVICE_GRANTS.open(send, grant_read, _quiet_device(info))
         _provide_rocm_bench(job)
         handler = {
             "check": run_check,
@@ -413,7 +413,7 @@ def _job_process(
             "profile": kernel_profile.run_profile,
         }[job.kind]
         result = handler(job, info, send)
-    except sandbox.DeviceStillBusy as e:
+    except device_grant.DeviceStillBusy as e:
         result = {"error": str(e), "device_busy": True}
     except BaseException as e:  # the worker's own failure, reported rather than lost
         result = {"worker_error": "".join(traceback.format_exception(type(e), e, e.__traceback__))}
@@ -494,7 +494,7 @@ def run_check(job: CheckJob, info: Any, send) -> dict[str, Any]:
     shared here, so no choice made in a check is by speed, and Triton's 125 ms a config spent seconds a tuning key
     (10-11 s for a 48-config file's timing on an H100); so do those whose file asked for Triton's CUDA-graph
     benchmark (`use_cuda_graph=True`: ROCm `rmsnorm_fwd.py`), not one the file wrote itself. Their configs compile
-    at once in forked processes first (``sandbox.configs_compiled_ahead``), and those that fail there are not
+    at once in forked processes first (``launch_modes.configs_compiled_ahead``), and those that fail there are not
     tuned. A compile that lasts is said to the caller (``compile.watch``)."""
     from .compile import watch
 
@@ -506,16 +506,16 @@ def run_check(job: CheckJob, info: Any, send) -> dict[str, Any]:
     with watch.reporting(said):
         if info.backend == "interpreter":  # which compiles nothing
             return _run_check(job, info, send, running)
-        from . import sandbox, timing
+        from . import launch_modes, timing
 
-        with sandbox.tuned_with(timing.tuning_bench, over_tritons=True), sandbox.configs_compiled_ahead():
+        with launch_modes.tuned_with(timing.tuning_bench, over_tritons=True), launch_modes.configs_compiled_ahead():
             return _run_check(job, info, send, running)
 
 
 def _run_check(job: CheckJob, info: Any, send, running: dict[str, Any]) -> dict[str, Any]:
     import torch
 
-    from . import sandbox
+    from . import error_reports, launch_modes, poisoning, user_code
     from .capture import RECORDED_CALLS, CallRecorder, to_portable
     from .compile import trusted_cache
     from .kernel_watch import KernelWatch
@@ -526,7 +526,7 @@ def _run_check(job: CheckJob, info: Any, send, running: dict[str, Any]) -> dict[
     out_dir = Path(job.outputs_dir)
     path = job.path
     seed = job.seed
-    sandbox.set_poisoning(job.poison)
+    poisoning.set_poisoning(job.poison)
     result: dict[str, Any] = {"tests": [], "import_error": None, "fresh": []}
     if not gpu:
         from . import interpreter_shims
@@ -538,10 +538,10 @@ def _run_check(job: CheckJob, info: Any, send, running: dict[str, Any]) -> dict[
     trusted_cache.reuse_autotuning(gpu)
     send({"event": "progress", "stage": f"importing {Path(path).name}"})  # the job's process and context are ready
     try:
-        sandbox.seed_everything(seed)
-        module = sandbox.load_module(path, job.module_name)
+        user_code.seed_everything(seed)
+        module = user_code.load_module(path, job.module_name)
     except BaseException as e:
-        result["import_error"] = sandbox.describe_error(e, path, None)
+        result["import_error"] = error_reports.describe_error(e, path, None)
         return result
     # Only a reference's run draws probes from its calls; another check replays the probes it is given.
     making = "make" in (job.probes or {})
@@ -558,7 +558,7 @@ def _run_check(job: CheckJob, info: Any, send, running: dict[str, Any]) -> dict[
                 entry.update(kind="error", message=f"test output could not be read back: {e}")
         entry.pop("_return", None)
         result["tests"].append(entry)
-        if error is not None and sandbox.context_lost(gpu, str(error)):
+        if error is not None and error_reports.context_lost(gpu, str(error)):
             fatal = "the GPU context was lost after a fault in an earlier test"
         elif entry["kind"] in job.stop_kinds and ended is None:
             ended = f"the run ended at {entry['name']}, which failed ({entry['kind']})"
@@ -569,10 +569,10 @@ def _run_check(job: CheckJob, info: Any, send, running: dict[str, Any]) -> dict[
         send({"event": "progress", "test": name} | ({"stall_s": stall_s} if stall_s else {}))
 
     stuck = lambda stuck_s: send({"event": "progress", "test": running["test"], "stuck_s": stuck_s})
-    watched = lambda stuck_s: sandbox.kernels_watched(KernelWatch(stuck, stuck_s), gpu)
+    watched = lambda stuck_s: launch_modes.kernels_watched(KernelWatch(stuck, stuck_s), gpu)
     with watched(kernel_stuck_s(None)):  # a test whose GPU kernels spin ends within seconds, not at the limit
         if job.test_style == "pytest":
-            not_run = _run_pytest(job, module, recorder, gpu, record, starting, lambda: sandbox.seed_everything(seed))
+            not_run = _run_pytest(job, module, recorder, gpu, record, starting, lambda: user_code.seed_everything(seed))
             result["tests"] += [_skipped_after(t, ended) for t in not_run]
         direct_tests = () if job.test_style == "pytest" else job.tests
         for name in direct_tests:
@@ -581,7 +581,7 @@ def _run_check(job: CheckJob, info: Any, send, running: dict[str, Any]) -> dict[
                 result["tests"].append({"name": name, "kind": kind, "message": f"not run: {fatal or ended}"})
                 continue
             starting(name)
-            sandbox.seed_everything(seed)
+            user_code.seed_everything(seed)
             entry, error = _run_test(module, name, path, recorder, gpu)
             if entry["kind"] != "pass":
                 entry.pop("_return", None)
@@ -590,21 +590,21 @@ def _run_check(job: CheckJob, info: Any, send, running: dict[str, Any]) -> dict[
         if job.repeat_tests and not (fatal or ended):  # the reference: is each output reproducible, all of it written?
             for entry in [t for t in result["tests"] if t["kind"] == "pass" and t["name"] in direct_tests]:
                 starting(f"{entry['name']} (again)")
-                sandbox.seed_everything(seed)
-                with sandbox.second_poison_filled() if job.poison else contextlib.nullcontext():
+                user_code.seed_everything(seed)
+                with poisoning.second_poison_filled() if job.poison else contextlib.nullcontext():
                     again, error = _run_test(module, entry["name"], path, recorder, gpu)
                 if again["kind"] == "pass":
                     with contextlib.suppress(Exception):
                         output = to_portable(again.pop("_return", None))
                         torch.save(output, out_dir / output_file_of_test(entry["name"], "again"))
-                if error is not None and sandbox.context_lost(gpu, str(error)):
+                if error is not None and error_reports.context_lost(gpu, str(error)):
                     fatal = "the GPU context was lost after a fault in a repeated test"
                     break
 
     probes = job.probes
     if probes and not (fatal or ended):
         starting("probes")
-        describe = lambda e: sandbox.describe_error(e, path, module)["message"]
+        describe = lambda e: error_reports.describe_error(e, path, module)["message"]
         stall_s = probe_stall_s(job.probe_stall_s, check_s)
         probe_starting = lambda name: starting(name, stall_s)  # the caller ends a probe silent longer as hung
         with watched(kernel_stuck_s(check_s)):  # ...or whose kernels spin
@@ -640,23 +640,24 @@ def _run_pytest(job: CheckJob, module, recorder, gpu: bool, record, starting, be
 
 
 def _run_test(module, name: str, path: str, recorder, gpu: bool) -> tuple[dict[str, Any], BaseException | None]:
-    from . import sandbox
+    from . import error_reports, user_code
+    from .launch_modes import STATE
 
     fn = getattr(module, name, None)
     if not callable(fn):
         return {"name": name, "kind": "error", "message": f"{name} is not a function"}, None
-    sandbox.LAUNCHES.clear()
-    threads = sandbox.live_threads()
+    STATE.launches.clear()
+    threads = user_code.live_threads()
     recorder.recording = True
     start = time.perf_counter()
     error: BaseException | None = None
     entry: dict[str, Any] = {"name": name, "kind": "pass", "message": ""}
     try:
         entry["_return"] = fn()
-        sandbox.synchronize(gpu)
+        user_code.synchronize(gpu)
     except BaseException as e:
         error = e
-        described = sandbox.describe_error(e, path, module)
+        described = error_reports.describe_error(e, path, module)
         entry.update(
             kind="assert" if described["is_assertion"] else "error",
             message=described["message"],
@@ -665,8 +666,8 @@ def _run_test(module, name: str, path: str, recorder, gpu: bool) -> tuple[dict[s
     finally:
         recorder.recording = False
     entry["duration_s"] = time.perf_counter() - start
-    entry["launches"] = dict(sandbox.LAUNCHES)
-    leftover = sandbox.live_threads() - threads
+    entry["launches"] = dict(STATE.launches)
+    leftover = user_code.live_threads() - threads
     if leftover and entry["kind"] == "pass":
         entry.update(kind="error", message=f"{name} left {len(leftover)} thread(s) running after it returned")
     return entry, error
@@ -682,16 +683,16 @@ def run_bench(job: BenchJob, info: Any, send) -> dict[str, Any]:
     import torch
 
     from ..shared.sequential import RoundPlan, settled
-    from . import sandbox, timing
+    from . import device_grant, error_reports, launch_modes, poisoning, timing
     from .compile import trusted_cache
     from .screening import device_limits
 
     save = torch.save  # bound before any user code is imported
-    sandbox.set_poisoning(False)
+    poisoning.set_poisoning(False)
     trusted_cache.reuse_autotuning(False)
     laps, ahead_laps = _Laps(), _Laps()
     # the device is shared until the timing starts: autotuned kernels only compile their configs meanwhile
-    with sandbox.tuning_deferred(), sandbox.configs_compiled_ahead():
+    with launch_modes.tuning_deferred(), launch_modes.configs_compiled_ahead():
         captured = _bench_variants(job, send)
         if "error" in captured:
             return captured
@@ -704,14 +705,14 @@ def run_bench(job: BenchJob, info: Any, send) -> dict[str, Any]:
         if ready is not None and "error" in ready:
             return ready
     send({"event": "progress", "bench": "waiting for the device alone"})
-    sandbox.DEVICE_GRANTS.wait_alone()
+    device_grant.DEVICE_GRANTS.wait_alone()
     granted = _MONOTONIC()
     if info.backend == "interpreter":
         return {"error": "timing needs a GPU: no CUDA or ROCm device is visible"}
     planned = RoundPlan.from_dict(job.rounds)
 
     # identical kernels of the variants are tuned once, on the first's calls; each config timed by a few calls
-    with sandbox.twins_tuned_alike(), sandbox.tuned_with(timing.tuning_bench):
+    with launch_modes.twins_tuned_alike(), launch_modes.tuned_with(timing.tuning_bench):
         if ready is None:
             ready = _ready_calls(job, variants, labels, send, laps)
         prepared = ready if "error" in ready else _prepare_timers(job, ready["calls"], labels, planned, laps)
@@ -741,7 +742,7 @@ def run_bench(job: BenchJob, info: Any, send) -> dict[str, Any]:
     except timing.TimingFooled as e:
         return {"error": str(e), "fooled": True}
     except Exception as e:  # user code that fails only when timed
-        return {"error": "a call failed while it was timed", "error_detail": sandbox.describe_error(e, "", None)}
+        return {"error": "a call failed while it was timed", "error_detail": error_reports.describe_error(e, "", None)}
     send({"event": "progress", "bench": "timed rounds", "batch": "end"})
     phases_s = {
         **{f"ahead {part}": seconds for part, seconds in ahead_laps.seconds.items()},
@@ -750,7 +751,7 @@ def run_bench(job: BenchJob, info: Any, send) -> dict[str, Any]:
         "rounds": _MONOTONIC() - rounds_from,
     }
     device_lag_ms = max(lag_before, timing.device_lag_ms())
-    sandbox.DEVICE_GRANTS.release()  # measured: the outputs' check and the exit share the device
+    device_grant.DEVICE_GRANTS.release()  # measured: the outputs' check and the exit share the device
     for label in labels:
         for i, entry in enumerate(per_call[label]):
             timer = timers[label][i]
@@ -766,7 +767,7 @@ def run_bench(job: BenchJob, info: Any, send) -> dict[str, Any]:
         try:
             _save_timed_outputs(timers, per_call, Path(job.outputs_dir), save)
         except Exception as e:
-            detail = sandbox.describe_error(e, "", None)
+            detail = error_reports.describe_error(e, "", None)
             return {"error": "a call failed when the outputs of the timed calls were checked", "error_detail": detail}
     device_ms = {label: sum(t.device_ms for t in timers[label]) for label in labels}
     tuned = {label: autotune_choices(variants[label]["module"]) for label in labels}
@@ -850,14 +851,14 @@ def _made_ready_ahead(
     an autotuned kernel has not tuned yet (its first call tunes, with the device alone). A call that fails here is
     the timing's error at once (a fault leaves the device unusable to the job: TritonBench-revised
     `sgmv_expand_slice.py` on an H200); one for lack of memory beside the sharing jobs runs again alone (the pool)."""
-    from . import sandbox
+    from .launch_modes import STATE
 
-    if sandbox.DEFERRED_TUNINGS:
+    if STATE.deferred_tunings:
         return None
     ready = _ready_calls(job, variants, labels, send, laps)
     if "error" in ready:
         return ready
-    if sandbox.DEFERRED_TUNINGS:
+    if STATE.deferred_tunings:
         return None
     with laps.lap("timers"):
         for by_label in ready["calls"]:
@@ -966,11 +967,11 @@ def _made_ahead(by_label: dict[str, _Ready], per_graph: int | None) -> dict[str,
 
 
 def _timed_call_failed(label: str, signature: str, e: BaseException) -> dict[str, Any]:
-    from . import sandbox
+    from . import error_reports
 
     return {
         "error": f"{label}: its call {signature} failed when prepared for timing (on copies of the test's arguments)",
-        "error_detail": sandbox.describe_error(e, "", None),
+        "error_detail": error_reports.describe_error(e, "", None),
         "label": label,
     }
 
@@ -1020,8 +1021,9 @@ def _prepare_call(fn, sets, module, base_call) -> dict[str, Any]:
     """Compile (and autotune) outside the timed region, and count what the call moves and launches untimed."""
     import torch
 
-    from . import sandbox, timing
+    from . import launch_modes, timing
     from .capture import bytes_moved, output_bytes
+    from .launch_modes import STATE
     from .screening import compiled_facts
 
     ret = sets.call(fn, 0)
@@ -1041,12 +1043,12 @@ def _prepare_call(fn, sets, module, base_call) -> dict[str, Any]:
         ),
     }
     del ret
-    before = Counter(sandbox.LAUNCHES)
-    with sandbox.compiled_kept():  # what the compiler made of the kernels (why a kernel is slow)
+    before = Counter(STATE.launches)
+    with launch_modes.compiled_kept():  # what the compiler made of the kernels (why a kernel is slow)
         sets.call(fn, 0)  # the untimed call whose launches every timed call must match
         torch.cuda.synchronize()
-        entry["kernels"] = compiled_facts(sandbox.COMPILED)
-    entry["checked_launches"] = dict(sandbox.LAUNCHES - before)
+        entry["kernels"] = compiled_facts(STATE.compiled)
+    entry["checked_launches"] = dict(STATE.launches - before)
     return entry
 
 
@@ -1055,10 +1057,10 @@ def _save_timed_outputs(timers, entries: dict[str, list[dict[str, Any]]], out_di
     reference's twice, to tell nondeterminism from cheating), saved under the names the caller expects
     (``protocol``). New allocations are poisoned meanwhile, so an output left unwritten cannot hold a right answer
     by chance."""
-    from . import sandbox, timing
+    from . import poisoning, timing
     from .capture import call_outputs, same_outputs
 
-    sandbox.set_poisoning(True)
+    poisoning.set_poisoning(True)
     try:
         first_label = next(iter(entries))  # the reference: its output size picks the checked sets for every variant
         for label, label_timers in timers.items():
@@ -1073,7 +1075,7 @@ def _save_timed_outputs(timers, entries: dict[str, list[dict[str, Any]]], out_di
                         first.setdefault(k, outputs)
                         save(outputs, out_dir / timed_output_file(label, i, k, run))
     finally:
-        sandbox.set_poisoning(False)
+        poisoning.set_poisoning(False)
 
 
 def run_screen(job: ScreenJob, info: Any, send) -> dict[str, Any]:
@@ -1089,15 +1091,15 @@ def run_peaks(job: PeaksJob, info: Any, send) -> dict[str, Any]:
 
     if info.backend == "interpreter":
         return {"error": "no GPU: nothing to measure"}
-    from . import sandbox
+    from . import device_grant
 
     if job.measure:
         send({"event": "progress", "bench": "loading what the device's measurement runs"})
         warm_up()
-    sandbox.DEVICE_GRANTS.wait_alone()
+    device_grant.DEVICE_GRANTS.wait_alone()
     send({"event": "progress", "bench": "measuring the device's peaks and noise floor"})
     peaks = measure(job.measure)
-    sandbox.DEVICE_GRANTS.release()
+    device_grant.DEVICE_GRANTS.release()
     return {"peaks": peaks}
 
 

@@ -4,7 +4,7 @@ A cold check of a file with many test cases compiles each new specialization whe
 another: on an H200, ROCm `rmsnorm_fwd.py`'s 56 cases took 52 s with the short tuning, 31 s with a dry pass, and its
 bench, which found the benchmark's shapes compiled, 8 s instead of 47 s (N32, N33). ``start`` forks, before
 the job process opens its GPU context, a *dry* process that opens its own, imports the file itself and runs the same
-tests (then the benchmark cases) with every Triton launch turned into a compile (``sandbox.compile_only``; an
+tests (then the benchmark cases) with every Triton launch turned into a compile (``launch_modes.compile_only``; an
 autotuned launch compiles each of its configs), those compiles running in forked processes at once
 (``forked``) into the job's own Triton cache. Its launches run nothing, so it runs ahead of the job, which
 runs its tests meanwhile as it would alone and finds in the cache what the dry pass compiled. It starts a second
@@ -117,7 +117,7 @@ def start(job: CheckJob, info: Any) -> DryPass | None:
 def _dry_pass(job: CheckJob, info: Any, workers: int) -> None:
     import torch
 
-    from .. import device_wait, rocm_bench, sandbox
+    from .. import device_wait, launch_modes, rocm_bench, sandbox, user_code
     from . import trusted_cache
 
     folder = Path(job.scratch, FOLDER)
@@ -143,10 +143,10 @@ def _dry_pass(job: CheckJob, info: Any, workers: int) -> None:
         executor.pump()
         _write_tally(folder, tally)
 
-    with sandbox.tuning_deferred(), sandbox.compile_only(), sandbox.every_config_compiled(), mode:
+    with launch_modes.tuning_deferred(), launch_modes.compile_only(), launch_modes.every_config_compiled(), mode:
         try:
-            sandbox.seed_everything(job.seed)
-            module = sandbox.load_module(job.path, job.module_name)
+            user_code.seed_everything(job.seed)
+            module = user_code.load_module(job.path, job.module_name)
             _run_tests(job, module, folder, after_case, gpu=True)
         finally:
             report = executor.run(math.inf)
@@ -180,7 +180,7 @@ def said(scratch: str) -> str:
 def _run_tests(job: CheckJob, module: Any, folder: Path, pump: Callable[[], None], gpu: bool) -> None:
     """The job's tests, then its benchmark cases (their shapes are the bench's), each seeded as in the job, the
     compiles they ask for started after each."""
-    from .. import sandbox
+    from .. import user_code
 
     if job.test_style == "pytest":
         from ..pytest_plugin import CasePlugin, SessionPlan, run_session
@@ -193,12 +193,12 @@ def _run_tests(job: CheckJob, module: Any, folder: Path, pump: Callable[[], None
             SimpleNamespace(recording=False),  # no call recorded: probes are the job's
             gpu,
             on_case=lambda entry, error: pump(),
-            before_test=lambda: sandbox.seed_everything(job.seed),
+            before_test=lambda: user_code.seed_everything(job.seed),
         )
         run_session(plugin, folder)
         return
     for name in job.tests:
-        sandbox.seed_everything(job.seed)
+        user_code.seed_everything(job.seed)
         with contextlib.suppress(Exception):
             getattr(module, name)()
         pump()
