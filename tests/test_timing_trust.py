@@ -1380,7 +1380,7 @@ def test_a_graph_captured_before_the_grant_is_timed_only_where_every_variant_has
     there; with the device alone, each call's estimate says how many calls a graph should hold. The graphs made
     ahead are timed only where every variant has one within a factor of two of that (replays of 1-4 ms where 2 ms is
     asked), else made again; either way none is kept in the ready calls."""
-    from geak.evaluator.job.worker import _made_ahead, _Ready
+    from geak.evaluator.job.bench_preparation import _made_ahead, _Ready
 
     def ready(*sizes: int | None) -> dict[str, _Ready]:
         return {
