@@ -81,11 +81,11 @@ def made_ready_ahead(
     job: BenchJob, variants: dict[str, Any], labels: list[str], send: Send, laps: Laps
 ) -> dict[str, Any] | None:
     """`ready_calls` while the device is still shared, with the graphs of calls short enough for one captured too
-    (sized by each call's least time there): the preparation the device alone would otherwise wait for (on an H200,
-    a quarter of a suite's timings' time alone went to graph captures). None, to make them ready once granted, where
-    an autotuned kernel has not tuned yet (its first call tunes, with the device alone). A call that fails here is
-    the timing's error at once (a fault leaves the device unusable to the job: TritonBench-revised
-    `sgmv_expand_slice.py` on an H200); one for lack of memory beside the sharing jobs runs again alone (the pool)."""
+    (sized by each call's least time there): the preparation the device alone would otherwise wait for (graph
+    captures are a large share of a timing's time alone). None, to make them ready once granted, where an autotuned
+    kernel has not tuned yet (its first call tunes, with the device alone). A call that fails here is the timing's
+    error at once (a fault leaves the device unusable to the job); one for lack of memory beside the sharing jobs
+    runs again alone (the pool)."""
     from .launch_modes import STATE
 
     if STATE.deferred_tunings:

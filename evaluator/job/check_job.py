@@ -15,8 +15,8 @@ from ..shared.protocol import HEARTBEAT_S, CheckJob, output_file_of_test
 def run_check(job: CheckJob, info: Any, send) -> dict[str, Any]:
     """Run a file's tests (and repeats and probes, as the job says), each test's outcome and output kept. On a GPU,
     `@triton.autotune` kernels tune with the timing job's short benchmark (``timing.tuning_bench``): the device is
-    shared here, so no choice made in a check is by speed, and Triton's 125 ms a config spent seconds a tuning key
-    (10-11 s for a 48-config file's timing on an H100); so do those whose file asked for Triton's CUDA-graph
+    shared here, so no choice made in a check is by speed, and Triton's 125 ms a config spends seconds a tuning key
+    of a file with many configs; so do those whose file asked for Triton's CUDA-graph
     benchmark (`use_cuda_graph=True`: ROCm `rmsnorm_fwd.py`), not one the file wrote itself. Their configs compile
     at once in forked processes first (``launch_modes.configs_compiled_ahead``), and those that fail there are not
     tuned. A compile that lasts is said to the caller (``compile.watch``)."""

@@ -81,9 +81,8 @@ def kernels_timed():
 def tuning_deferred():
     """Within it, a `@triton.autotune` kernel runs its first config without timing the others or keeping a choice:
     a timing job captures its calls while other jobs share the device, and tunes later, with the device alone. Where
-    the first config cannot run (too much shared memory for the device, say: TritonBench-revised `matmul_triton2.py`'s
-    on an H200), the next that runs does. Tuning there instead chose by a shared device's noise with Triton's own
-    benchmark, and each variant of an A/A kept its own choice (1.06x "faster" against itself)."""
+    the first config cannot run (too much shared memory for the device, say), the next that runs does. Tuning there
+    would choose by a shared device's noise, and each variant of an A/A would keep its own choice."""
     MODES.defer_tuning = True
     try:
         yield
@@ -96,10 +95,9 @@ def configs_compiled_ahead():
     """Within it, an autotuned kernel's launch that would tune (or, within ``tuning_deferred``, defer its tuning)
     first compiles every one of its configs for the call, in forked processes at once (``compile.forked``), and its
     tuning leaves out those that failed to compile there. A timing job's capture, while the device is shared, so that
-    its tuning, with the device alone, only times them: on an H200, compiling the configs one by one while tuning held
-    the device alone for 3 s (TritonBench-revised `matmul_triton2.py`, 8 configs) to 20 s (`int4_matmul.py`, 36),
-    every other job of its GPU paused meanwhile. A check on a GPU, whose first run of an autotuned file compiles every
-    config."""
+    its tuning, with the device alone, only times them: compiled one by one while tuning, they would hold the device
+    alone for seconds, every other job of its GPU paused meanwhile. A check on a GPU, whose first run of an autotuned
+    file compiles every config."""
     MODES.compile_ahead = True
     try:
         yield
@@ -110,9 +108,8 @@ def configs_compiled_ahead():
 @contextlib.contextmanager
 def tuning_kept():
     """Within it, a `@triton.autotune` kernel that meets a tuning key it has not tuned (a probe's other sizes) runs the
-    config it chose for a key it tuned, instead of compiling and timing every config again: on an H200 a
-    TritonBench-revised file's one probe at other sizes spent 10 s re-tuning. The choice is not kept. A kernel that
-    has tuned nothing yet, or whose choice cannot run there, tunes as it would."""
+    config it chose for a key it tuned, instead of compiling and timing every config again (seconds a probe). The
+    choice is not kept. A kernel that has tuned nothing yet, or whose choice cannot run there, tunes as it would."""
     MODES.keep_tuning = True
     try:
         yield

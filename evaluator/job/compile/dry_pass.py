@@ -1,8 +1,7 @@
 """A check's kernels compiled ahead of its tests, in parallel, by a dry pass in a process of its own.
 
 A cold check of a file with many test cases compiles each new specialization when its case reaches it, one after
-another: on an H200, ROCm `rmsnorm_fwd.py`'s 56 cases took 52 s with the short tuning, 31 s with a dry pass, and its
-bench, which found the benchmark's shapes compiled, 8 s instead of 47 s (N32, N33). ``start`` forks, before
+another, and its bench compiles the benchmark's shapes again. ``start`` forks, before
 the job process opens its GPU context, a *dry* process that opens its own, imports the file itself and runs the same
 tests (then the benchmark cases) with every Triton launch turned into a compile (``launch_modes.compile_only``; an
 autotuned launch compiles each of its configs), those compiles running in forked processes at once
@@ -82,7 +81,7 @@ class DryPass:
 
 def start(job: CheckJob, info: Any) -> DryPass | None:
     """In the job process, before anything starts the GPU's driver there (a process forked after that cannot use
-    the GPU: N32, on an H200, the dry pass died at once): fork the dry pass where it can help (a GPU, cores to
+    the GPU): fork the dry pass where it can help (a GPU, cores to
     spare); it starts at ``DryPass.go`` and dies with the job process."""
     workers = min(job.compile_workers, idle_cores())
     if info.backend == "interpreter" or workers < MIN_WORKERS:

@@ -1,12 +1,11 @@
 """Triton compiles in forked processes, for the screening job's many variants and a check's dry pass.
 
 Triton's front end (the AST walk that writes the first IR) holds the GIL, so the thread pool Triton's
-``AsyncCompileMode`` is meant for compiles little faster than one by one: on an H200, 36 variants of an attention
-kernel took 166 s on 16 threads. ``ForkedCompiles`` is an executor for that mode that runs nothing when a compile is
-submitted: ``pump`` (called while the caller submits more) and ``run`` compile each submitted closure in a forked
-child of the job process, several at once, in the order submitted (the most promising first), until a deadline. A
-child writes what it compiled to the job's Triton cache on disk and exits; the job process then runs the closure
-itself, which finds the binary in that cache and only reads it.
+``AsyncCompileMode`` is meant for compiles little faster than one by one. ``ForkedCompiles`` is an executor for that
+mode that runs nothing when a compile is submitted: ``pump`` (called while the caller submits more) and ``run`` compile
+each submitted closure in a forked child of the job process, several at once, in the order submitted (the most promising
+first), until a deadline. A child writes what it compiled to the job's Triton cache on disk and exits; the job process
+then runs the closure itself, which finds the binary in that cache and only reads it.
 
 A child never touches the GPU: Triton's compile is given its target and needs no device (the job process opened its
 GPU context before the fork, and no GPU context survives one). A child that fails, crashes or is killed at the
@@ -202,8 +201,8 @@ class _Cached:
 def compile_mode(executor: ForkedCompiles) -> Any:
     """Triton's ``AsyncCompileMode`` over `executor`, compile errors ignored there (a config or variant that fails
     raises at its run), in which a compile already in the job's Triton cache is marked to be read in the job process
-    rather than forked for: a fork copies the page tables of a process holding a GPU context, which on an H200 a
-    timing job paid for each config of an autotuned kernel that its check had compiled. Raises ImportError on a
+    rather than forked for: a fork copies the page tables of a process holding a GPU context, which a timing job would
+    pay for each config of an autotuned kernel that its check had compiled. Raises ImportError on a
     Triton without the mode."""
     from triton.runtime._async_compile import AsyncCompileMode
 
