@@ -8,7 +8,7 @@ import os
 from types import SimpleNamespace
 
 from geak.evaluator.compile_store import CACHE_ENV, TRIMMED, default_root, prepare, trim
-from geak.evaluator.job.triton_cache import JOB_CACHE, keep_job, runtime_root, seed_job
+from geak.evaluator.job.compile.trusted_cache import JOB_CACHE, keep_job, runtime_root, seed_job
 from geak.evaluator.options import EvalOptions
 from geak.evaluator.pool import WorkerPool
 from geak.evaluator.shared.protocol import cache_request

@@ -1,4 +1,4 @@
-"""A compile that lasts is said (``job.compile_watch``): in the job's progress, in a time-out's message, and it holds
+"""A compile that lasts is said (``job.compile.watch``): in the job's progress, in a time-out's message, and it holds
 a probe's silence limit (those end to end: ``test_evaluator_check``, ``test_probes``; here the watch itself, and a
 real compile on a GPU)."""
 
@@ -15,31 +15,31 @@ from triton.runtime.jit import JITFunction
 
 from geak.evaluator.api import EvalOptions, Evaluator
 from geak.evaluator.check import compile_at_end
-from geak.evaluator.job import compile_watch
+from geak.evaluator.job.compile import watch
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def test_a_compile_that_lasts_is_said_with_its_end_and_a_short_or_nested_one_is_not():
     said: list[dict] = []
-    with compile_watch.reporting(said.append):
-        with compile_watch.compiling("quick[num_warps=4, num_stages=3]"):
+    with watch.reporting(said.append):
+        with watch.compiling("quick[num_warps=4, num_stages=3]"):
             pass
         with (
-            compile_watch.compiling("outer[num_warps=1, num_stages=2]"),
-            compile_watch.compiling("inner[num_warps=1, num_stages=2]"),
+            watch.compiling("outer[num_warps=1, num_stages=2]"),
+            watch.compiling("inner[num_warps=1, num_stages=2]"),
         ):
-            time.sleep(compile_watch.SAY_AFTER_S + 0.3)
+            time.sleep(watch.SAY_AFTER_S + 0.3)
     assert [m.get("compiling") or m.get("compiled") for m in said] == ["outer[num_warps=1, num_stages=2]"] * 2, said
-    assert said[0]["begun"] <= time.time() and said[1]["compile_s"] >= compile_watch.SAY_AFTER_S, said
-    with compile_watch.compiling("after[num_warps=4, num_stages=3]"):  # no longer reporting: nothing is said
-        time.sleep(compile_watch.SAY_AFTER_S + 0.3)
+    assert said[0]["begun"] <= time.time() and said[1]["compile_s"] >= watch.SAY_AFTER_S, said
+    with watch.compiling("after[num_warps=4, num_stages=3]"):  # no longer reporting: nothing is said
+        time.sleep(watch.SAY_AFTER_S + 0.3)
     assert len(said) == 2, said
 
 
 def test_the_watch_wraps_tritons_compile_only_while_it_reports():
     original = JITFunction._do_compile
-    with compile_watch.reporting(lambda _: None):
+    with watch.reporting(lambda _: None):
         assert JITFunction._do_compile is not original
     assert JITFunction._do_compile is original
 
@@ -47,13 +47,13 @@ def test_the_watch_wraps_tritons_compile_only_while_it_reports():
 def test_a_compile_is_described_by_its_kernel_and_launch_options():
     jit = SimpleNamespace(fn=SimpleNamespace(__qualname__="chunk_retention_bwd_kernel_dqkv"))
     options = SimpleNamespace(num_warps=1, num_stages=2, num_ctas=1)
-    assert compile_watch.described(jit, ("key", {}, options, False)) == (
+    assert watch.described(jit, ("key", {}, options, False)) == (
         "chunk_retention_bwd_kernel_dqkv[num_warps=1, num_stages=2]"
     )
     clustered = SimpleNamespace(num_warps=8, num_stages=3, num_ctas=2)
-    described = compile_watch.described(jit, (clustered,))
+    described = watch.described(jit, (clustered,))
     assert described == "chunk_retention_bwd_kernel_dqkv[num_warps=8, num_stages=3, num_ctas=2]"
-    assert compile_watch.described(jit, ()) == "chunk_retention_bwd_kernel_dqkv"
+    assert watch.described(jit, ()) == "chunk_retention_bwd_kernel_dqkv"
 
 
 def test_a_time_outs_words_name_only_a_compile_the_job_said_was_running():

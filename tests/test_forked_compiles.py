@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from geak.evaluator.job.forked_compiles import ForkedCompiles, NotCompiledInTime
+from geak.evaluator.job.compile.forked import ForkedCompiles, NotCompiledInTime
 
 
 def recorder(log: Path, value):
@@ -78,12 +78,12 @@ def test_the_deadline_kills_a_slow_compile_and_what_never_started(tmp_path):
 
 
 def test_without_a_process_to_fork_each_compile_fails_as_its_own_and_none_is_left_waiting(tmp_path, monkeypatch):
-    from geak.evaluator.job import sandbox
+    from geak.evaluator.job import process_ties
 
     def refused():
         raise BlockingIOError(11, "Resource temporarily unavailable")
 
-    monkeypatch.setattr(sandbox, "fork_process", refused)
+    monkeypatch.setattr(process_ties, "fork_process", refused)
     executor = ForkedCompiles(2)
     futures = [executor.submit(recorder(tmp_path / f"{i}.log", i)) for i in range(3)]
     report = executor.run(time.monotonic() + 60)
@@ -143,14 +143,14 @@ def keyed_compile(tmp_path: Path, monkeypatch) -> tuple[Any, Any, list[int]]:
         from triton.runtime.cache import get_cache_key  # the key Triton's JIT submits a compile under
     except ImportError:
         pytest.skip("this Triton does not name its compile keys with get_cache_key")
-    from geak.evaluator.job import sandbox
+    from geak.evaluator.job import process_ties
 
     backend = make_backend(target)
     options = backend.parse_options({"num_warps": 4})
     key = get_cache_key(source, backend, options, get_cache_invalidating_env_vars())
     forks: list[int] = []
-    real_fork = sandbox.fork_process
-    monkeypatch.setattr(sandbox, "fork_process", lambda: forks.append(1) or real_fork())
+    real_fork = process_ties.fork_process
+    monkeypatch.setattr(process_ties, "fork_process", lambda: forks.append(1) or real_fork())
     return key, lambda: triton.compile(source, target=target, options=options.__dict__), forks
 
 
@@ -162,7 +162,7 @@ def submit_callbacks() -> list[Any]:
 
 
 def test_a_compile_already_in_the_cache_is_read_here_and_no_process_is_forked_for_it(tmp_path, monkeypatch):
-    from geak.evaluator.job.forked_compiles import compile_mode, in_triton_cache
+    from geak.evaluator.job.compile.forked import compile_mode, in_triton_cache
 
     key, compile_, forks = keyed_compile(tmp_path, monkeypatch)
 
@@ -181,9 +181,9 @@ def test_a_compile_already_in_the_cache_is_read_here_and_no_process_is_forked_fo
 
 
 def test_a_compile_another_process_put_in_the_cache_meanwhile_is_read_at_its_turn(tmp_path, monkeypatch):
-    """A check compiles a kernel itself while its dry pass (``compile_ahead``) still has it queued: the dry pass
+    """A check compiles a kernel itself while its dry pass (``compile.dry_pass``) still has it queued: the dry pass
     reads it at its turn, with no process forked for it."""
-    from geak.evaluator.job.forked_compiles import compile_mode, in_triton_cache
+    from geak.evaluator.job.compile.forked import compile_mode, in_triton_cache
 
     key, compile_, forks = keyed_compile(tmp_path, monkeypatch)
     executor = ForkedCompiles(2)
@@ -198,7 +198,7 @@ def test_a_compile_another_process_put_in_the_cache_meanwhile_is_read_at_its_tur
 def test_a_launch_that_reuses_a_pending_compile_is_told_apart_from_one_that_submits_it():
     """Two variants with one kernel: Triton's mode hands the second the first's pending compile, and the screening
     must know that the second needs it too (else, not compiled in the time, it compiles at its run, unbounded)."""
-    from geak.evaluator.job.forked_compiles import compile_mode
+    from geak.evaluator.job.compile.forked import compile_mode
 
     executor = ForkedCompiles(2)
     callbacks = submit_callbacks()
@@ -213,14 +213,14 @@ def test_a_launch_that_reuses_a_pending_compile_is_told_apart_from_one_that_subm
 
 
 def test_idle_cores_are_the_cores_less_the_load_and_none_where_the_load_cannot_be_read(monkeypatch):
-    from geak.evaluator.job import forked_compiles
+    from geak.evaluator.job.compile import forked
 
     monkeypatch.setattr(os, "cpu_count", lambda: 16)
     monkeypatch.setattr(os, "getloadavg", lambda: (3.6, 2.0, 1.0))
-    assert forked_compiles.idle_cores() == 12
+    assert forked.idle_cores() == 12
 
     def unreadable():
         raise OSError("no load average here")
 
     monkeypatch.setattr(os, "getloadavg", unreadable)
-    assert forked_compiles.idle_cores() == 0
+    assert forked.idle_cores() == 0

@@ -11,7 +11,7 @@ import pytest
 
 from geak.evaluator import cpu_support
 from geak.evaluator.api import EvalOptions, Evaluator
-from geak.evaluator.job.interpreter_shims import libdevice_function
+from geak.evaluator.job.interpreter_libdevice import libdevice_function
 from geak.evaluator.results import CheckResult
 
 FIXTURES = Path(__file__).parent / "fixtures"

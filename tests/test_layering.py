@@ -4,10 +4,9 @@
   none of the caller's machinery: only itself, by relative imports, and the plain data both sides share
   (``evaluator/shared``: the standard library, SciPy for the timing rule's t quantile, torch for the outputs both
   sides read). Imports inside functions count: they run in the job process too.
-- No package (`geak.evaluator`, `geak.agent`, `geak.server`) has an import cycle among its modules. What counts: the
-  imports that run when a module is imported — top-level statements, also inside top-level `if` / `try` / class
-  bodies, and those under `if TYPE_CHECKING:` (a cycle for the type checker only is still a cycle) — but not imports
-  inside functions, which run when called.
+- No package (`geak.evaluator`, `geak.agent`, `geak.server`) has an import cycle among its modules. Every import
+  counts: top-level statements, those inside `if` / `try` / class bodies, under `if TYPE_CHECKING:` (a cycle for the
+  type checker only is still a cycle) and inside functions (a lazy cycle is still a cycle).
 - Dependencies point one way, evaluator ← agent ← server: the evaluator imports neither the agent nor the server,
   the agent does not import the server (any import, functions included).
 """
@@ -41,7 +40,7 @@ class Module:
 @dataclass(frozen=True)
 class Import:
     module: str  # who imports
-    targets: tuple[str, ...]  # `from X import a`: X, and X.a when that is a module
+    targets: tuple[str, ...]  # `from X import a`: X.a when that is a module, else X
     line: int
     at_import_time: bool  # False: inside a function
     relative: bool
@@ -72,8 +71,10 @@ def _walk(module: Module, nodes: list[ast.stmt], at_import_time: bool) -> Iterat
             yield Import(module.name, targets, node.lineno, at_import_time, relative=False)
         elif isinstance(node, ast.ImportFrom):
             base = _resolve(module, node)
-            submodules = (f"{base}.{alias.name}" for alias in node.names)
-            targets = (base, *(name for name in submodules if name in MODULES))
+            names = [f"{base}.{alias.name}" for alias in node.names]
+            submodules = [name for name in names if name in MODULES]
+            # X itself only where a name is read from it: a submodule loads without it (its package came first)
+            targets = (*([base] if len(submodules) < len(names) else []), *submodules)
             yield Import(module.name, targets, node.lineno, at_import_time, relative=node.level > 0)
         in_function = isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
         for field in ("body", "orelse", "finalbody", "handlers", "cases"):  # blocks of if, try, with, class, def...
@@ -183,9 +184,8 @@ def test_the_job_side_names_the_evaluator_nowhere():
 def test_no_package_has_an_import_cycle(package: str):
     graph: dict[str, set[str]] = {}
     for i in _all_imports(package):
-        if i.at_import_time:
-            inside = {t for t in i.targets if t in MODULES and _within(t, package) and t != i.module}
-            graph.setdefault(i.module, set()).update(inside)
+        inside = {t for t in i.targets if t in MODULES and _within(t, package) and t != i.module}
+        graph.setdefault(i.module, set()).update(inside)
     try:
         tuple(graphlib.TopologicalSorter(graph).static_order())
     except graphlib.CycleError as e:

@@ -181,7 +181,7 @@ def test_geak_check_cli_on_rocm_files():
 CAPTURE = """
 import json, sys
 from pathlib import Path
-from geak.evaluator.job import rocm_bench, sandbox, worker
+from geak.evaluator.job import bench_capture, rocm_bench, sandbox
 from geak.evaluator.bench import bench_job
 from geak.evaluator.options import EvalOptions
 from geak.evaluator.triton_file import read_triton_file
@@ -197,7 +197,7 @@ spec = {"label": "candidate", "path": str(path), "module_name": "geak_capture", 
         "kernels": [k.name for k in t.kernels]}
 job = job_from_dict(bench_job([spec], t, EvalOptions(), scratch / "outputs", RoundPlan.fixed(6)))
 rocm_bench.install(scratch, [str(path)])
-captured = worker.capture_bench_calls(job, spec, lambda event: None)
+captured = bench_capture.capture_bench_calls(job, spec, lambda event: None)
 calls = [{"signature": c.signature, "flops": c.flops} for c in captured["calls"]]
 for c in captured["calls"]:
     captured["recorder"].originals[c.wrapper](*c.args, **c.kwargs)  # each can be called again with its arguments

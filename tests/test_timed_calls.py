@@ -77,7 +77,7 @@ def test_add():
 CAPTURE = """
 import json, sys
 from pathlib import Path
-from geak.evaluator.job import sandbox, worker
+from geak.evaluator.job import bench_capture, sandbox
 from geak.evaluator.job.bench_capture import calls_to_time
 from geak.evaluator.bench import bench_job
 from geak.evaluator.options import EvalOptions
@@ -91,7 +91,7 @@ scratch = Path(sys.argv[2])
 spec = {"label": "reference", "path": sys.argv[1], "module_name": "geak_capture", "wrappers": list(t.wrappers),
         "kernels": [k.name for k in t.kernels]}
 job = job_from_dict(bench_job([spec], t, EvalOptions(), scratch / "outputs", RoundPlan.fixed(6)))
-captured = worker.capture_bench_calls(job, spec, lambda event: None)
+captured = bench_capture.capture_bench_calls(job, spec, lambda event: None)
 chosen = calls_to_time(captured["calls"], job.max_calls)
 print(json.dumps({"captured": [[c.signature, c.launched] for c in captured["calls"]],
                   "timed": [c.signature for c in chosen.calls], "helpers": chosen.helpers}))

@@ -460,7 +460,7 @@ def test_a_reproduced_reference_run_is_a_marker_and_large_outputs_are_checked_on
 def test_identical_autotuned_kernels_of_two_variants_are_tuned_once():
     """In a timing job the reference's choice for a key is the candidate's where their kernels are the same (same
     source, configs and keys): an A/A's two tunings otherwise pick among near-equal configs by noise."""
-    from geak.evaluator.job import sandbox
+    from geak.evaluator.job import autotuning, launch_modes
 
     class Tuner:  # what the wrapper reads of Triton's Autotuner
         def __init__(self, src: str, benchmarked: list):
@@ -477,12 +477,12 @@ def test_identical_autotuned_kernels_of_two_variants_are_tuned_once():
         return tuner.cache[key]
 
     log: list = []
-    with sandbox.twins_tuned_alike():
+    with launch_modes.twins_tuned_alike():
         reference, candidate, changed = Tuner("k", log), Tuner("k", log), Tuner("k2", log)
         for key in ((1024,), (4096,)):
-            picked = sandbox._tuned_like_twins(reference, lambda t, k: tune(t, k), (key,), {})
-            assert sandbox._tuned_like_twins(candidate, lambda t, k: tune(t, k), (key,), {}) == picked
-            sandbox._tuned_like_twins(changed, lambda t, k: tune(t, k), (key,), {})
+            picked = autotuning._tuned_like_twins(reference, lambda t, k: tune(t, k), (key,), {})
+            assert autotuning._tuned_like_twins(candidate, lambda t, k: tune(t, k), (key,), {}) == picked
+            autotuning._tuned_like_twins(changed, lambda t, k: tune(t, k), (key,), {})
     assert log == [(1024,), (1024,), (4096,), (4096,)]  # the twin tuned nothing; the changed kernel tuned itself
 
 
@@ -491,7 +491,7 @@ def test_an_autotuned_kernel_tunes_among_the_configs_that_compiled_ahead_and_fai
     TritonBench-revised `triton_linear_activation.py` compiled 88 configs failing in ptxas one by one, a minute on an
     H200); where every one failed, the first runs alone and raises what Triton raises. The tuner's configs are its
     own again after."""
-    from geak.evaluator.job import sandbox
+    from geak.evaluator.job.compile import configs_ahead
 
     tuner = SimpleNamespace(configs=["B64", "B128", "B256"])
     seen: list[list[str]] = []
@@ -500,9 +500,9 @@ def test_an_autotuned_kernel_tunes_among_the_configs_that_compiled_ahead_and_fai
         seen.append(list(t.configs))
         return t.configs[-1]
 
-    assert sandbox._tuned_without(tuner, original, ["B128"], (), {}) == "B256"
-    assert sandbox._tuned_without(tuner, original, [], (), {}) == "B256"
-    assert sandbox._tuned_without(tuner, original, ["B64", "B128", "B256"], (), {}) == "B64"
+    assert configs_ahead.tuned_without(tuner, original, ["B128"], (), {}) == "B256"
+    assert configs_ahead.tuned_without(tuner, original, [], (), {}) == "B256"
+    assert configs_ahead.tuned_without(tuner, original, ["B64", "B128", "B256"], (), {}) == "B64"
     assert seen == [["B64", "B256"], ["B64", "B128", "B256"], ["B64"]]
     assert tuner.configs == ["B64", "B128", "B256"]
 
@@ -514,7 +514,8 @@ def test_a_timing_jobs_autotuner_times_its_configs_with_the_short_benchmark_unle
     import triton
     import triton.language as tl
 
-    from geak.evaluator.job import sandbox, timing
+    from geak.evaluator.job import autotuning, launch_modes, timing
+    from geak.evaluator.job.launch_modes import STATE
 
     def kernel(x, BLOCK: tl.constexpr):
         pass
@@ -524,23 +525,23 @@ def test_a_timing_jobs_autotuner_times_its_configs_with_the_short_benchmark_unle
     own = lambda kernel_call, quantiles: [1.0, 1.0, 1.0]
     given = triton.autotune(configs=configs, key=[], do_bench=own)(triton.jit(kernel))
     quick = lambda kernel_call, quantiles=None: [2.0, 2.0, 2.0]
-    with sandbox._benchmarked_by(default, quick), sandbox._benchmarked_by(given, quick):
+    with autotuning._benchmarked_by(default, quick), autotuning._benchmarked_by(given, quick):
         assert default.do_bench is quick and given.do_bench is own
     assert "do_bench" not in vars(default) and given.do_bench is own  # Triton's default (it needs a GPU to be read)
-    with sandbox._benchmarked_by(default, None):
+    with autotuning._benchmarked_by(default, None):
         assert "do_bench" not in vars(default)
-    with sandbox.tuned_with(quick):
-        assert sandbox._TUNING_BENCH[-1] == (quick, False)
-    assert sandbox._TUNING_BENCH == []
+    with launch_modes.tuned_with(quick):
+        assert STATE.tuning_bench[-1] == (quick, False)
+    assert STATE.tuning_bench == []
     # A check (no choice by speed) also replaces the benchmark Triton builds from `use_cuda_graph` (ROCm
     # `rmsnorm_fwd.py`'s), never one the file wrote; a timing job keeps both.
     with pytest.warns(Warning):  # Triton calls the argument deprecated
         graphed = triton.autotune(configs=configs, key=[], use_cuda_graph=True)(triton.jit(kernel))
-    assert sandbox.tritons_own_benchmark(graphed._do_bench) and not sandbox.tritons_own_benchmark(own)
+    assert autotuning.tritons_own_benchmark(graphed._do_bench) and not autotuning.tritons_own_benchmark(own)
     tritons = graphed._do_bench
-    with sandbox._benchmarked_by(graphed, quick, over_tritons=True), sandbox._benchmarked_by(given, quick, True):
+    with autotuning._benchmarked_by(graphed, quick, over_tritons=True), autotuning._benchmarked_by(given, quick, True):
         assert graphed.do_bench is quick and given.do_bench is own
-    with sandbox._benchmarked_by(graphed, quick):
+    with autotuning._benchmarked_by(graphed, quick):
         assert graphed.do_bench is tritons
     called = []
     monkeypatch.setattr(timing, "_spun_times", lambda fn, calls: [float(calls - i) for i in range(calls)])
@@ -551,20 +552,20 @@ def test_a_timing_jobs_autotuner_times_its_configs_with_the_short_benchmark_unle
 def test_an_autotuned_kernel_probed_at_other_sizes_runs_its_tested_choice_without_tuning():
     """Probes at other sizes bring tuning keys the tests did not: the kernel runs the config it chose for a tested
     key (re-tuning cost an H200 10 s for one probe); a key it tuned keeps its own choice."""
-    from geak.evaluator.job import sandbox
+    from geak.evaluator.job import autotuning, launch_modes
 
     tuner = SimpleNamespace(arg_names=["x", "n", "BLOCK"], keys=["n"], configs=["B64", "B128", "B256"], cache={})
     x = torch.zeros(2)
-    assert sandbox._tuning_key(tuner, (x, 1024), {}) == (1024, "torch.float32")
-    with sandbox.tuning_kept():
-        assert sandbox._untuned_config(tuner, (x, 1024), {}) is None  # nothing tuned yet: it tunes
+    assert autotuning._tuning_key(tuner, (x, 1024), {}) == (1024, "torch.float32")
+    with launch_modes.tuning_kept():
+        assert autotuning._untuned_config(tuner, (x, 1024), {}) is None  # nothing tuned yet: it tunes
         tuner.cache = {(1024, "torch.float32"): "B128", (4096, "torch.float32"): "B256"}
-        assert sandbox._untuned_config(tuner, (x, 1024), {}) is None  # a tested key: its own choice
-        assert sandbox._untuned_config(tuner, (x, 1040), {}) == "B128"  # another size: the first tested choice
-        assert sandbox._untuned_config(tuner, (x,), {"n": 4112}) == "B128"
-    assert sandbox._untuned_config(tuner, (x, 1040), {}) is None  # outside the probes: Triton tunes
-    with sandbox.tuning_deferred():
-        assert sandbox._untuned_config(tuner, (x, 1040), {}) == "B64"
+        assert autotuning._untuned_config(tuner, (x, 1024), {}) is None  # a tested key: its own choice
+        assert autotuning._untuned_config(tuner, (x, 1040), {}) == "B128"  # another size: the first tested choice
+        assert autotuning._untuned_config(tuner, (x,), {"n": 4112}) == "B128"
+    assert autotuning._untuned_config(tuner, (x, 1040), {}) is None  # outside the probes: Triton tunes
+    with launch_modes.tuning_deferred():
+        assert autotuning._untuned_config(tuner, (x, 1040), {}) == "B64"
 
 
 def test_missing_linked_or_hostile_output_files_fail(tmp_path):
@@ -843,21 +844,21 @@ def test_the_timer_reads_clocks_bound_before_user_code(monkeypatch):
 
 
 def honest_add(x, y):
-    from geak.evaluator.job import sandbox
+    from geak.evaluator.job.launch_modes import STATE
 
-    sandbox.LAUNCHES["add_kernel"] += 1
+    STATE.launches["add_kernel"] += 1
     return x + y
 
 
 def memoizing_add():
-    from geak.evaluator.job import sandbox
+    from geak.evaluator.job.launch_modes import STATE
 
     cache = {}
 
     def add(x, y):
         key = (x.data_ptr(), y.data_ptr())
         if key not in cache:
-            sandbox.LAUNCHES["add_kernel"] += 1
+            STATE.launches["add_kernel"] += 1
             cache[key] = x + y
         return cache[key]
 
@@ -989,11 +990,11 @@ def test_a_flushed_call_keeps_the_device_busy_while_its_wrapper_runs_its_host_co
 
 
 def test_the_timer_rejects_work_on_a_side_stream(host_timer):
-    from geak.evaluator.job import sandbox
+    from geak.evaluator.job.launch_modes import STATE
 
     def side_stream_add(x, y):
-        sandbox.LAUNCHES["add_kernel"] += 1
-        sandbox.LAUNCH_STREAMS[7] += 1  # what the launch counter records for a launch on stream 7
+        STATE.launches["add_kernel"] += 1
+        STATE.launch_streams[7] += 1  # what the launch counter records for a launch on stream 7
         return x + y
 
     sets = InputSets(((torch.randn(64), torch.randn(64)), {}), 2)
@@ -1241,9 +1242,10 @@ AUTOTUNED_TWINS = """
 import os
 os.environ["TRITON_INTERPRET"] = "1"
 import torch, triton, triton.language as tl
-from geak.evaluator.job import sandbox
+from geak.evaluator.job import launch_counter, launch_modes
+from geak.evaluator.job.launch_modes import STATE
 
-sandbox._install_launch_counter()
+launch_counter.install()
 
 
 def make():
@@ -1265,15 +1267,15 @@ def plain(x_ptr, n, BLOCK: tl.constexpr):
 reference, candidate = make(), make()
 x = torch.zeros(300)
 grid = lambda meta: (triton.cdiv(300, meta["BLOCK"]),)
-with sandbox.tuning_deferred(), sandbox.configs_compiled_ahead():  # the interpreter compiles nothing ahead
+with launch_modes.tuning_deferred(), launch_modes.configs_compiled_ahead():  # the interpreter compiles nothing ahead
     plain[(1,)](x, 300, BLOCK=512)
     reference[grid](x, 300)
     candidate[grid](x, 300)
 print("deferred", len(reference.cache), len(candidate.cache), x.tolist() == [2.0] * 300)
-print("untuned", dict(sandbox.DEFERRED_TUNINGS))
+print("untuned", dict(STATE.deferred_tunings))
 key = (300, "torch.float32")
 reference.cache[key], candidate.cache[key] = reference.configs[1], candidate.configs[2]  # chosen apart, untwinned
-with sandbox.twins_tuned_alike():
+with launch_modes.twins_tuned_alike():
     reference[grid](x, 300)
     candidate[grid](x, 300)
 print("twins", candidate.cache[key] is candidate.configs[1])
@@ -1378,7 +1380,7 @@ def test_a_graph_captured_before_the_grant_is_timed_only_where_every_variant_has
     there; with the device alone, each call's estimate says how many calls a graph should hold. The graphs made
     ahead are timed only where every variant has one within a factor of two of that (replays of 1-4 ms where 2 ms is
     asked), else made again; either way none is kept in the ready calls."""
-    from geak.evaluator.job.worker import _made_ahead, _Ready
+    from geak.evaluator.job.bench_preparation import _made_ahead, _Ready
 
     def ready(*sizes: int | None) -> dict[str, _Ready]:
         return {

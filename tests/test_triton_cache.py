@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from geak.evaluator.job.triton_cache import JOB_CACHE, keep_job, seed_job
+from geak.evaluator.job.compile.trusted_cache import JOB_CACHE, keep_job, seed_job
 from geak.evaluator.shared.protocol import cache_request
 
 
@@ -174,7 +174,7 @@ def test_check_jobs_reuse_autotuning_and_timing_jobs_tune_afresh(monkeypatch):
     import triton
     import triton.language as tl
 
-    from geak.evaluator.job.triton_cache import AUTOTUNE_CACHE_ENV, reuse_autotuning
+    from geak.evaluator.job.compile.trusted_cache import AUTOTUNE_CACHE_ENV, reuse_autotuning
 
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     monkeypatch.delenv(AUTOTUNE_CACHE_ENV, raising=False)
@@ -197,7 +197,7 @@ def test_tritons_driver_helper_is_built_once_kept_and_seeded_into_every_job(tmp_
     """The fork server builds the driver helper in a confined process once per trusted cache; every job starts from
     it, the jobs of a new text too (no seed of their own). A build that fails keeps nothing, and the next start tries
     again."""
-    from geak.evaluator.job.triton_cache import HELPERS, build_helpers
+    from geak.evaluator.job.compile.trusted_cache import HELPERS, build_helpers
 
     monkeypatch.chdir(tmp_path)  # the fork server's folder, where the building process gets its scratch
     trusted = tmp_path / "trusted"
@@ -269,7 +269,7 @@ def test_on_a_gpu_a_new_files_job_finds_the_driver_helper_built_before_it(tmp_pa
     import asyncio
 
     from geak.evaluator.api import EvalOptions, Evaluator
-    from geak.evaluator.job.triton_cache import HELPERS
+    from geak.evaluator.job.compile.trusted_cache import HELPERS
     from geak.evaluator.shared.isolation_policy import PROCESS_ONLY
 
     cache = tmp_path / "compile"

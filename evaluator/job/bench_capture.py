@@ -23,22 +23,23 @@ def capture_bench_calls(job: BenchJob, spec: dict[str, Any], send: Send, estimat
     `PytestBenchmarker.run_benchmark` reports (None: no GPU)."""
     import torch
 
-    from . import rocm_bench, sandbox
+    from . import error_reports, rocm_bench, user_code
     from .capture import CallRecorder, unique_calls
+    from .launch_modes import STATE
 
     seed = job.seed
     label = spec["label"]
     try:
-        sandbox.seed_everything(seed)
-        module = sandbox.load_module(spec["path"], spec["module_name"])
+        user_code.seed_everything(seed)
+        module = user_code.load_module(spec["path"], spec["module_name"])
     except BaseException as e:
         return {
             "error": f"{label}: import failed",
-            "error_detail": sandbox.describe_error(e, spec["path"], None),
+            "error_detail": error_reports.describe_error(e, spec["path"], None),
             "label": label,
         }
     recorder = CallRecorder(
-        module, spec["wrappers"], keep_args=True, describe_values=False, launches=lambda: sum(sandbox.LAUNCHES.values())
+        module, spec["wrappers"], keep_args=True, describe_values=False, launches=lambda: sum(STATE.launches.values())
     )
     collector = rocm_bench.Collector(recorder, estimate)
     recorder.recording = True
@@ -50,14 +51,14 @@ def capture_bench_calls(job: BenchJob, spec: dict[str, Any], send: Send, estimat
         for name in (n for n in job.functions if n not in pytest_functions):
             send({"event": "progress", "bench": f"{label}:{name}"})
             try:
-                sandbox.seed_everything(seed)
+                user_code.seed_everything(seed)
                 getattr(module, name)()
                 torch.cuda.synchronize()
             except BaseException as e:
                 return {
                     "error": f"{label}: {name}() failed",
                     "label": label,
-                    "error_detail": sandbox.describe_error(e, spec["path"], module),
+                    "error_detail": error_reports.describe_error(e, spec["path"], module),
                 }
     recorder.recording = False
     calls = unique_calls(collector.timed_calls(), recorder.limit)
@@ -98,7 +99,7 @@ def calls_to_time(calls: list[RecordedCall], limit: int, like: list[str] | None 
 def _bench_pytest(job: BenchJob, spec: dict[str, Any], module, recorder, send: Send) -> dict[str, Any] | None:
     """Run the file's pytest benchmark cases (the wrapper calls of their benchmarked callables are captured); the
     error result of the first case that fails, else None."""
-    from . import sandbox
+    from . import user_code
     from .pytest_plugin import CasePlugin, SessionPlan, run_session
 
     label, path = spec["label"], Path(spec["path"])
@@ -117,7 +118,7 @@ def _bench_pytest(job: BenchJob, spec: dict[str, Any], module, recorder, send: S
         recorder,
         True,
         on_case=record,
-        before_test=lambda: sandbox.seed_everything(job.seed),
+        before_test=lambda: user_code.seed_everything(job.seed),
         on_start=lambda name: send({"event": "progress", "bench": f"{label}:{name}"}),
     )
     failures += [e for e in run_session(plugin, Path(job.scratch)) if e["kind"] == "error"]

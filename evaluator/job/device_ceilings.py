@@ -49,7 +49,7 @@ def measure(measure: bool = True) -> dict[str, Any]:
 
 
 def warm_up() -> None:
-    """Load what measuring runs, while the device is still shared (``worker.run_peaks``), so that the pool pauses
+    """Load what measuring runs, while the device is still shared (``job_process.run_peaks``), so that the pool pauses
     every other job for the measurements alone: the A/A kernels compiled, the random fill's and the copy's kernels
     and, per type, the BLAS handle and the product kernels of the sizes measured, each run once."""
     x = torch.randn(AA_SIZES[0], device="cuda")

@@ -54,7 +54,7 @@ def find_ncu() -> str | None:
 def run_profile(job: ProfileJob, info: Any, send) -> dict[str, Any]:
     """{"profiler", "calls": [{"signature", "launches": [{"kernel", "hash", metrics...}]}]}, {"unavailable": why}
     where no profiler can run here, or {"error": ...}."""
-    from . import sandbox
+    from . import device_grant
 
     if info.backend != "cuda":
         return {"unavailable": f"no vendor profiler is used on {info.backend} yet (Nsight Compute, on NVIDIA GPUs)"}
@@ -81,7 +81,7 @@ def run_profile(job: ProfileJob, info: Any, send) -> dict[str, Any]:
     package_root = str(Path(__file__).resolve().parents[2])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)}
     send({"event": "progress", "stage": "profiling the kernels with Nsight Compute"})
-    sandbox.DEVICE_GRANTS.wait_alone()
+    device_grant.DEVICE_GRANTS.wait_alone()
     try:
         done = subprocess.run(
             command, cwd=scratch, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -90,7 +90,7 @@ def run_profile(job: ProfileJob, info: Any, send) -> dict[str, Any]:
     except subprocess.TimeoutExpired:
         return {"error": f"the profiler's run took over its limit of {job.timeout_s:g} s"}
     finally:
-        sandbox.DEVICE_GRANTS.release()
+        device_grant.DEVICE_GRANTS.release()
     output = done.stdout[-OUTPUT_TAIL:]
     try:
         launched = json.loads((scratch / LAUNCHES_FILE).read_text())

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..shared.isolation_policy import PROCESS_ONLY, Policy, gpu_nodes, python_roots, within
-from .triton_cache import JOB_CACHE
+from .compile.trusted_cache import JOB_CACHE
 
 DEV_NODES = ("null", "zero", "full", "random", "urandom", "tty")
 

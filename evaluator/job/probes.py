@@ -43,7 +43,7 @@ from ..shared.probe_rules import (
     stays_finite,
 )
 from ..shared.protocol import probe_input_file, probe_output_file
-from . import sandbox
+from . import error_reports, launch_modes, poisoning, process_ties, user_code
 from .capture import (
     CallRecorder,
     RecordedCall,
@@ -54,6 +54,7 @@ from .capture import (
     replayable,
     signature,
 )
+from .launch_modes import STATE
 from .probe_variants import Variant, element_count, footprint, shape_variants, value_signs, value_variant
 
 SHAPE_PER_CALL = 3
@@ -221,7 +222,7 @@ class _Maker:
 
     def lost(self, entry: dict[str, Any]) -> bool:
         """Is the GPU context gone (nothing more can run)?"""
-        return sandbox.context_lost(self.gpu, entry.get("message", ""))
+        return error_reports.context_lost(self.gpu, entry.get("message", ""))
 
     def make(
         self, call: RecordedCall, variant: Variant, runs: _Runs, of: int | None = None, keep: bool = True
@@ -270,12 +271,12 @@ class _Maker:
                 return {**measured, "status": "not finite"}
             say(f"{where}{SECOND_RUN}")
             again = time.perf_counter()
-            with sandbox.second_poison_filled() if self.poison else contextlib.nullcontext():
+            with poisoning.second_poison_filled() if self.poison else contextlib.nullcontext():
                 run(self.out_dir / probe_output_file(index, "again"))
             measured["again_s"] = time.perf_counter() - again
             if runs.ghost:
                 say(f"{where}{GHOST_RUN}")
-                with sandbox.ghost_kernels():
+                with launch_modes.ghost_kernels():
                     run(self.out_dir / probe_output_file(index, "ghost"))
             return {**measured, "status": "ok"}
 
@@ -308,7 +309,7 @@ def _forked(fn: Callable[[], dict[str, Any]], limit_s: float, describe: Describe
     time."""
     read_fd, write_fd = os.pipe()
     gc.freeze()  # the child's collections leave the parent's objects (and their pages) alone: no copy on write
-    pid = sandbox.fork_process()
+    pid = process_ties.fork_process()
     if pid:
         gc.unfreeze()
     else:  # never returns
@@ -387,11 +388,11 @@ def replay_probes(
             entry["launches"] = run(out_dir / probe_output_file(index))[0]
             if probe.get("kind", "fresh") == "fresh":
                 starting(f"{probe_where(probe)}{GHOST_RUN}")
-                with sandbox.ghost_kernels():
+                with launch_modes.ghost_kernels():
                     run(out_dir / probe_output_file(index, "ghost"))
         except BaseException as e:
             entry["message"] = describe(e)
-            if sandbox.context_lost(gpu, entry["message"]):
+            if error_reports.context_lost(gpu, entry["message"]):
                 break
             continue
         entry["status"] = "ok"
@@ -407,13 +408,13 @@ def _runner(
 
     def run(output: Path) -> tuple[dict[str, int], dict[str, Any]]:
         args, kwargs = rebuild_probe(spec, saved, "cuda" if gpu else "cpu")
-        sandbox.LAUNCHES.clear()
-        sandbox.seed_everything(seed)  # a wrapper that draws random numbers (dropout) draws the same each run
-        with sandbox.tuning_kept():  # an autotuned kernel runs its tested choice at other sizes: no tuning
+        STATE.launches.clear()
+        user_code.seed_everything(seed)  # a wrapper that draws random numbers (dropout) draws the same each run
+        with launch_modes.tuning_kept():  # an autotuned kernel runs its tested choice at other sizes: no tuning
             ret = fn(*args, **kwargs)
-        sandbox.synchronize(gpu)
+        user_code.synchronize(gpu)
         outputs = call_outputs(ret, args, kwargs)
         torch.save(outputs, output)
-        return dict(sandbox.LAUNCHES), outputs
+        return dict(STATE.launches), outputs
 
     return run

@@ -25,8 +25,9 @@ def profiled_calls(spec: dict[str, Any]) -> dict[str, Any]:
     """{"calls": [{"signature", "launches": [{"kernel", "hash"}]}]}, or {"error", "detail"}."""
     import torch
 
-    from . import rocm_bench, sandbox, timing
+    from . import error_reports, launch_modes, rocm_bench, sandbox, timing
     from .bench_capture import calls_to_time, capture_bench_calls
+    from .launch_modes import STATE
 
     sandbox.prepare_profiled_process()
     job = SimpleNamespace(**spec)
@@ -44,16 +45,16 @@ def profiled_calls(spec: dict[str, Any]) -> dict[str, Any]:
         try:
             sets.call(fn, 0)  # compiled and tuned before it is profiled
             torch.cuda.synchronize()
-            with sandbox.compiled_kept():
+            with launch_modes.compiled_kept():
                 cudart.cudaProfilerStart()
                 try:
                     sets.call(fn, 0)
                     torch.cuda.synchronize()
                 finally:
                     cudart.cudaProfilerStop()
-                launched = [(name, kernel) for name, kernel in sandbox.COMPILED if name in kernels]
+                launched = [(name, kernel) for name, kernel in STATE.compiled if name in kernels]
         except Exception as e:
-            return {"error": f"its call {call.signature} failed", "detail": sandbox.describe_error(e, "", None)}
+            return {"error": f"its call {call.signature} failed", "detail": error_reports.describe_error(e, "", None)}
         launches = [{"kernel": name, "hash": str(getattr(kernel, "hash", "") or "")} for name, kernel in launched]
         calls.append({"signature": call.signature, "launches": launches})
     return {"calls": calls}

@@ -30,7 +30,8 @@ from typing import Any
 import pytest
 
 from ..shared.test_ids import sanitized_test_id, test_function
-from . import sandbox
+from . import error_reports, user_code
+from .launch_modes import STATE
 
 _MODULE = pytest.StashKey[ModuleType]()
 
@@ -141,10 +142,10 @@ class CasePlugin:
         name = case_id(item.nodeid)
         if self.on_start is not None:
             self.on_start(name)
-        sandbox.LAUNCHES.clear()
+        STATE.launches.clear()
         if self.before_test is not None:
             self.before_test()  # before the fixtures, which may draw the inputs
-        self._case = _Case(name, time.perf_counter(), sandbox.live_threads())
+        self._case = _Case(name, time.perf_counter(), user_code.live_threads())
         try:
             return (yield)
         finally:
@@ -172,7 +173,7 @@ class CasePlugin:
             return None  # pytest's own implementation reports that async tests need a plugin
         args = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
         returned = function(**args)
-        sandbox.synchronize(self.gpu)
+        user_code.synchronize(self.gpu)
         case = self._case
         if case is not None:
             if self.plan.output_source == "result_gold":
@@ -202,7 +203,7 @@ class CasePlugin:
             if report.failed:
                 error = exc
                 if exc is not None and not isinstance(exc, pytest.fail.Exception):
-                    described = sandbox.describe_error(exc, str(self.path), self.module)
+                    described = error_reports.describe_error(exc, str(self.path), self.module)
                     kind = "assert" if described["is_assertion"] and when == "call" else "error"
                     message = described["message"] if when == "call" else f"in {when}: {described['message']}"
                     entry.update(kind=kind, message=message, error=described)
@@ -219,8 +220,8 @@ class CasePlugin:
         if not case.reports:
             entry.update(kind="error", message="pytest did not run this case")
         entry["duration_s"] = time.perf_counter() - case.started
-        entry["launches"] = dict(sandbox.LAUNCHES)
-        leftover = sandbox.live_threads() - case.threads
+        entry["launches"] = dict(STATE.launches)
+        leftover = user_code.live_threads() - case.threads
         if leftover and entry["kind"] in ("pass", "xpass"):
             entry.update(kind="error", message=f"{case.name} left {len(leftover)} thread(s) running after it returned")
         if entry["kind"] in ("pass", "xpass") and case.has_output:

@@ -4,8 +4,8 @@
    arguments (``bench_capture.capture_bench_calls``), while the device is shared.
 2. The variants' kernels are compiled in parallel, in the order given, while the compile share of the time lasts
    (those not compiled in it are not run): their wrappers run on the captured arguments with every launch turned
-   into a compile (``sandbox.compile_only``) under Triton's ``AsyncCompileMode``, whose compiles then run in forked
-   processes (``forked_compiles``; where the Triton has the mode, else each compiles at its first run).
+   into a compile (``launch_modes.compile_only``) under Triton's ``AsyncCompileMode``, whose compiles then run in forked
+   processes (``compile.forked``; where the Triton has the mode, else each compiles at its first run).
 3. The reference (twice: which outputs it reproduces) and each variant run every captured call on a fresh copy of
    its arguments; the outputs are saved under the protocol's names for the caller to compare, and the compiled
    kernels' facts are kept (registers, spills, shared memory, warps, stages). An output bit for bit the reference's
@@ -42,8 +42,9 @@ TIMER_MEMORY_SHARE = 0.5  # of the free device memory, for the timers (graphs ho
 def run_screen(job: ScreenJob, info: Any, send) -> dict[str, Any]:
     import torch
 
-    from . import sandbox, triton_cache
+    from . import device_grant, launch_modes, poisoning
     from .bench_capture import calls_to_time, capture_bench_calls
+    from .compile import trusted_cache
 
     save = torch.save  # bound before any user code is imported
     started = time.monotonic()
@@ -53,9 +54,9 @@ def run_screen(job: ScreenJob, info: Any, send) -> dict[str, Any]:
     runs_end = started + plan.deadline_s * (1 - plan.timing_share) if gpu else deadline
     # The reference's autotuner starts from the choice its trusted check kept (screen timings only rank): tuning
     # afresh here took 30 s of a 60 s budget for TritonBench-revised `int4_matmul.py` (36 configs) on an H200.
-    triton_cache.reuse_autotuning(gpu)
+    trusted_cache.reuse_autotuning(gpu)
     reference_spec, variant_specs = job.modules[0], job.modules[1:]
-    with sandbox.tuning_deferred():  # the device is shared until the timing starts
+    with launch_modes.tuning_deferred():  # the device is shared until the timing starts
         captured = capture_bench_calls(job, reference_spec, send)
     if "error" in captured:
         return captured
@@ -68,21 +69,21 @@ def run_screen(job: ScreenJob, info: Any, send) -> dict[str, Any]:
     loaded = [v for v in loaded if v.status == "ok"]  # those compiled in the time
 
     out_dir = Path(job.outputs_dir)
-    sandbox.set_poisoning(True)
+    poisoning.set_poisoning(True)
     try:
-        with sandbox.tuning_deferred():  # autotuned kernels tune when timed, with the device alone
+        with launch_modes.tuning_deferred():  # autotuned kernels tune when timed, with the device alone
             failed, lost = _run_all(reference, loaded, calls, job.seed, out_dir, save, runs_end, gpu, send)
     finally:
-        sandbox.set_poisoning(False)
+        poisoning.set_poisoning(False)
     if failed:
         return {"error": f"the reference failed on its own captured call: {failed}"}
     costs = reference.costs
     timing: dict[str, Any] = {"timed": False, "why": "timing needs a GPU"}
     if gpu and not lost:
         send({"event": "progress", "screen": "waiting for the device alone"})
-        sandbox.DEVICE_GRANTS.wait_alone()
+        device_grant.DEVICE_GRANTS.wait_alone()
         timing = _rank(reference, [v for v in loaded if v.status == "ok"], calls, plan, deadline, send)
-        sandbox.DEVICE_GRANTS.release()
+        device_grant.DEVICE_GRANTS.release()
     return {
         "calls": [{"wrapper": c.wrapper, "signature": c.signature, **costs[i]} for i, c in enumerate(calls)],
         "reference": reference.report(),
@@ -107,7 +108,7 @@ def _run_all(
 ) -> tuple[str | None, str | None]:
     """The reference twice, then each variant while time lasts; (why the reference failed, why the GPU context was
     lost), each None if it did not happen."""
-    from . import sandbox
+    from . import error_reports
 
     send({"event": "progress", "screen": "running the reference"})
     for run in ("", "again"):
@@ -125,7 +126,7 @@ def _run_all(
         problem = variant.run_calls(calls, seed, out_dir, save, "", gpu, reference.outputs)
         if problem:
             variant.fail(problem)
-            if sandbox.context_lost(gpu, problem):
+            if error_reports.context_lost(gpu, problem):
                 lost = f"the GPU context was lost after {variant.label} failed"
         else:
             variant.judge_against(reference, gpu)
@@ -159,8 +160,9 @@ class _Variant:
     ) -> str | None:
         """Run every captured call on a fresh copy of its arguments and save the outputs, but those bit for bit as
         in `first` (the reference's first run's; empty for that run); the error, or None."""
-        from . import sandbox
+        from . import error_reports, launch_modes, user_code
         from .capture import bytes_moved, call_outputs
+        from .launch_modes import STATE
 
         outputs, compiled, identical = [], [], []
         for i, call in enumerate(calls):
@@ -169,14 +171,14 @@ class _Variant:
                 return f"{self.label} has no function {call.wrapper}"
             args, kwargs = _copied(call.args), _copied(call.kwargs)
             before = (_copied(args), _copied(kwargs))
-            sandbox.seed_everything(seed)
+            user_code.seed_everything(seed)
             try:
-                with sandbox.compiled_kept():
+                with launch_modes.compiled_kept():
                     ret = fn(*args, **kwargs)
-                    sandbox.synchronize(gpu)
-                    compiled += sandbox.COMPILED
+                    user_code.synchronize(gpu)
+                    compiled += STATE.compiled
             except Exception as e:
-                return sandbox.describe_error(e, "", None)["message"]
+                return error_reports.describe_error(e, "", None)["message"]
             if self.label == "reference" and not run:
                 self.costs.append({"bytes": bytes_moved(args, kwargs, ret), **_declared_costs(self, call, fn)})
             output = call_outputs(ret, *_untouched_marked(args, kwargs, before))
@@ -220,12 +222,12 @@ class _Variant:
 
 
 def _load(spec: dict[str, Any], calls: list[Any]) -> _Variant:
-    from . import sandbox
+    from . import error_reports, user_code
 
     try:
-        module = sandbox.load_module(spec["path"], spec["module_name"])
+        module = user_code.load_module(spec["path"], spec["module_name"])
     except Exception as e:
-        why = sandbox.describe_error(e, spec["path"], None)["message"]
+        why = error_reports.describe_error(e, spec["path"], None)["message"]
         return _Variant(spec["label"], None, f"import failed: {why}", calls, {})
     return _Variant(spec["label"], module, None, calls, {c.wrapper: _resolve(module, c.wrapper) for c in calls})
 
@@ -244,12 +246,12 @@ COMPILE_SHARE = 0.75  # of the time before the runs end, what compiling may take
 def _compile_all(
     variants: list[_Variant], calls: list[Any], plan: ScreenPlan, runs_end: float, gpu: bool, send
 ) -> dict[str, Any]:
-    """Compile the variants' kernels in forked processes (``forked_compiles``), in the order given (the caller's
+    """Compile the variants' kernels in forked processes (``compile.forked``), in the order given (the caller's
     most promising first), until the compile share of the time is spent; a variant whose compiles did not end in
     the time is marked "not run" (compiling it at its first run would take the runs' time). What failed to compile
     here compiles at its first run, which says why."""
-    from . import sandbox
-    from .forked_compiles import ForkedCompiles, compile_mode
+    from . import launch_modes, user_code
+    from .compile.forked import ForkedCompiles, compile_mode
 
     workers = max(1, min(plan.compile_workers, len(os.sched_getaffinity(0))))
     executor = ForkedCompiles(workers)
@@ -262,7 +264,7 @@ def _compile_all(
     needs: list[tuple[_Variant, list[int]]] = []  # per variant, the submitted compiles its launches asked for
     late: set[int] = set()  # the variants not compiled in the time
     send({"event": "progress", "screen": f"compiling {len(variants)} variants in {workers} processes"})
-    with sandbox.tuning_deferred(), sandbox.compile_only(), mode:
+    with launch_modes.tuning_deferred(), launch_modes.compile_only(), mode:
         try:
             for variant in variants:
                 if time.monotonic() >= deadline:  # its wrappers would not even be run in the time
@@ -276,7 +278,7 @@ def _compile_all(
                             fn(*_copied(call.args), **_copied(call.kwargs))
                 needs.append((variant, executor.asked[first:]))
                 executor.pump()  # its compiles start while the next variants' wrappers run
-            sandbox.synchronize(gpu)
+            user_code.synchronize(gpu)
         finally:
             report = executor.run(deadline)
     # also a variant whose kernel is another's, compiled for that one and not in the time: at its run, it would
@@ -380,11 +382,11 @@ def _unlike_calls(timers: dict[str, list[Any]]) -> list[int]:
 def _timers(variant: _Variant, sets: list[Any], estimates: list[float], per_graph: list[int | None], plan) -> list:
     """A timer per captured call, timed the way the reference's is (graph replays of as many calls, or flushed),
     after one untimed call of each (where an autotuned kernel tunes)."""
-    from . import sandbox, timing
+    from . import timing, user_code
 
     for fn, s in zip(variant.functions, sets, strict=True):
         s.call(fn, 0)
-    sandbox.synchronize(True)
+    user_code.synchronize(True)
     return [
         timing.make_timer(fn, s, e, plan.rep_ms, g)
         for fn, s, e, g in zip(variant.functions, sets, estimates, per_graph, strict=True)
@@ -439,7 +441,7 @@ def _launch_metadata(fn: Any, call: Any) -> dict[str, int]:
 
 
 def compiled_facts(compiled: list[tuple[str, Any]]) -> list[dict[str, Any]]:
-    """The facts of each distinct kernel among launches' compiled kernels (``sandbox.COMPILED``)."""
+    """The facts of each distinct kernel among launches' compiled kernels (``STATE.compiled``)."""
     found: dict[str, dict[str, Any]] = {}
     for name, kernel in compiled:
         facts = kernel_facts(name, kernel)

@@ -34,7 +34,8 @@ from typing import Any
 import torch
 
 from ..shared.sequential import RoundPlan
-from . import sandbox
+from . import device_grant, launch_modes
+from .launch_modes import STATE
 
 GRAPH_BELOW_MS = 0.05
 GRAPH_TARGET_MS = 2.0
@@ -213,9 +214,9 @@ class Timer:
         starts = [_timing_event() for _ in range(self.reps)]
         ends = [_timing_event() for _ in range(self.reps)]
         side: list[tuple[int, torch.cuda.Event]] = []  # (call, an event after its work on another stream)
-        before = Counter(sandbox.LAUNCHES)
+        before = Counter(STATE.launches)
         timed_stream = _current_stream().cuda_stream
-        with sandbox.streams_tracked():
+        with launch_modes.streams_tracked():
             for i in range(self.reps):
                 step = self.sets.next_step()
                 k = step % len(self.sets)
@@ -223,16 +224,16 @@ class Timer:
                 _zero(flush)
                 if self.cover_cycles:
                     _spin(self.cover_cycles)
-                sandbox.LAUNCH_STREAMS.clear()
+                STATE.launch_streams.clear()
                 _record(starts[i])
                 self.sets.call(self.fn, k)
                 _record(ends[i])
-                for handle in set(sandbox.LAUNCH_STREAMS) - {timed_stream}:
+                for handle in set(STATE.launch_streams) - {timed_stream}:
                     done = _timing_event()
                     _record(done, torch.cuda.ExternalStream(handle))
                     side.append((i, done))
         _synchronize()
-        self.launches.update(sandbox.LAUNCHES - before)
+        self.launches.update(STATE.launches - before)
         escaped = [i for i, done in side if _elapsed_ms(ends[i], done) > ESCAPE_TOLERANCE_MS]
         if escaped:
             raise TimingFooled(
@@ -341,7 +342,7 @@ def least_ms(fn: Callable[[], object], calls: int = ESTIMATE_CALLS) -> float:
 
 def tuning_bench(kernel_call: Callable[[], object], quantiles: tuple[float, ...] | None = None) -> Any:
     """What `@triton.autotune` kernels are tuned with in timing jobs (the device alone) and in checks on a GPU
-    (``sandbox.tuned_with``): each config's median over ``TUNING_CALLS`` calls timed as ``estimate_ms`` times them,
+    (``launch_modes.tuned_with``): each config's median over ``TUNING_CALLS`` calls timed as ``estimate_ms`` times them,
     instead of Triton's ``do_bench`` of 125 ms a config (on an H100 a TritonBench-revised file's 48 configs took
     10-11 s a tuning key, most of its timing). Only which config runs depends on it: a timing measures that config
     like any other. The values at `quantiles` when asked (as ``do_bench`` returns them), else the median."""
@@ -434,12 +435,12 @@ def graph_timer(fn: Callable, sets: InputSets, per_graph: int) -> Timer | None:
         torch.cuda.current_stream().wait_stream(stream)
         _synchronize()
         graph = _kept_graph()
-        before = Counter(sandbox.LAUNCHES)
+        before = Counter(STATE.launches)
         with torch.cuda.graph(graph):
             for j in range(per_graph):
                 k = j % len(sets)
                 timer._graph_outputs[k] = sets.call(fn, k)
-        captured = sandbox.LAUNCHES - before
+        captured = STATE.launches - before
         nodes = graph_node_count(graph) or sum(captured.values())  # Triton's launches where the graph is not kept
         graph.replay()  # (a kept graph is instantiated here)
         _synchronize()
@@ -538,7 +539,7 @@ QUIET_WITHIN_S = 3.0  # how long a timing granted the device waits for the pause
 
 
 def wait_until_quiet(within_s: float = QUIET_WITHIN_S) -> None:
-    """Once granted the device (``sandbox.DeviceGrant``): wait until an empty kernel no longer lags, twice in a row,
+    """Once granted the device (``DeviceGrant``): wait until an empty kernel no longer lags, twice in a row,
     since the jobs paused for this timing may have left work queued on the device. DeviceStillBusy after `within_s`
     (a paused job's kernel that runs on: the pool then times once more, once the sharing jobs have ended)."""
     end = _host_clock() + within_s
@@ -547,7 +548,7 @@ def wait_until_quiet(within_s: float = QUIET_WITHIN_S) -> None:
         lag = device_lag_ms()
         quiet = quiet + 1 if lag < QUIET_LAG_MS else 0
         if quiet < 2 and _host_clock() > end:
-            raise sandbox.DeviceStillBusy(
+            raise device_grant.DeviceStillBusy(
                 f"the GPU stayed busy with other work for {within_s:g} s after the jobs sharing it were paused (an "
                 f"empty kernel lagged {lag:.3f} ms)"
             )
@@ -620,11 +621,11 @@ def kernel_times(fn: Callable[[], object], iters: int = 5) -> dict[str, float]:
     so it costs a few calls, not a profiler's start-up)."""
     fn()  # any tuning or compiling happens outside the measured calls
     _synchronize()
-    with sandbox.kernels_timed():
+    with launch_modes.kernels_timed():
         for _ in range(iters):
             fn()
         _synchronize()
         totals: dict[str, float] = {}
-        for name, start, end in sandbox.KERNEL_EVENTS:
+        for name, start, end in STATE.kernel_events:
             totals[name] = totals.get(name, 0.0) + _elapsed_ms(start, end) / iters
     return totals

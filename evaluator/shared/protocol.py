@@ -16,7 +16,7 @@ from typing import Any, Literal
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 HEARTBEAT_S = 1.0  # a job on the interpreter reports how many programs it ran at most this often
 # keys of a progress message that says a step lives, not that one starts: the programs the interpreter ran, a
-# compile that lasts and its end (``job.compile_watch``)
+# compile that lasts and its end (``job.compile.watch``)
 HEARTBEAT_KEYS = frozenset({"programs", "compiling", "compiled"})
 
 
@@ -96,7 +96,7 @@ class CheckJob:
     # Test outcomes that end the run (the rest are reported skipped, no probe runs): a reference's run ends where it
     # can no longer serve as the reference (``check.reference_stop_kinds``); empty: every test runs.
     stop_kinds: list[str]
-    # Processes the job may compile in ahead of its tests (``job/compile_ahead``): its share of the host's cores;
+    # Processes the job may compile in ahead of its tests (``job/compile/dry_pass``): its share of the host's cores;
     # 0: none (many jobs share the host, or the interpreter).
     compile_workers: int
 
@@ -175,5 +175,5 @@ def job_from_dict(data: dict[str, Any]) -> Job:
 
 def cache_request(seed: str | list[str] | None, keep: str | None) -> dict[str, Any]:
     """A job's `cache` field: which trusted compile caches to start from (a key, or several merged in order), and
-    under which key to keep what it compiles (``job/triton_cache.py``)."""
+    under which key to keep what it compiles (``job/compile/trusted_cache.py``)."""
     return {"seed": seed, "keep": keep}

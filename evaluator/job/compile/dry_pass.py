@@ -1,12 +1,11 @@
 """A check's kernels compiled ahead of its tests, in parallel, by a dry pass in a process of its own.
 
 A cold check of a file with many test cases compiles each new specialization when its case reaches it, one after
-another: on an H200, ROCm `rmsnorm_fwd.py`'s 56 cases took 52 s with the short tuning, 31 s with a dry pass, and its
-bench, which found the benchmark's shapes compiled, 8 s instead of 47 s (N32, N33). ``start`` forks, before
+another, and its bench compiles the benchmark's shapes again. ``start`` forks, before
 the job process opens its GPU context, a *dry* process that opens its own, imports the file itself and runs the same
-tests (then the benchmark cases) with every Triton launch turned into a compile (``sandbox.compile_only``; an
+tests (then the benchmark cases) with every Triton launch turned into a compile (``launch_modes.compile_only``; an
 autotuned launch compiles each of its configs), those compiles running in forked processes at once
-(``forked_compiles``) into the job's own Triton cache. Its launches run nothing, so it runs ahead of the job, which
+(``forked``) into the job's own Triton cache. Its launches run nothing, so it runs ahead of the job, which
 runs its tests meanwhile as it would alone and finds in the cache what the dry pass compiled. It starts a second
 into the job (``GO_AFTER_S``): a warm check is over by then and pays only the fork.
 
@@ -34,9 +33,10 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from ..shared.protocol import CheckJob
-from .forked_compiles import ForkedCompiles, compile_mode, idle_cores
-from .process_ties import die_with_parent
+from ...shared.protocol import CheckJob
+from .. import process_ties
+from ..process_ties import die_with_parent
+from .forked import ForkedCompiles, compile_mode, idle_cores
 
 FOLDER = "ahead"  # in the job's scratch folder: the dry pass's working directory
 MIN_WORKERS = 2  # fewer compile processes than this: no dry pass (it would only add its own start-up)
@@ -81,19 +81,17 @@ class DryPass:
 
 def start(job: CheckJob, info: Any) -> DryPass | None:
     """In the job process, before anything starts the GPU's driver there (a process forked after that cannot use
-    the GPU: N32, on an H200, the dry pass died at once): fork the dry pass where it can help (a GPU, cores to
+    the GPU): fork the dry pass where it can help (a GPU, cores to
     spare); it starts at ``DryPass.go`` and dies with the job process."""
     workers = min(job.compile_workers, idle_cores())
     if info.backend == "interpreter" or workers < MIN_WORKERS:
         return None
-    from . import sandbox
-
     try:
         go_read, go_write = os.pipe()
     except OSError:  # no descriptors left: the job runs as it would alone
         return None
     try:
-        pid = sandbox.fork_process()
+        pid = process_ties.fork_process()
     except OSError:
         os.close(go_read)
         os.close(go_write)
@@ -118,7 +116,8 @@ def start(job: CheckJob, info: Any) -> DryPass | None:
 def _dry_pass(job: CheckJob, info: Any, workers: int) -> None:
     import torch
 
-    from . import device_wait, rocm_bench, sandbox, triton_cache
+    from .. import device_wait, launch_modes, rocm_bench, sandbox, user_code
+    from . import trusted_cache
 
     folder = Path(job.scratch, FOLDER)
     folder.mkdir(exist_ok=True)
@@ -131,7 +130,7 @@ def _dry_pass(job: CheckJob, info: Any, workers: int) -> None:
     torch.cuda.set_per_process_memory_fraction(MEMORY_SHARE)
     os.chdir(folder)
     rocm_bench.install(folder, [job.path])
-    triton_cache.reuse_autotuning(False)  # choices made by timing launches that run nothing are never kept
+    trusted_cache.reuse_autotuning(False)  # choices made by timing launches that run nothing are never kept
     executor = ForkedCompiles(workers)
     mode = compile_mode(executor)
     started = time.monotonic()
@@ -143,10 +142,10 @@ def _dry_pass(job: CheckJob, info: Any, workers: int) -> None:
         executor.pump()
         _write_tally(folder, tally)
 
-    with sandbox.tuning_deferred(), sandbox.compile_only(), sandbox.every_config_compiled(), mode:
+    with launch_modes.tuning_deferred(), launch_modes.compile_only(), launch_modes.every_config_compiled(), mode:
         try:
-            sandbox.seed_everything(job.seed)
-            module = sandbox.load_module(job.path, job.module_name)
+            user_code.seed_everything(job.seed)
+            module = user_code.load_module(job.path, job.module_name)
             _run_tests(job, module, folder, after_case, gpu=True)
         finally:
             report = executor.run(math.inf)
@@ -180,10 +179,10 @@ def said(scratch: str) -> str:
 def _run_tests(job: CheckJob, module: Any, folder: Path, pump: Callable[[], None], gpu: bool) -> None:
     """The job's tests, then its benchmark cases (their shapes are the bench's), each seeded as in the job, the
     compiles they ask for started after each."""
-    from . import sandbox
+    from .. import user_code
 
     if job.test_style == "pytest":
-        from .pytest_plugin import CasePlugin, SessionPlan, run_session
+        from ..pytest_plugin import CasePlugin, SessionPlan, run_session
 
         plan = SessionPlan(frozenset(job.tests) | frozenset(job.benchmarks), frozenset(), job.output_source)
         plugin = CasePlugin(
@@ -193,12 +192,12 @@ def _run_tests(job: CheckJob, module: Any, folder: Path, pump: Callable[[], None
             SimpleNamespace(recording=False),  # no call recorded: probes are the job's
             gpu,
             on_case=lambda entry, error: pump(),
-            before_test=lambda: sandbox.seed_everything(job.seed),
+            before_test=lambda: user_code.seed_everything(job.seed),
         )
         run_session(plugin, folder)
         return
     for name in job.tests:
-        sandbox.seed_everything(job.seed)
+        user_code.seed_everything(job.seed)
         with contextlib.suppress(Exception):
             getattr(module, name)()
         pump()

@@ -2,12 +2,11 @@
 
 A job that compiles says nothing while it does: Triton's compile (and ``ptxas`` under it) holds the process. So a
 check killed at its time limit while compiling read "timed out" with no word of why, and a probe compiling a new
-specialization for longer than its silence limit was called hung. On an H200, TritonBench-revised
-`chunk_retention_ops.py` timed out at 300 s in its own test, compiling: its `chunk_retention_bwd_kernel_dqkv` at
-`num_warps=1` (an fp32 `tl.dot` of 64×64 tiles, no TF32) takes `ptxas` 824 s alone on the repository's build machine.
+specialization for longer than its silence limit was called hung; and one kernel's `ptxas` alone can take longer
+than a check's time limit (an fp32 `tl.dot` of 64×64 tiles at `num_warps=1`).
 
 Within ``reporting(say)``, every compile the job process makes (Triton's ``JITFunction._do_compile``, and the
-configs of an autotuned kernel compiled at once in forked processes, ``sandbox._compile_ahead``) that is still going
+configs of an autotuned kernel compiled at once in forked processes, ``configs_ahead``) that is still going
 after ``SAY_AFTER_S`` is said as ``{"compiling": what, "begun": when}`` and its end as ``{"compiled": what,
 "compile_s": seconds}``. The caller names the compile in a time-out's message and holds a probe's silence limit while
 one is said to run (``pool``). Like every word of the job's, it can only explain an end, never pass a check: a job that

@@ -1,18 +1,17 @@
 """Triton compiles in forked processes, for the screening job's many variants and a check's dry pass.
 
 Triton's front end (the AST walk that writes the first IR) holds the GIL, so the thread pool Triton's
-``AsyncCompileMode`` is meant for compiles little faster than one by one: on an H200, 36 variants of an attention
-kernel took 166 s on 16 threads. ``ForkedCompiles`` is an executor for that mode that runs nothing when a compile is
-submitted: ``pump`` (called while the caller submits more) and ``run`` compile each submitted closure in a forked
-child of the job process, several at once, in the order submitted (the most promising first), until a deadline. A
-child writes what it compiled to the job's Triton cache on disk and exits; the job process then runs the closure
-itself, which finds the binary in that cache and only reads it.
+``AsyncCompileMode`` is meant for compiles little faster than one by one. ``ForkedCompiles`` is an executor for that
+mode that runs nothing when a compile is submitted: ``pump`` (called while the caller submits more) and ``run`` compile
+each submitted closure in a forked child of the job process, several at once, in the order submitted (the most promising
+first), until a deadline. A child writes what it compiled to the job's Triton cache on disk and exits; the job process
+then runs the closure itself, which finds the binary in that cache and only reads it.
 
 A child never touches the GPU: Triton's compile is given its target and needs no device (the job process opened its
 GPU context before the fork, and no GPU context survives one). A child that fails, crashes or is killed at the
 deadline only loses its own compile: the variant then compiles at its first run, or is not run (``not_in_time``).
 A compile already in the job's Triton cache (seeded from a trusted run that compiled it, or compiled since by another
-process of the job: a check's dry pass, ``compile_ahead``, and the job itself) is read in the job process when its
+process of the job: a check's dry pass, ``dry_pass``, and the job itself) is read in the job process when its
 turn comes, with no fork (``compile_mode``).
 """
 
@@ -28,8 +27,8 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import sandbox
-from .process_ties import die_with_parent
+from .. import process_ties
+from ..process_ties import die_with_parent
 
 POLL_S = 0.01  # between two looks at the children
 
@@ -175,7 +174,7 @@ class ForkedCompiles(Executor):
 
     @staticmethod
     def _fork(fn: Callable[[], Any]) -> int:
-        pid = sandbox.fork_process()
+        pid = process_ties.fork_process()
         if pid:
             return pid
         code = 1  # the child: compile, and leave without running the parent's exit handlers
@@ -202,8 +201,8 @@ class _Cached:
 def compile_mode(executor: ForkedCompiles) -> Any:
     """Triton's ``AsyncCompileMode`` over `executor`, compile errors ignored there (a config or variant that fails
     raises at its run), in which a compile already in the job's Triton cache is marked to be read in the job process
-    rather than forked for: a fork copies the page tables of a process holding a GPU context, which on an H200 a
-    timing job paid for each config of an autotuned kernel that its check had compiled. Raises ImportError on a
+    rather than forked for: a fork copies the page tables of a process holding a GPU context, which a timing job would
+    pay for each config of an autotuned kernel that its check had compiled. Raises ImportError on a
     Triton without the mode."""
     from triton.runtime._async_compile import AsyncCompileMode
 

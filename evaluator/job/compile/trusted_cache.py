@@ -10,15 +10,15 @@ text's key. A candidate's compilations are never kept. A check of the user's own
 the file's previous version (an edit that leaves the kernels alone compiles nothing again: the editor's
 save-to-diagnostics time).
 
-Triton's driver helper (the C module every process that launches a kernel loads, `cuda_utils` or `hip_utils`,
-built by a C compiler on its first use in a cache) is the same for every job: each job whose text had no trusted
-cache yet built it again (on an H200, 263 of a batch evaluation's 366 check jobs, 0.4 s each on a loaded host). The fork
-server builds it once per trusted cache (``build_helpers``) in a process confined like a job that runs Triton's own
-code and no user's, keeps it as the ``HELPERS`` entry, and every job starts from it.
+Triton's driver helper (the C module every process that launches a kernel loads, `cuda_utils` or `hip_utils`, built by a
+C compiler on its first use in a cache) is the same for every job: each job whose text had no trusted cache yet (most
+jobs of a batch evaluation) would build it again. The fork server builds it once per trusted cache (``build_helpers``)
+in a process confined like a job that runs Triton's own code and no user's, keeps it as the ``HELPERS`` entry, and every
+job starts from it.
 
-`@triton.autotune` choices travel the same way in check jobs (``reuse_autotuning``): on an H100 a TritonBench file
-with 6 configs and 4 tuning keys spent 3 s re-tuning in every process (its reference run, its candidate's, each
-rerun), and in the screening job, whose timings only rank. Bench jobs tune afresh, every variant alone on the
+`@triton.autotune` choices travel the same way in check jobs (``reuse_autotuning``), which would otherwise re-tune
+every key in every process (its reference run, its candidate's, each rerun), and in the screening job, whose
+timings only rank. Bench jobs tune afresh, every variant alone on the
 device.
 """
 
@@ -35,7 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..shared.protocol import cache_request
+from ...shared.protocol import cache_request
 
 AUTOTUNE_CACHE_ENV = "TRITON_CACHE_AUTOTUNING"  # Triton >= 3.4: the autotuner keeps its choice in the compile cache
 MAX_KEPT_BYTES = 512 << 20  # a trusted job that compiled more than this is not kept
@@ -114,10 +114,9 @@ def build_helpers(trusted_root: str, build: Callable[[str], bool]) -> None:
 
 def _relink_groups(cache: Path) -> None:
     """Point the copied group files at this cache. Triton finds a compiled kernel through its group file
-    (``__grp__NAME.json``), which lists the kernel's files by absolute path: in a copy those paths name the job
-    that compiled them, long gone, so every lookup missed and every job compiled every kernel again (on an H200,
-    TritonBench-revised `chunk_retention.py` took 31-45 s in each check, bench and screening job, 5 s warm
-    natively). A path is rewritten to the same entry and file name in this cache, where that file exists."""
+    (``__grp__NAME.json``), which lists the kernel's files by absolute path: in a copy those paths name the job that
+    compiled them, long gone, so every lookup would miss and every job compile every kernel again. A path is rewritten
+    to the same entry and file name in this cache, where that file exists."""
     for group in cache.glob(f"*/{GROUP_PREFIX}*.json"):
         try:
             if group.is_symlink() or group.stat().st_size > MAX_GROUP_BYTES:
@@ -141,8 +140,8 @@ def _relink_groups(cache: Path) -> None:
 def keep_job(trusted_root: str, job: dict[str, Any]) -> None:
     """After a trusted job: keep the regular files of its cache under its key, added to what the key holds (a file
     kept before stays as it was). A file's bench compiles the shapes and dtypes of its benchmark that its check did
-    not: on an H200, ROCm `rmsnorm_fwd.py`'s 1×131072 kernels took 5 s each, compiled again by every screening job
-    while only the check's compilations were kept. The merged entry is made aside and takes the key's name once
+    not, which every screening job would otherwise compile again if only the check's compilations were kept. The
+    merged entry is made aside and takes the key's name once
     whole (the old one moved out first), so a job seeded meanwhile gets one of them whole, or none."""
     key = (job.get("cache") or {}).get("keep")
     scratch = job.get("scratch")
