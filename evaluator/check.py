@@ -10,7 +10,7 @@ from typing import Any
 
 from . import cpu_support
 from .compare import UnreadableOutput, compare, load_output, output_size, side_by_side
-from .diagnostics import definition_line, error_diagnostic
+from .error_locations import definition_line, error_diagnostic
 from .options import EvalOptions
 from .pool import JobOutcome, usable_cores
 from .reference_probes import ReferenceProbes, is_probe_where, rejudged_after_rerun
