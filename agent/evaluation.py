@@ -12,8 +12,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 from geak.evaluator.api import Evaluator, Progress
-from geak.evaluator.diagnosis import summary, timing_cost, with_profile
 from geak.evaluator.results import BenchResult, CallCost, CheckResult, CompiledKernelFacts, ScreenResult
+from geak.evaluator.slowness import summary, timing_cost, with_profile
 from geak.evaluator.triton_file import TritonFile, read_triton_file
 
 from .memory import Evaluation

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import timing_rules as rules
-from .diagnosis import kernel_facts
+from .slowness import kernel_facts
 from .pool import JobOutcome
 from .results import BenchResult, CallTiming, CheckResult, Diagnostic, Peaks
 from .shared.protocol import BenchJob

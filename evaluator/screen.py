@@ -16,7 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import diagnosis
+from . import slowness
 from .compare import UnreadableOutput, compare, load_output, output_size, side_by_side
 from .pool import JobOutcome
 from .results import Peaks, ScreenedVariant, ScreenResult
@@ -113,7 +113,7 @@ def _verdict(
         for label in labels
     ]
     costs = tuple(
-        diagnosis.call_cost(
+        slowness.call_cost(
             str(c["signature"]),
             int(c.get("bytes") or 0),
             int(c["flops"]) if c.get("flops") else None,
@@ -140,7 +140,7 @@ def _verdict(
         timed=timed,
         reference_ms=reference_ms,
         variants=tuple(variants),
-        reference_kernels=tuple(diagnosis.kernel_facts(k, limits) for k in reference.get("kernels") or ()),
+        reference_kernels=tuple(slowness.kernel_facts(k, limits) for k in reference.get("kernels") or ()),
         calls=costs,
         compile_note=compile_note,
         duration_s=float(result.get("seconds") or 0.0),
@@ -164,7 +164,7 @@ def _variant(
     """The verdict on one variant; `mismatch`: why its outputs differ from the reference's (``_compared``)."""
     status = _status(report)
     message = str(report.get("message") or "")[:2000]
-    kernels = tuple(diagnosis.kernel_facts(k, limits) for k in report.get("kernels") or ())
+    kernels = tuple(slowness.kernel_facts(k, limits) for k in report.get("kernels") or ())
     if status in ("ok", "same", "wrong"):
         if mismatch is None and status == "wrong":
             status, message = "ok", "matches the reference (not timed: the job's rough check disagreed)"
