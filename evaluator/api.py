@@ -29,7 +29,7 @@ from . import check as check_stage
 from . import job_package, reference_costs
 from . import peaks as peaks_cache
 from . import profile as profile_stage
-from . import screen as screen_stage
+from . import screening_verdict
 from .options import EvalOptions
 from .pool import JobOutcome, WorkerPool, usable_cores
 from .reference_probes import hung_probe, is_usable, judge_reference_probes, without_hung
@@ -656,12 +656,12 @@ class Evaluator:
         plan = ScreenPlan(deadline_s, finalists, compile_workers=min(16, usable_cores()))
         cache = cache_request(seed=_text_key(reference_text), keep=None)
         timed = info.get("backend") != "interpreter"
-        job = screen_stage.screen_job(modules, reference, self.options, job_dir / "outputs", plan, cache, timed)
+        job = screening_verdict.screen_job(modules, reference, self.options, job_dir / "outputs", plan, cache, timed)
         _say(progress, f"screening {len(variants)} variant(s) of {Path(reference.path).name}")
         try:
             outcome = await self.pool.run(job, timeout_s=deadline_s + self.options.timeout_s, on_event=_relay(progress))
             result = await asyncio.to_thread(
-                screen_stage.screen_result, outcome, labels, job_dir / "outputs", info, peaks, self.options
+                screening_verdict.screen_result, outcome, labels, job_dir / "outputs", info, peaks, self.options
             )
         finally:
             await _removed(job_dir)

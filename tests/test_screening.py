@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from geak.evaluator import screen as screen_module
+from geak.evaluator import screening_verdict
 from geak.evaluator.api import EvalOptions, Evaluator
 from geak.evaluator.pool import JobOutcome
-from geak.evaluator.screen import best_first, screen_result
+from geak.evaluator.screening_verdict import best_first, screen_result
 from geak.evaluator.shared.protocol import screen_output_file
 from geak.evaluator.shared.screening import ScreenPlan, survivors
 
@@ -154,8 +154,8 @@ def test_over_many_calls_each_variant_is_told_its_first_mismatch_and_the_referen
     result["calls"] = [dict(result["calls"][0], signature=f"add(f32[{i}])") for i in range(3)]
     result["timing"]["estimates_ms"] = [1.0, 1.0, 1.0]
     loads = []
-    real_load = screen_module.load_output
-    monkeypatch.setattr(screen_module, "load_output", lambda path: loads.append(path.name) or real_load(path))
+    real_load = screening_verdict.load_output
+    monkeypatch.setattr(screening_verdict, "load_output", lambda path: loads.append(path.name) or real_load(path))
     by_label = {v.label: v for v in verdict(tmp_path, result, ["v1", "v2", "v3", "v4"]).variants}
     assert by_label["v1"].status == "ok"
     assert by_label["v2"].status == "wrong" and by_label["v2"].message.startswith("call 2")
