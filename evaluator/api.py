@@ -26,10 +26,9 @@ from typing import Any
 
 from . import bench as bench_stage
 from . import check as check_stage
-from . import job_package, reference_costs
+from . import job_package, reference_costs, screening_verdict
 from . import peaks as peaks_cache
 from . import profile as profile_stage
-from . import screening_verdict
 from .options import EvalOptions
 from .pool import JobOutcome, WorkerPool, usable_cores
 from .reference_probes import hung_probe, is_usable, judge_reference_probes, without_hung
@@ -41,6 +40,7 @@ from .single_flight import SingleFlight
 from .speedup import crossed
 from .timing_rules import CROSSOVER_WITHIN, REMEASURE_ABOVE, BatchClock
 from .triton_file import Composed, TritonFile, TritonFileError, parse_triton_file, read_source, read_triton_file
+from .verdict import UNPOISONED_CAVEAT, verdict
 
 Progress = Callable[[str], None]
 CANDIDATE_LABEL = "<candidate>"  # a source checked without a file name
@@ -188,7 +188,7 @@ class Evaluator:
             if unpoisoned.ok:
                 result, poison = unpoisoned, False
         if not poison:
-            result = replace(result, caveats=(*result.caveats, check_stage.UNPOISONED_CAVEAT))
+            result = replace(result, caveats=(*result.caveats, UNPOISONED_CAVEAT))
         return _with_duration(result, time.perf_counter() - started)
 
     async def check_against_self(
@@ -209,7 +209,7 @@ class Evaluator:
         if alone is None or not alone.ok:
             return _with_duration(alone, time.perf_counter() - started), None
         if not ref_run.poison:
-            alone = replace(alone, caveats=(*alone.caveats, check_stage.UNPOISONED_CAVEAT))
+            alone = replace(alone, caveats=(*alone.caveats, UNPOISONED_CAVEAT))
         alone = _with_duration(alone, time.perf_counter() - started)
         return alone, await self.check(file, against=file, progress=progress)
 
@@ -246,7 +246,7 @@ class Evaluator:
         _say(progress, f"running the tests of {Path(label).name}")
         try:
             outcome = await self.pool.run(job, timeout_s=self.options.timeout_s, on_event=_relay(progress))
-            judge = lambda: check_stage.verdict(
+            judge = lambda: verdict(
                 outcome, composed, candidate, reference, ref_run, job_dir, self.options, self.pool.info, label
             )
             hung = hung_probe(outcome.last_progress) if outcome.status == "timeout" and not again else None
@@ -411,7 +411,7 @@ class Evaluator:
             outcome, job_dir = await self._reference_job(reference, composed, make, cache, poison, progress)
             _say(progress, f"reading the outputs of the reference {Path(reference.path).name}")
             own = await asyncio.to_thread(
-                check_stage.verdict,
+                verdict,
                 outcome, composed, reference, None, None, job_dir, self.options, self.pool.info, reference.path,
             )  # fmt: skip
             if own.not_checkable is not None:

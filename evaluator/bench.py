@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import timing_rules as rules
-from .slowness import kernel_facts
 from .pool import JobOutcome
 from .results import BenchResult, CallTiming, CheckResult, Diagnostic, Peaks
 from .shared.protocol import BenchJob
 from .shared.sequential import MIN_ROUNDS, RoundPlan, futile, stopped_where_the_rule_says
+from .slowness import kernel_facts
 from .speedup import speedup_interval
 from .triton_file import TritonFile
 
