@@ -9,7 +9,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from geak.evaluator.api import EvalOptions, Evaluator
-from geak.evaluator.pool import WorkerStartError, device_masks, pin_device, usable_cores
+from geak.evaluator.pool import device_masks, pin_device, usable_cores
+from geak.evaluator.zygote import WorkerStartError
 
 from . import config
 from .config import AgentConfig

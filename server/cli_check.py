@@ -12,7 +12,7 @@ from pathlib import Path
 
 from geak.evaluator.api import BadInput
 from geak.evaluator.cpu_support import EXIT_NOT_CHECKABLE
-from geak.evaluator.pool import WorkerStartError
+from geak.evaluator.zygote import WorkerStartError
 
 from .check_many import FileVerdict, check_many, summary, triton_files
 from .ctrl_c import EXIT_INTERRUPTED, run_work, work_under_way

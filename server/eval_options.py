@@ -13,8 +13,8 @@ from typing import Any
 
 from geak.evaluator.api import BadInput, EvalOptions, Evaluator
 from geak.evaluator.compare import parse_tolerance_overrides
-from geak.evaluator.pool import WorkerStartError
 from geak.evaluator.results import BenchResult, CheckResult, ProfileResult
+from geak.evaluator.zygote import WorkerStartError
 
 from . import service_client
 from .ctrl_c import run_work, work_under_way

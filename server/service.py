@@ -26,7 +26,8 @@ from typing import Any
 
 from geak.evaluator.api import BadInput, Evaluator
 from geak.evaluator.options import EvalOptions
-from geak.evaluator.pool import WorkerPool, WorkerStartError
+from geak.evaluator.pool import WorkerPool
+from geak.evaluator.zygote import WorkerStartError
 
 from .eval_options import eval_options, evaluate_with
 from .service_client import request
