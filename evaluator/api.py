@@ -30,6 +30,7 @@ from .progress import Progress, relay, say
 from .reference_runs import ReferenceRuns
 from .results import BenchResult, CheckResult, Diagnostic, Peaks, ProfileResult, ScreenedVariant, ScreenResult
 from .shared.protocol import PeaksJob, cache_request
+from .shared.runtime_facts import RuntimeFacts
 from .shared.screening import ScreenPlan
 from .timing_rules import CROSSOVER_WITHIN, REMEASURE_ABOVE, BatchClock
 from .triton_file import TritonFile, TritonFileError, parse_triton_file
@@ -169,10 +170,10 @@ class Evaluator:
         started = time.perf_counter()
         label = str(file) if file is not None else CANDIDATE_LABEL
         check = await self.check(file, source=source, against=against, progress=progress) if check_first else None
-        info = await self.pool.runtime_info()
+        info = RuntimeFacts.from_dict(await self.pool.runtime_info())
         if check is not None and not check.ok:
             return bench_stage.check_failed(check, label, against)
-        if info.get("backend") == "interpreter":
+        if info.backend == "interpreter":
             return bench_stage.needs_a_gpu(check, label)
         reference = read_file(against, "reference") if against is not None else None
         candidate_text = source if source is not None else source_text(file)
@@ -208,7 +209,7 @@ class Evaluator:
         label: str,
         reference: TritonFile | None,
         check: CheckResult | None,
-        info: dict[str, Any],
+        info: RuntimeFacts,
         peaks: Peaks,
         progress: Progress | None,
         candidate_first: bool = False,
@@ -269,8 +270,8 @@ class Evaluator:
         of (default: `against` itself). Screen timings only rank; the full check and bench confirm."""
         started = time.perf_counter()
         reference = read_file(against, "reference")
-        info = await self.pool.runtime_info()
-        peaks = await self.device_peaks(progress) if info.get("backend") != "interpreter" else None
+        info = RuntimeFacts.from_dict(await self.pool.runtime_info())
+        peaks = await self.device_peaks(progress) if info.backend != "interpreter" else None
         base_kernel = reference.kernel_section if baseline is None else self._kernel_section(baseline)
         if base_kernel is None:
             raise BadInput("the baseline of a screening does not parse")
@@ -287,7 +288,7 @@ class Evaluator:
                 modules.append(self._bench_module(label, reference.compose(kernel).text, reference, job_dir))
         plan = ScreenPlan(deadline_s, finalists, compile_workers=min(16, usable_cores()))
         cache = cache_request(seed=text_key(reference_text), keep=None)
-        timed = info.get("backend") != "interpreter"
+        timed = info.backend != "interpreter"
         job = screening_verdict.screen_job(modules, reference, self.options, job_dir / "outputs", plan, cache, timed)
         say(progress, f"screening {len(variants)} variant(s) of {Path(reference.path).name}")
         try:
@@ -316,8 +317,8 @@ class Evaluator:
             owner = parse_triton_file(source if source is not None else source_text(file), label, require_tests=True)
         except TritonFileError as e:
             raise BadInput(str(e)) from e
-        info = await self.pool.runtime_info()
-        if info.get("backend") == "interpreter":
+        info = RuntimeFacts.from_dict(await self.pool.runtime_info())
+        if info.backend == "interpreter":
             return ProfileResult(ok=False, unavailable=True, file=label, message="profiling needs a GPU: no CUDA or "
                                  "ROCm device is visible")  # fmt: skip
         job_dir = self._folders.new()
@@ -330,7 +331,7 @@ class Evaluator:
             outcome = await self.pool.run(job, timeout_s=self.options.timeout_s * 2, on_event=relay(progress))
         finally:
             await removed(job_dir)
-        result = profile_stage.profile_result(outcome, label, owner, info.get("device"))
+        result = profile_stage.profile_result(outcome, label, owner, info.device)
         return _with_duration(result, time.perf_counter() - started)
 
     def _kernel_section(self, code: str) -> str | None:
@@ -351,7 +352,7 @@ class Evaluator:
         return self._peaks
 
     async def _device_peaks(self, progress: Progress | None) -> Peaks:
-        info = await self.pool.runtime_info()
+        info = RuntimeFacts.from_dict(await self.pool.runtime_info())
         cached = peaks_cache.read_cached(info) if self.options.measure_peaks else None
         if cached is not None:
             return cached
@@ -359,11 +360,11 @@ class Evaluator:
         job = asdict(PeaksJob(kind="peaks", measure=self.options.measure_peaks))
         outcome = await self.pool.run(job, timeout_s=self.options.timeout_s, on_event=relay(progress))
         found = (outcome.result or {}).get("peaks") if outcome.status == "ok" else None
-        peaks = peaks_cache.measured_peaks(found, str(info.get("device")))
+        peaks = peaks_cache.measured_peaks(found, str(info.device))
         if peaks is not None:
             peaks_cache.store(info, peaks)
         else:
-            peaks = peaks_cache.datasheet_peaks(str(info.get("device")), int((found or {}).get("l2_bytes") or 0))
+            peaks = peaks_cache.datasheet_peaks(str(info.device), int((found or {}).get("l2_bytes") or 0))
         return peaks
 
     def _bench_module(self, label: str, text: str, owner: TritonFile, job_dir: Path) -> dict[str, Any]:

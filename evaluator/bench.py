@@ -12,6 +12,7 @@ from . import timing_rules as rules
 from .pool import JobOutcome
 from .results import BenchResult, CallTiming, CheckResult, Diagnostic, Peaks
 from .shared.protocol import BenchJob
+from .shared.runtime_facts import RuntimeFacts
 from .shared.sequential import MIN_ROUNDS, RoundPlan, futile, stopped_where_the_rule_says
 from .slowness import kernel_facts
 from .speedup import crossed, speedup_interval
@@ -74,7 +75,7 @@ def bench_result(
     label: str,
     reference: TritonFile | None,
     check: CheckResult | None,
-    runtime: dict[str, Any],
+    runtime: RuntimeFacts,
     peaks: Peaks,
     outputs_dir: Path,
     window_s: float | None,
@@ -82,13 +83,13 @@ def bench_result(
     tolerances: dict[str, Tolerance] | None = None,
 ) -> BenchResult:
     base = {
-        "backend": runtime.get("backend"),
+        "backend": runtime.backend,
         "file": label,
         "check": check,
-        "device": runtime.get("device"),
+        "device": runtime.device,
         "reference": reference.path if reference else None,
         "peaks": peaks,
-        "isolation": runtime.get("isolation"),
+        "isolation": runtime.isolation,
         "alone_s": outcome.alone_s,
     }
     if outcome.status != "ok" or outcome.result is None:

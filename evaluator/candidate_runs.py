@@ -136,7 +136,7 @@ class CandidateRuns:
         try:
             outcome = await self._pool.run(job, timeout_s=self._options.timeout_s, on_event=relay(progress))
             judge = lambda: verdict(
-                outcome, composed, candidate, reference, ref_run, job_dir, self._options, self._pool.info, label
+                outcome, composed, candidate, reference, ref_run, job_dir, self._options, self._pool.facts, label
             )
             hung = hung_probe(outcome.last_progress) if outcome.status == "timeout" and not again else None
             if hung and ref_run is not None and await self._references.hangs_on(ref_run, composed, hung, progress):

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .results import DEFAULT_NOISE_MARGIN, Peaks
+from .shared.runtime_facts import RuntimeFacts
 from .shared.sequential import RoundPlan
 from .speedup import speedup_interval
 
@@ -50,26 +51,26 @@ def cache_file() -> Path:
     return Path(root) / "peaks.json"
 
 
-def cache_key(runtime: dict[str, Any]) -> str:
+def cache_key(runtime: RuntimeFacts) -> str:
     """One entry per device model and software stack (from the pool's runtime info)."""
     return "|".join(
         [
             CACHE_VERSION,
-            str(runtime.get("device")),
-            f"torch {runtime.get('torch_version')}",
-            f"triton {runtime.get('triton_version')}",
-            str(runtime.get("backend")),
+            str(runtime.device),
+            f"torch {runtime.torch_version}",
+            f"triton {runtime.triton_version}",
+            str(runtime.backend),
         ]
     )
 
 
-def read_cached(runtime: dict[str, Any], path: Path | None = None) -> Peaks | None:
+def read_cached(runtime: RuntimeFacts, path: Path | None = None) -> Peaks | None:
     """The cached measurement for this device, if there is one and it is believable."""
     entry = _read(path or cache_file()).get(cache_key(runtime))
-    return validate(entry, str(runtime.get("device")))
+    return validate(entry, str(runtime.device))
 
 
-def store(runtime: dict[str, Any], peaks: Peaks, path: Path | None = None) -> None:
+def store(runtime: RuntimeFacts, peaks: Peaks, path: Path | None = None) -> None:
     """Cache a measurement (only valid ones; a read-only home only costs a re-measurement next time)."""
     if validate(asdict(peaks), peaks.device) is None:
         return

@@ -28,6 +28,7 @@ from .device_share import TIMED_KINDS, DeviceShare, Hold, why_it_runs_again
 from .redaction import known_secrets, redact, redact_data
 from .shared.isolation_policy import MODES
 from .shared.protocol import HEARTBEAT_KEYS
+from .shared.runtime_facts import RuntimeFacts
 from .zygote import WorkerStartError, Zygote, ZygoteLauncher, tail
 
 log = logging.getLogger(__name__)
@@ -171,6 +172,11 @@ class WorkerPool:
         self.jobs_run = 0
 
     # ------------------------------------------------------------------------------------------ lifecycle
+
+    @property
+    def facts(self) -> RuntimeFacts:
+        """`info`, typed (every fact None before a zygote has started)."""
+        return RuntimeFacts.from_dict(self.info)
 
     async def runtime_info(self) -> dict[str, Any]:
         """Backend, device name and architecture, as reported by a warm zygote (the spares start meanwhile)."""

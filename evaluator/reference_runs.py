@@ -204,7 +204,7 @@ class ReferenceRuns:
             say(progress, f"reading the outputs of the reference {Path(reference.path).name}")
             own = await asyncio.to_thread(
                 verdict,
-                outcome, composed, reference, None, None, job_dir, self._options, self._pool.info, reference.path,
+                outcome, composed, reference, None, None, job_dir, self._options, self._pool.facts, reference.path,
             )  # fmt: skip
             if own.not_checkable is not None:
                 await removed(job_dir)

@@ -21,6 +21,7 @@ from .compare import UnreadableOutput, compare, load_output, output_size, side_b
 from .pool import JobOutcome
 from .results import Peaks, ScreenedVariant, ScreenResult
 from .shared.protocol import ScreenJob, screen_output_file
+from .shared.runtime_facts import RuntimeFacts
 from .shared.screening import ScreenPlan
 from .triton_file import TritonFile
 
@@ -62,12 +63,12 @@ def screen_result(
     outcome: JobOutcome,
     labels: list[str],
     outputs_dir: Path,
-    runtime: dict[str, Any],
+    runtime: RuntimeFacts,
     peaks: Peaks | None,
     options: EvalOptions,
 ) -> ScreenResult:
     """The verdict on each variant (`labels`, in order) from the job's report and the outputs it saved."""
-    base = {"backend": runtime.get("backend"), "device": runtime.get("device")}
+    base = {"backend": runtime.backend, "device": runtime.device}
     if outcome.status != "ok" or outcome.result is None:
         where = (outcome.last_progress or {}).get("screen", "")
         return ScreenResult(False, f"{outcome.message} {where}".strip(), timed=False, **base)
@@ -86,7 +87,7 @@ def _verdict(
     result: dict[str, Any],
     labels: list[str],
     outputs_dir: Path,
-    runtime: dict[str, Any],
+    runtime: RuntimeFacts,
     peaks: Peaks | None,
     options: EvalOptions,
     base: dict[str, Any],

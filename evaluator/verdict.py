@@ -23,6 +23,7 @@ from .reproduction import unwritten_summary
 from .results import FAILED_KINDS, NOT_RUN_KINDS, TEST_KINDS, CheckResult, Comparison, Diagnostic, Mismatch, TestOutcome
 from .shared.isolation_policy import PROCESS_ONLY
 from .shared.protocol import output_file_of_test
+from .shared.runtime_facts import RuntimeFacts
 from .shared.test_ids import test_function
 from .triton_file import Composed, TritonFile
 from .vendor_code import vendor_caveats
@@ -46,7 +47,7 @@ def verdict(
     ref_run: ReferenceRun | None,
     job_dir: Path,
     options: EvalOptions,
-    runtime: dict[str, Any],
+    runtime: RuntimeFacts,
     label: str,
 ) -> CheckResult:
     """The verdict on one check job of `composed`: the first of ``STEPS`` that decides it."""
@@ -69,7 +70,7 @@ class _Judged:
     ref_run: ReferenceRun | None
     job_dir: Path
     options: EvalOptions
-    runtime: dict[str, Any]
+    runtime: RuntimeFacts
     label: str
 
     @property
@@ -79,7 +80,7 @@ class _Judged:
 
     @property
     def interpreted(self) -> bool:
-        return self.runtime.get("backend") == "interpreter"
+        return self.runtime.backend == "interpreter"
 
     @property
     def result(self) -> dict[str, Any]:
@@ -88,13 +89,13 @@ class _Judged:
     @cached_property
     def base(self) -> dict[str, Any]:
         """The fields every verdict on this job carries."""
-        backend = self.runtime.get("backend")
+        backend = self.runtime.backend
         return {
             "backend": backend,
             "file": self.label,
             "kernels": self.candidate.kernels,
             "reference": self.reference.path if self.reference else None,
-            "device": self.runtime.get("device"),
+            "device": self.runtime.device,
             "output_tail": self.outcome.log_tail[-3000:],
             "caveats": (
                 *((INTERPRETER_CAVEAT,) if backend == "interpreter" else ()),
@@ -102,7 +103,7 @@ class _Judged:
                 *isolation_caveats(self.runtime),
                 *unwritten_caveats(self.ref_run),
             ),
-            "isolation": self.runtime.get("isolation"),
+            "isolation": self.runtime.isolation,
         }
 
     @cached_property
@@ -190,7 +191,7 @@ def _import_failed(j: _Judged) -> CheckResult | None:
     if not error:
         return None
     diagnostic = error_diagnostic(error, j.composed, j.candidate, j.reference, prefix="import failed: ")
-    reason = cpu_support.limit_in_error(error["message"], j.runtime.get("triton_version")) if j.interpreted else None
+    reason = cpu_support.limit_in_error(error["message"], j.runtime.triton_version) if j.interpreted else None
     if reason:
         return j.not_checkable(reason, diagnostic)
     return j.failed("call", f"importing the file failed: {error['message']}", diagnostics=(diagnostic,))
@@ -202,7 +203,7 @@ def _tests_failed(j: _Judged) -> CheckResult | None:
     errors = [t for t in j.tests if t.kind in FAILED_KINDS - {"assert"}]
     asserts = [t for t in j.tests if t.kind == "assert"]
     if j.interpreted and errors and not asserts:
-        limits = [cpu_support.limit_in_error(t.message, j.runtime.get("triton_version")) for t in errors]
+        limits = [cpu_support.limit_in_error(t.message, j.runtime.triton_version) for t in errors]
         if all(limits):
             return j.not_checkable(limits[0], j.test_diagnostics[0], j.tests)
     if not errors and not asserts:
@@ -283,11 +284,11 @@ STEPS: tuple[Callable[[_Judged], CheckResult | None], ...] = (
 # ------------------------------------------------------------------------------------------ caveats
 
 
-def isolation_caveats(runtime: dict[str, Any]) -> tuple[str, ...]:
+def isolation_caveats(runtime: RuntimeFacts) -> tuple[str, ...]:
     """The verdict's word on a job that ran without namespaces of its own (see ``isolation.py``)."""
-    if runtime.get("isolation") != PROCESS_ONLY:
+    if runtime.isolation != PROCESS_ONLY:
         return ()
-    why = runtime.get("isolation_reason") or "no namespaces"
+    why = runtime.isolation_reason or "no namespaces"
     return (
         f"isolation: {PROCESS_ONLY} ({why}): the code ran as the caller's user, with the caller's files, "
         "processes and network in reach (the environment was still reduced)",

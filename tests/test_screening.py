@@ -13,6 +13,7 @@ from geak.evaluator.api import EvalOptions, Evaluator
 from geak.evaluator.pool import JobOutcome
 from geak.evaluator.screening_verdict import best_first, screen_result
 from geak.evaluator.shared.protocol import screen_output_file
+from geak.evaluator.shared.runtime_facts import RuntimeFacts
 from geak.evaluator.shared.screening import ScreenPlan, survivors
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -109,7 +110,7 @@ def report(variants: dict, reference_samples=(1.0, 1.1, 0.9), timed=True) -> dic
 
 def verdict(tmp_path, result, labels):
     outcome = JobOutcome("ok", result)
-    return screen_result(outcome, labels, tmp_path, {"backend": "cuda", "device": "fake"}, None, EvalOptions())
+    return screen_result(outcome, labels, tmp_path, RuntimeFacts(backend="cuda", device="fake"), None, EvalOptions())
 
 
 def test_the_caller_compares_outputs_itself_whatever_the_job_claims(tmp_path):
@@ -229,7 +230,7 @@ def test_the_jobs_rough_check_weighs_each_float_type_against_the_references_scal
 
 def test_a_malformed_or_failed_report_is_no_verdict(tmp_path):
     assert not verdict(tmp_path, {"calls": "nope"}, ["v1"]).ok
-    failed = screen_result(JobOutcome("timeout", None, "timed out after 60 s"), ["v1"], tmp_path, {}, None,
+    failed = screen_result(JobOutcome("timeout", None, "timed out after 60 s"), ["v1"], tmp_path, RuntimeFacts(), None,
                            EvalOptions())  # fmt: skip
     assert not failed.ok and "timed out" in failed.message
     error = verdict(tmp_path, {"error": "the reference failed on its own captured call: boom"}, ["v1"])
