@@ -29,8 +29,8 @@ from .pool import WorkerPool, usable_cores
 from .progress import Progress, relay, say
 from .reference_runs import ReferenceRuns
 from .results import BenchResult, CheckResult, Diagnostic, Peaks, ProfileResult, ScreenedVariant, ScreenResult
+from .runtime_facts import RuntimeFacts
 from .shared.protocol import PeaksJob, cache_request
-from .shared.runtime_facts import RuntimeFacts
 from .shared.screening import ScreenPlan
 from .timing_rules import CROSSOVER_WITHIN, REMEASURE_ABOVE, BatchClock
 from .triton_file import TritonFile, TritonFileError, parse_triton_file

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 from . import timing_rules as rules
 from .pool import JobOutcome
 from .results import BenchResult, CallTiming, CheckResult, Diagnostic, Peaks
+from .runtime_facts import RuntimeFacts
 from .shared.protocol import BenchJob
-from .shared.runtime_facts import RuntimeFacts
 from .shared.sequential import MIN_ROUNDS, RoundPlan, futile, stopped_where_the_rule_says
 from .slowness import kernel_facts
 from .speedup import crossed, speedup_interval

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .results import DEFAULT_NOISE_MARGIN, Peaks
-from .shared.runtime_facts import RuntimeFacts
+from .runtime_facts import RuntimeFacts
 from .shared.sequential import RoundPlan
 from .speedup import speedup_interval
 

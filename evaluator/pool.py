@@ -26,9 +26,9 @@ from typing import Any
 from . import compile_store
 from .device_share import TIMED_KINDS, DeviceShare, Hold, why_it_runs_again
 from .redaction import known_secrets, redact, redact_data
+from .runtime_facts import RuntimeFacts
 from .shared.isolation_policy import MODES
 from .shared.protocol import HEARTBEAT_KEYS
-from .shared.runtime_facts import RuntimeFacts
 from .zygote import WorkerStartError, Zygote, ZygoteLauncher, tail
 
 log = logging.getLogger(__name__)

@@ -20,8 +20,8 @@ from . import slowness
 from .compare import UnreadableOutput, compare, load_output, output_size, side_by_side
 from .pool import JobOutcome
 from .results import Peaks, ScreenedVariant, ScreenResult
+from .runtime_facts import RuntimeFacts
 from .shared.protocol import ScreenJob, screen_output_file
-from .shared.runtime_facts import RuntimeFacts
 from .shared.screening import ScreenPlan
 from .triton_file import TritonFile
 

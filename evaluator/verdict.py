@@ -21,9 +21,9 @@ from .pool import JobOutcome
 from .reference_probes import is_probe_where
 from .reproduction import unwritten_summary
 from .results import FAILED_KINDS, NOT_RUN_KINDS, TEST_KINDS, CheckResult, Comparison, Diagnostic, Mismatch, TestOutcome
+from .runtime_facts import RuntimeFacts
 from .shared.isolation_policy import PROCESS_ONLY
 from .shared.protocol import output_file_of_test
-from .shared.runtime_facts import RuntimeFacts
 from .shared.test_ids import test_function
 from .triton_file import Composed, TritonFile
 from .vendor_code import vendor_caveats

@@ -30,7 +30,7 @@ from pathlib import Path
 from geak.evaluator import peaks as peaks_cache
 from geak.evaluator.api import EvalOptions, Evaluator
 from geak.evaluator.results import BenchResult
-from geak.evaluator.shared.runtime_facts import RuntimeFacts
+from geak.evaluator.runtime_facts import RuntimeFacts
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"

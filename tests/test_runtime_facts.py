@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from geak.evaluator.shared.runtime_facts import RuntimeFacts
+from geak.evaluator.runtime_facts import RuntimeFacts
 
 READY = {  # a "ready" message's facts, as the pool keeps them (``zygote.ZygoteLauncher.start``)
     "backend": "cuda",

@@ -11,9 +11,9 @@ import torch
 from geak.evaluator import screening_verdict
 from geak.evaluator.api import EvalOptions, Evaluator
 from geak.evaluator.pool import JobOutcome
+from geak.evaluator.runtime_facts import RuntimeFacts
 from geak.evaluator.screening_verdict import best_first, screen_result
 from geak.evaluator.shared.protocol import screen_output_file
-from geak.evaluator.shared.runtime_facts import RuntimeFacts
 from geak.evaluator.shared.screening import ScreenPlan, survivors
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -18,8 +18,8 @@ from geak.evaluator.bench import bench_result
 from geak.evaluator.job.timing import InputSets, factor, interleaved, set_count
 from geak.evaluator.pool import JobOutcome
 from geak.evaluator.results import DEFAULT_NOISE_MARGIN, BenchResult, Peaks
+from geak.evaluator.runtime_facts import RuntimeFacts
 from geak.evaluator.shared.protocol import timed_output_file, timed_output_sets
-from geak.evaluator.shared.runtime_facts import RuntimeFacts
 from geak.evaluator.shared.sequential import (
     GRAPH_MARGIN,
     RoundPlan,

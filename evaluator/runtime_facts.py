@@ -1,7 +1,8 @@
 """The facts a fork server reports about its runtime when it is ready (``job/worker.py``'s "ready" message, less its
 event, process id and start-up times): the backend, the device, the software stack, how its jobs are isolated and
 whether it can grant a timing job the device alone. The caller reads them as ``RuntimeFacts``; on the wire, and to the
-evaluator's callers (``Evaluator.runtime``), they stay the plain dict the job writes."""
+evaluator's callers (``Evaluator.runtime``), they stay the plain dict the job writes. Plain standard-library data,
+so that it can move to ``shared`` once the job side builds it too (every shared module is one the worker imports)."""
 
 from __future__ import annotations
 
