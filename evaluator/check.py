@@ -151,8 +151,8 @@ COMPILE_ERRORS = frozenset(
 
 def failed_by_error(outcome: JobOutcome) -> bool:
     """Did a test of the job raise (not a wrong result, a crash or running out of time), with an error poisoned
-    allocations may explain: not a kernel that does not compile for the device (TritonBench-revised
-    `triton_linear_activation.py` on an H200: 88 configs failing in ptxas, about 100 s a run, ran twice)?"""
+    allocations may explain: not a kernel that does not compile for the device (``COMPILE_ERRORS``), which fails
+    alike unpoisoned, so running it again would only double a long run of failing compiles?"""
     tests = (outcome.result or {}).get("tests") or []
     return outcome.status == "ok" and any(
         t.get("kind") == "error" and (t.get("error") or {}).get("type") not in COMPILE_ERRORS for t in tests

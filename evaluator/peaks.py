@@ -23,9 +23,8 @@ from .speedup import speedup_interval
 
 CACHE_VERSION = "v7"  # v7: the margin's floor raised to 1.5% (a margin kept under it is measured again)
 # The least margin a device's A/A measurement gives: the device's own A/A kernels can depart from 1 by a few tenths of a
-# percent where a real file timed against itself departs further (on H200s, `triton_argmax.py`, four calls of 0.18 ms,
-# flushed: 0.988x, 1.002x, 0.998x and 0.984x in four `geak eval`s; in the last, 0.986x and 0.982x in its two orders,
-# "slower" against the ±0.56% that run's peaks job measured).
+# percent where a real file of short calls timed against itself departs by more than a percent, and would be called
+# "slower" than itself against the narrower margin.
 MIN_NOISE_MARGIN = DEFAULT_NOISE_MARGIN
 MAX_NOISE_MARGIN = 0.05
 AA_FACTOR = 3.0  # margin = this times the largest A/A departure from 1

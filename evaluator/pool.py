@@ -56,8 +56,8 @@ DEVICE_MASKS = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
 def cpu_threads_per_job(concurrent: int, cores: int | None = None) -> int | None:
     """The CPU threads each of `concurrent` jobs at once gets (torch's and BLAS's pools): its share of the cores this
     process may use. Each pool otherwise starts a thread per core: 12 jobs on 16 cores could run 192 of them beside
-    the compiles that take most of a check's time (TritonBench-revised against itself, 12 at once on an H100: the
-    host busy throughout, 38 threads runnable on average). None where one job runs at a time."""
+    the compiles that take most of a check's time, keeping the host busy throughout. None where one job runs at a
+    time."""
     if concurrent <= 1:
         return None
     return max(1, (cores or usable_cores()) // concurrent)

@@ -185,9 +185,8 @@ def _compared(
     the `reproduced` ones, the job says, it did bit for bit), left to the full check for every variant; why each
     variant's outputs differ from the reference's on the other calls but its `identical` ones, None where they
     match.) Call by call, the reference's output read once for its own second run and all the variants still
-    matching, theirs compared beside each other (``_differing``). On an H200, ROCm `naive_softmax.py`'s 16 calls (up
-    to 256 MB each) over 10 variants took the caller about 8 s one variant after the other, each reading the
-    reference's outputs again."""
+    matching, theirs compared beside each other (``_differing``), rather than one variant after the other, each
+    reading the reference's large outputs again."""
     unstable: set[int] = set()
     found: dict[str, str | None] = dict.fromkeys(identical)
     for i in range(n_calls):
