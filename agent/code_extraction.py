@@ -14,8 +14,8 @@ from functools import cached_property
 
 from markdown_it import MarkdownIt
 
-from geak.evaluator.python_source import parse
-from geak.evaluator.triton_file import TEST_PREFIXES, defined_names, is_test_code, separator_index, statement_span
+from geak.evaluator import TEST_PREFIXES, defined_names, is_test_code, separator_index, statement_span
+from geak.evaluator import parse_python as parse
 
 PYTHON_LANGS = frozenset({"", "python", "py", "python3", "py3", "triton"})
 MAX_STRATEGY_CHARS = 2000

@@ -16,8 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from geak.evaluator.api import EvalOptions
-from geak.evaluator.compare import parse_tolerance_overrides
+from geak.evaluator import EvalOptions, parse_tolerance_overrides
 
 ENV_VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 

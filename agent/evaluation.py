@@ -11,10 +11,20 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from geak.evaluator.api import Evaluator, Progress
-from geak.evaluator.diagnosis import summary, timing_cost, with_profile
-from geak.evaluator.results import BenchResult, CallCost, CheckResult, CompiledKernelFacts, ScreenResult
-from geak.evaluator.triton_file import TritonFile, read_triton_file
+from geak.evaluator import (
+    BenchResult,
+    CallCost,
+    CheckResult,
+    CompiledKernelFacts,
+    Evaluator,
+    Progress,
+    ScreenResult,
+    TritonFile,
+    read_triton_file,
+    timing_cost,
+    with_profile,
+)
+from geak.evaluator import slowness_summary as summary
 
 from .memory import Evaluation
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 
-from geak.evaluator.triton_file import SEPARATOR, TritonFile, parse_triton_file
+from geak.evaluator import SEPARATOR, TritonFile, parse_triton_file
 
 
 def merged_file(original: TritonFile, candidate_code: str) -> str:

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 import openai
 
-from geak.evaluator.redaction import register_secret
+from geak.evaluator import register_secret
 
 from .config import AgentConfig, mask_url_credentials
 from .model_health import ModelHealth

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from geak.evaluator.api import BadInput
+from geak.evaluator import BadInput
 
 from . import checkpoint, prompts
 from .config import AgentConfig

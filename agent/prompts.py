@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from geak.evaluator.triton_file import TritonFile
+from geak.evaluator import TritonFile
 
 from .memory import Candidate
 

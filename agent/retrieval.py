@@ -22,8 +22,8 @@ from pathlib import Path
 
 from rank_bm25 import BM25Okapi
 
-from geak.evaluator.python_source import parse
-from geak.evaluator.triton_file import is_kernel_def, is_test_code, separator_index, statement_span
+from geak.evaluator import is_kernel_def, is_test_code, separator_index, statement_span
+from geak.evaluator import parse_python as parse
 from geak.snippets import KERNELS_DIR
 
 logger = logging.getLogger(__name__)

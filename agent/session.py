@@ -10,8 +10,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from geak.evaluator.api import BadInput, Evaluator
-from geak.evaluator.triton_file import TritonFileError, read_triton_file
+from geak.evaluator import BadInput, Evaluator, TritonFileError, read_triton_file
 
 from .config import AgentConfig, eval_options
 from .evaluation import CandidateEvaluator

@@ -30,6 +30,7 @@ from pathlib import Path
 from geak.evaluator import peaks as peaks_cache
 from geak.evaluator.api import EvalOptions, Evaluator
 from geak.evaluator.results import BenchResult
+from geak.evaluator.runtime_facts import RuntimeFacts
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -111,7 +112,7 @@ async def run(report: Report, tmp: Path, real_cache: Path, parts: set[str], host
             peaks=asdict(peaks),
         )
         if measured:  # into the user's own cache too
-            peaks_cache.store(info, peaks, real_cache)
+            peaks_cache.store(RuntimeFacts.from_dict(info), peaks, real_cache)
 
         references = {
             "2^24": FIXTURES / "add_native.py",

@@ -4,17 +4,18 @@ noise floor), after the timing rules of ``timing_rules`` have accepted the timin
 from __future__ import annotations
 
 import statistics
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import timing_rules as rules
-from .diagnosis import kernel_facts
 from .pool import JobOutcome
 from .results import BenchResult, CallTiming, CheckResult, Diagnostic, Peaks
+from .runtime_facts import RuntimeFacts
 from .shared.protocol import BenchJob
 from .shared.sequential import MIN_ROUNDS, RoundPlan, futile, stopped_where_the_rule_says
-from .speedup import speedup_interval
+from .slowness import kernel_facts
+from .speedup import crossed, speedup_interval
 from .triton_file import TritonFile
 
 BUSY_LAG_MS = 0.5  # an empty kernel waiting this long: another process holds the device (``timing.BUSY_GRACE_MS``)
@@ -74,7 +75,7 @@ def bench_result(
     label: str,
     reference: TritonFile | None,
     check: CheckResult | None,
-    runtime: dict[str, Any],
+    runtime: RuntimeFacts,
     peaks: Peaks,
     outputs_dir: Path,
     window_s: float | None,
@@ -82,13 +83,13 @@ def bench_result(
     tolerances: dict[str, Tolerance] | None = None,
 ) -> BenchResult:
     base = {
-        "backend": runtime.get("backend"),
+        "backend": runtime.backend,
         "file": label,
         "check": check,
-        "device": runtime.get("device"),
+        "device": runtime.device,
         "reference": reference.path if reference else None,
         "peaks": peaks,
-        "isolation": runtime.get("isolation"),
+        "isolation": runtime.isolation,
         "alone_s": outcome.alone_s,
     }
     if outcome.status != "ok" or outcome.result is None:
@@ -270,3 +271,75 @@ def _call_timing(entry: dict[str, Any], peaks: Peaks, limits: dict[str, int]) ->
         kernel_ms=entry.get("kernel_ms", {}),
         kernels=tuple(kernel_facts(k, limits) for k in entry.get("kernels") or ()),
     )
+
+
+def check_failed(check: CheckResult, label: str, against: str | Path | None) -> BenchResult:
+    """A candidate that fails its check is not timed."""
+    return BenchResult(
+        ok=False,
+        stage=check.stage,
+        backend=check.backend,
+        file=label,
+        message=f"not timed: the check failed ({check.message})",
+        check=check,
+        diagnostics=check.diagnostics,
+        reference=str(against) if against else None,
+    )
+
+
+def needs_a_gpu(check: CheckResult | None, label: str) -> BenchResult:
+    return BenchResult(
+        ok=False,
+        stage="perf",
+        backend="interpreter",
+        file=label,
+        check=check,
+        message="timing needs a GPU: no CUDA or ROCm device is visible "
+        "(correctness was checked with the Triton interpreter)",
+    )
+
+
+def in_both_orders(result: BenchResult, swapped: BenchResult) -> BenchResult:
+    """A speedup near 1 timed again with the candidate prepared first (`swapped`): both orders together, or the
+    second timing's failure, or a rejection where the two timed other calls (the candidate, imported first, chose
+    them)."""
+    if not swapped.ok or swapped.speedup is None:
+        return swapped  # its failure is the verdict
+    if _timed_calls(swapped) != _timed_calls(result):
+        return replace(
+            swapped,
+            ok=False,
+            speedup=None,
+            message="timing rejected: timed again with the candidate prepared first, it timed other calls "
+            f"({', '.join(_timed_calls(swapped)) or 'none'}) than the first timing "
+            f"({', '.join(_timed_calls(result))})",
+        )
+    assert result.speedup is not None
+    both = crossed(result.speedup, swapped.speedup)
+    return replace(
+        result,
+        speedup=both,
+        alone_s=result.alone_s + swapped.alone_s,
+        phases_s={
+            k: result.phases_s.get(k, 0.0) + swapped.phases_s.get(k, 0.0)
+            for k in {**result.phases_s, **swapped.phases_s}
+        },
+        message=f"{result.message}; timed again with the candidate prepared first: "
+        f"{swapped.speedup.ratio:.3f}x; both orders together {both.ratio:.3f}x ({both.verdict})",
+    )
+
+
+def remeasured(again: BenchResult, first_ratio: float) -> BenchResult:
+    """A large speedup measured again on fresh inputs: this second measurement is the verdict."""
+    if not again.ok or again.speedup is None:
+        return again
+    return replace(
+        again,
+        speedup=replace(again.speedup, remeasured_from=first_ratio),
+        message=f"{again.message} (re-measured on fresh inputs; first measurement {first_ratio:.3f}x)",
+    )
+
+
+def _timed_calls(result: BenchResult) -> list[str]:
+    """The signatures of the reference's calls a timing timed (which calls, ``calls_to_time``)."""
+    return [c.signature for c in result.reference_calls]

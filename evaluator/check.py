@@ -1,37 +1,24 @@
-"""The correctness cascade: the check job sent to a worker, and the verdict built from what came back."""
+"""The check job sent to a worker, the reference's run kept for its candidates, and the comparison of a candidate's
+outputs with the reference's: what ``verdict`` judges from."""
 
 from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import cpu_support
 from .compare import UnreadableOutput, compare, load_output, output_size, side_by_side
-from .diagnostics import definition_line, error_diagnostic
 from .options import EvalOptions
 from .pool import JobOutcome, usable_cores
-from .reference_probes import ReferenceProbes, is_probe_where, rejudged_after_rerun
-from .reproduction import Masks, differences, prefixed, two_runs, unwritten_summary
-from .results import FAILED_KINDS, NOT_RUN_KINDS, TEST_KINDS, CheckResult, Comparison, Diagnostic, Mismatch, TestOutcome
-from .shared.isolation_policy import PROCESS_ONLY
+from .reference_probes import ReferenceProbes, rejudged_after_rerun
+from .reproduction import Masks, differences, prefixed, two_runs
+from .results import FAILED_KINDS, NOT_RUN_KINDS, CheckResult, Comparison, Mismatch
 from .shared.probe_rules import KIND_WORDS, probe_where
 from .shared.protocol import CheckJob, output_file_of_test, probe_output_file
-from .shared.test_ids import sanitized_test_id, test_function
-from .triton_file import Composed, TritonFile
-from .vendor_code import vendor_caveats
-
-UNPOISONED_CAVEAT = (
-    "checked without poisoned allocations: the test fails when memory from torch.empty is filled with NaN / the "
-    "largest integer, because it reads memory nothing wrote (its results then depend on leftovers); an output a "
-    "kernel never writes is not caught for this file"
-)
-INTERPRETER_CAVEAT = (
-    "checked with Triton's CPU interpreter: a pre-check, not a sign-off (bf16 arithmetic, TF32 rounding of "
-    "tl.dot, races and out-of-bounds loads are not modelled; run on a GPU to be sure)"
-)
+from .shared.test_ids import sanitized_test_id
+from .triton_file import TritonFile
 
 
 def check_job(
@@ -156,38 +143,6 @@ def rerun_variation(ref_run: ReferenceRun, result: dict[str, Any], rerun_dir: Pa
     return found or changed
 
 
-def isolation_caveats(runtime: dict[str, Any]) -> tuple[str, ...]:
-    """The verdict's word on a job that ran without namespaces of its own (see ``isolation.py``)."""
-    if runtime.get("isolation") != PROCESS_ONLY:
-        return ()
-    why = runtime.get("isolation_reason") or "no namespaces"
-    return (
-        f"isolation: {PROCESS_ONLY} ({why}): the code ran as the caller's user, with the caller's files, "
-        "processes and network in reach (the environment was still reduced)",
-    )
-
-
-def unwritten_caveats(ref_run: ReferenceRun | None) -> tuple[str, ...]:
-    """The verdict's word on what the reference never writes (``reproduction``): it is not compared."""
-    if ref_run is None:
-        return ()
-    places = []
-    for test in (ref_run.outcome.result or {}).get("tests", []):
-        masks = ref_run.unwritten.get(output_file_of_test(test["name"]), {})
-        if masks:
-            where = f"{test['name']} → {_output_label(ref_run.tfile, test['name'])}"
-            places.append(f"{', '.join(where + path for path in masks)} ({unwritten_summary(masks)})")
-    probes = len(ref_run.probes.unwritten) if ref_run.probes is not None else 0
-    if not places and not probes:
-        return ()
-    shown = "; ".join(places[:4]) + ("; ..." if len(places) > 4 else "")
-    on_probes = f"{'; also' if places else ''} on {probes} probe(s)" if probes else ""
-    return (
-        f"the reference leaves part of its outputs unwritten ({shown}{on_probes}): what it never writes is "
-        "undefined, so it is not compared",
-    )
-
-
 # What Triton raises where a kernel does not compile for the device: the same with or without poisoned allocations.
 COMPILE_ERRORS = frozenset(
     {"CompilationError", "CompileTimeAssertionFailure", "UnsupportedLanguageConstruct", "PTXASError", "OutOfResources"}
@@ -196,8 +151,8 @@ COMPILE_ERRORS = frozenset(
 
 def failed_by_error(outcome: JobOutcome) -> bool:
     """Did a test of the job raise (not a wrong result, a crash or running out of time), with an error poisoned
-    allocations may explain: not a kernel that does not compile for the device (TritonBench-revised
-    `triton_linear_activation.py` on an H200: 88 configs failing in ptxas, about 100 s a run, ran twice)?"""
+    allocations may explain: not a kernel that does not compile for the device (``COMPILE_ERRORS``), which fails
+    alike unpoisoned, so running it again would only double a long run of failing compiles?"""
     tests = (outcome.result or {}).get("tests") or []
     return outcome.status == "ok" and any(
         t.get("kind") == "error" and (t.get("error") or {}).get("type") not in COMPILE_ERRORS for t in tests
@@ -233,238 +188,7 @@ def reference_problem(outcome: JobOutcome) -> str | None:
     return None
 
 
-def verdict(
-    outcome: JobOutcome,
-    composed: Composed,
-    candidate: TritonFile,
-    reference: TritonFile | None,
-    ref_run: ReferenceRun | None,
-    job_dir: Path,
-    options: EvalOptions,
-    runtime: dict[str, Any],
-    label: str,
-) -> CheckResult:
-    backend = runtime.get("backend")
-    owner = reference or candidate
-    base = {
-        "backend": backend,
-        "file": label,
-        "kernels": candidate.kernels,
-        "reference": reference.path if reference else None,
-        "device": runtime.get("device"),
-        "output_tail": outcome.log_tail[-3000:],
-        "caveats": (
-            *((INTERPRETER_CAVEAT,) if backend == "interpreter" else ()),
-            *vendor_caveats(candidate.kernel_section, backend),
-            *isolation_caveats(runtime),
-            *unwritten_caveats(ref_run),
-        ),
-        "isolation": runtime.get("isolation"),
-    }
-
-    def diag_at(name: str, message: str) -> Diagnostic:
-        line = definition_line(owner, name)
-        return Diagnostic(line, 1, "error", message, file=owner.path if reference else label)
-
-    def not_checkable(reason: str, diagnostic: Diagnostic, tests: tuple[TestOutcome, ...] = ()) -> CheckResult:
-        message = f"{cpu_support.NOT_CHECKABLE}: {reason}"
-        info = replace(diagnostic, severity="information", message=message)
-        return CheckResult(
-            ok=False, stage="call", message=message, tests=tests, diagnostics=(info,), not_checkable=reason, **base
-        )
-
-    interpreted = backend == "interpreter"
-    if outcome.status != "ok" or outcome.result is None:
-        running = (outcome.last_progress or {}).get("test")
-        where = f" in {running}" if running else " while importing the file"
-        if running and outcome.message.startswith(f"hung: {running}"):  # the pool's words name it already
-            where = ""
-        kind = "timeout" if outcome.status == "timeout" else "crash"
-        message = f"{outcome.message}{where}" + (compile_at_end(outcome.last_progress) if kind == "timeout" else "")
-        if interpreted and kind == "crash":
-            message = cpu_support.crash_hint(message)
-        tests = (TestOutcome(running, False, message, kind),) if running else ()
-        if interpreted and kind == "timeout":
-            reason = cpu_support.spin_wait(composed.text) or cpu_support.slow_or_hung(
-                outcome.last_progress, time.time(), options.timeout_s
-            )
-            if reason:
-                return not_checkable(reason, diag_at(running or "", message), tests)
-        return CheckResult(
-            ok=False,
-            stage="call",
-            message=message,
-            tests=tests,
-            diagnostics=(diag_at(running or "", message),),
-            **base,
-        )
-    result = outcome.result
-    if result.get("worker_error"):
-        return CheckResult(
-            ok=False, stage="call", message="internal evaluator error:\n" + result["worker_error"], **base
-        )
-    if result.get("import_error"):
-        error = result["import_error"]
-        diag = error_diagnostic(error, composed, candidate, reference, prefix="import failed: ")
-        reason = cpu_support.limit_in_error(error["message"], runtime.get("triton_version")) if interpreted else None
-        if reason:
-            return not_checkable(reason, diag)
-        return CheckResult(
-            ok=False,
-            stage="call",
-            message=f"importing the file failed: {error['message']}",
-            diagnostics=(diag,),
-            **base,
-        )
-
-    reported = [_raised_is_not_run(t, owner) for t in _expected_tests(result, owner, ref_run)]
-    tests = tuple(
-        TestOutcome(
-            t["name"],
-            t["kind"] not in FAILED_KINDS,
-            t.get("message", ""),
-            t["kind"],
-            t.get("duration_s", 0.0),
-            t.get("launches", {}),
-        )
-        for t in reported
-    )
-    diagnostics = [
-        error_diagnostic(t["error"], composed, candidate, reference)
-        if t.get("error")
-        else diag_at(t["name"], t["message"])
-        for t in reported
-        if t["kind"] in FAILED_KINDS
-    ]
-    errors = [t for t in tests if t.kind in FAILED_KINDS - {"assert"}]  # did not run through: call stage
-    asserts = [t for t in tests if t.kind == "assert"]  # ran, but a check failed: exec stage
-    limits = [cpu_support.limit_in_error(t.message, runtime.get("triton_version")) for t in errors]
-    if interpreted and errors and not asserts and all(limits):
-        return not_checkable(limits[0], diagnostics[0], tests)
-    if errors or asserts:
-        stage = "call" if errors else "exec"
-        message = _summary(errors or asserts)
-        return CheckResult(ok=False, stage=stage, message=message, tests=tests, diagnostics=tuple(diagnostics), **base)
-    tests_ran = [t for t in tests if t.kind not in NOT_RUN_KINDS]
-    if not tests_ran:  # nothing was checked: not a pass
-        message = f"no test ran: {_summary(list(tests))}" if tests else "no test ran"
-        return CheckResult(ok=False, stage="call", message=message, tests=tests, **base)
-
-    if ref_run is None:
-        functions = list(dict.fromkeys(test_function(t.name) for t in tests_ran))
-        silent = [f for f in functions if f not in candidate.asserting_tests]
-        if len(silent) == len(functions):
-            note = (
-                f"the tests ({', '.join(silent)}) assert nothing: only crashes are caught; "
-                "compare the outputs with a reference (--against REF)"
-            )
-            base["caveats"] = (*base["caveats"], note)
-            return CheckResult(ok=True, stage="call", message=f"runs; {note}", tests=tests, **base)
-        return CheckResult(ok=True, stage="exec", message=f"{_passed(tests)} passed", tests=tests, **base)
-
-    comparison = _compare_with_reference(reported, result, ref_run, job_dir, options)
-    if not comparison.ok:
-        for m in comparison.mismatches[:8]:
-            diagnostics.append(_mismatch_diagnostic(m, owner, candidate, label, reference is not None))
-        return CheckResult(
-            ok=False,
-            stage="exec",
-            message=_mismatch_summary(comparison),
-            tests=tests,
-            diagnostics=tuple(diagnostics),
-            comparison=comparison,
-            **base,
-        )
-    message = f"{_passed(tests)} passed; outputs match the reference"
-    probed = [
-        f"{n} {words}"
-        for n, words in (
-            (comparison.fresh_calls, "call(s) with fresh random inputs"),
-            (comparison.shape_calls, "at other sizes"),
-            (comparison.value_calls, "on other values"),
-        )
-        if n
-    ]
-    if probed:
-        message += f" (also on {', '.join(probed)})"
-    if comparison.probes_skipped:
-        message += f"; {comparison.probes_skipped} probe(s) skipped (see the notes)"
-    return CheckResult(ok=True, stage="exec", message=message, tests=tests, comparison=comparison, **base)
-
-
-def _mismatch_diagnostic(m: Mismatch, owner: TritonFile, candidate: TritonFile, label: str, has_ref: bool):
-    """Test mismatches point at the test; fresh-input mismatches at the candidate's wrapper."""
-    if is_probe_where(m.where):
-        wrapper = m.where.split(" ", 3)[-1].split("(", 1)[0]
-        return Diagnostic(definition_line(candidate, wrapper), 1, "error", f"{m.where}: {m.message}", file=label)
-    test = m.where.split(" ", 1)[0]
-    return Diagnostic(
-        definition_line(owner, test),
-        1,
-        "error",
-        f"{m.where}: {m.message}",
-        file=owner.path if has_ref else label,
-    )
-
-
-def _passed(tests: tuple[TestOutcome, ...]) -> str:
-    """`3 test(s)`, with what did not run: `3 test(s) (2 skipped, 21 benchmark(s) left to geak bench)`."""
-    text = f"{sum(t.kind not in NOT_RUN_KINDS for t in tests)} test(s)"
-    counts = {kind: sum(t.kind == kind for t in tests) for kind in ("skipped", "xfail", "benchmark")}
-    words = {"skipped": "{} skipped", "xfail": "{} xfail", "benchmark": "{} benchmark(s) left to geak bench"}
-    extra = [words[k].format(n) for k, n in counts.items() if n]
-    return text + (f" ({', '.join(extra)})" if extra else "")
-
-
-def _summary(failed: list[TestOutcome]) -> str:
-    first = failed[0]
-    more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
-    return f"{first.name} failed: {first.message}{more}"
-
-
-def _mismatch_summary(comparison: Comparison) -> str:
-    first = comparison.mismatches[0]
-    more = f" (+{len(comparison.mismatches) - 1} more)" if len(comparison.mismatches) > 1 else ""
-    return f"output differs from the reference: {first.where}: {first.message}{more}"
-
-
-def _raised_is_not_run(entry: dict[str, Any], owner: TritonFile) -> dict[str, Any]:
-    """GEAK-eval's call accuracy for TritonBench-format files, whose tests return their outputs and check nothing:
-    any exception the composed file raises, an `AssertionError` in the kernel code's wrapper included, means it did
-    not run (an error at the call stage), not that it ran and computed a wrong result."""
-    if owner.format == "tritonbench" and owner.test_style == "call" and entry.get("kind") == "assert":
-        return {**entry, "kind": "error"}
-    return entry
-
-
-def _expected_tests(result: dict[str, Any], owner: TritonFile, ref_run: ReferenceRun | None) -> list[dict[str, Any]]:
-    """The tests the trusted side expects (the reference run's, else the file's), each with what the job reported
-    for it; a test the job did not report, or reported in a malformed way, is an error."""
-    by_name = {
-        t.get("name"): t
-        for t in result.get("tests") or []
-        if isinstance(t, dict) and t.get("kind") in TEST_KINDS and isinstance(t.get("message", ""), str)
-    }
-    if ref_run is not None:
-        expected = [t["name"] for t in (ref_run.outcome.result or {}).get("tests", [])]
-    elif owner.test_style == "pytest":  # the cases pytest collected from the file's own tests (and its errors)
-        functions = set(owner.tests) | set(owner.benches)
-        expected = [n for n, t in by_name.items() if test_function(str(n)) in functions or t["kind"] == "error"]
-        expected += [f for f in owner.tests if not any(test_function(str(n)) == f for n in expected)]
-    else:
-        expected = list(owner.tests)
-    out = []
-    for name in expected:
-        entry = by_name.get(name)
-        if entry is None:
-            entry = {"name": name, "kind": "error", "message": "the test reported no result"}
-        elif not isinstance(entry.get("launches", {}), dict):
-            entry = {**entry, "launches": {}}
-        out.append(entry)
-    return out
-
-
-def _compare_with_reference(
+def compare_with_reference(
     reported: list[dict[str, Any]],
     result: dict[str, Any],
     ref_run: ReferenceRun,
@@ -497,7 +221,7 @@ def _compare_with_reference(
                     "e.g. in PyTorch): the candidate must run its kernels",
                 )
             )
-        where = f"{test['name']} → {_output_label(ref_run.tfile, test['name'])}"
+        where = f"{test['name']} → {output_label(ref_run.tfile, test['name'])}"
         undefined = prefixed(ref_run.unwritten.get(name, {}), where)
         unstable = tuple(ref_run.unstable.get(test["name"], ()))
         found.append(_Weighing(where, ref_dir / name, cand_dir / name, undefined, unstable=unstable))
@@ -620,7 +344,7 @@ def _weigh(w: _Weighing, options: EvalOptions) -> _Weighed:
 _MISSING = object()
 
 
-def _output_label(owner: TritonFile, test: str) -> str:
+def output_label(owner: TritonFile, test: str) -> str:
     return f"result_gold[{sanitized_test_id(test)!r}]" if owner.output_source == "result_gold" else "return"
 
 

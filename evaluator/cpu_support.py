@@ -6,7 +6,7 @@ nothing unverified is ever accepted), editors show it as information, and ``geak
 ``EXIT_NOT_CHECKABLE``. It is decided from the interpreter's own errors (``limit_in_error``), from a static look at
 the kernels where that is sure (``spin_wait``), and from how a run that hit the time limit ended (``slow_or_hung``).
 What the interpreter runs but does not model (bf16 rounding, TF32 dots, races, out-of-bounds reads) is a caveat of
-a passing verdict instead (``check.INTERPRETER_CAVEAT``).
+a passing verdict instead (``verdict.INTERPRETER_CAVEAT``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from .python_source import parse
 
 NOT_CHECKABLE = "not checkable on CPU"
-EXIT_NOT_CHECKABLE = 3  # `geak check`: 0 pass, 1 the kernel fails, 2 bad input, 3 not checkable here
 STALLED_AFTER_S = 5.0  # a timed-out run with no new program for this long was hung, not slow (``HEARTBEAT_S``: 1 s)
 
 

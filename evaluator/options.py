@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
 
 from .compare import Tolerance
 from .compile_store import default_root
@@ -33,3 +34,32 @@ class EvalOptions:
     gpu_id: int | None = None
     isolation: str = "auto"  # auto | namespaces (required) | process (off): see isolation.py
     compile_cache: str | None = field(default_factory=default_root)  # kept between runs (None: the pool's own)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The options as plain JSON data (each tolerance as {"rtol", "atol", "floor"}): ``from_dict`` reads it back."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EvalOptions:
+        """The options `data` gives (``to_dict``'s form; a field left out keeps its default). A key that names no
+        option, or a tolerance that is not exactly {"rtol", "atol", "floor"}, is a ValueError."""
+        _refuse_unknown(data, {f.name for f in fields(cls)}, "evaluator option")
+        given = dict(data)
+        if "tolerances" in given:
+            given["tolerances"] = {dtype: _tolerance(dtype, t) for dtype, t in given["tolerances"].items()}
+        return cls(**given)
+
+
+def _tolerance(dtype: str, data: Any) -> Tolerance:
+    if not isinstance(data, dict):
+        raise ValueError(f"the tolerance for {dtype} must be a mapping of rtol, atol and floor, not {data!r}")
+    names = {f.name for f in fields(Tolerance)}
+    _refuse_unknown(data, names, f"tolerance field for {dtype}")
+    if missing := sorted(names - data.keys()):
+        raise ValueError(f"the tolerance for {dtype} lacks {', '.join(missing)}")
+    return Tolerance(**data)
+
+
+def _refuse_unknown(data: dict[str, Any], known: set[str], what: str) -> None:
+    if unknown := sorted(data.keys() - known):
+        raise ValueError(f"unknown {what}(s): {', '.join(map(str, unknown))} (known: {', '.join(sorted(known))})")

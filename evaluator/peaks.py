@@ -17,14 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from .results import DEFAULT_NOISE_MARGIN, Peaks
+from .runtime_facts import RuntimeFacts
 from .shared.sequential import RoundPlan
 from .speedup import speedup_interval
 
 CACHE_VERSION = "v7"  # v7: the margin's floor raised to 1.5% (a margin kept under it is measured again)
 # The least margin a device's A/A measurement gives: the device's own A/A kernels can depart from 1 by a few tenths of a
-# percent where a real file timed against itself departs further (on H200s, `triton_argmax.py`, four calls of 0.18 ms,
-# flushed: 0.988x, 1.002x, 0.998x and 0.984x in four `geak eval`s; in the last, 0.986x and 0.982x in its two orders,
-# "slower" against the ±0.56% that run's peaks job measured).
+# percent where a real file of short calls timed against itself departs by more than a percent, and would be called
+# "slower" than itself against the narrower margin.
 MIN_NOISE_MARGIN = DEFAULT_NOISE_MARGIN
 MAX_NOISE_MARGIN = 0.05
 AA_FACTOR = 3.0  # margin = this times the largest A/A departure from 1
@@ -50,26 +50,26 @@ def cache_file() -> Path:
     return Path(root) / "peaks.json"
 
 
-def cache_key(runtime: dict[str, Any]) -> str:
+def cache_key(runtime: RuntimeFacts) -> str:
     """One entry per device model and software stack (from the pool's runtime info)."""
     return "|".join(
         [
             CACHE_VERSION,
-            str(runtime.get("device")),
-            f"torch {runtime.get('torch_version')}",
-            f"triton {runtime.get('triton_version')}",
-            str(runtime.get("backend")),
+            str(runtime.device),
+            f"torch {runtime.torch_version}",
+            f"triton {runtime.triton_version}",
+            str(runtime.backend),
         ]
     )
 
 
-def read_cached(runtime: dict[str, Any], path: Path | None = None) -> Peaks | None:
+def read_cached(runtime: RuntimeFacts, path: Path | None = None) -> Peaks | None:
     """The cached measurement for this device, if there is one and it is believable."""
     entry = _read(path or cache_file()).get(cache_key(runtime))
-    return validate(entry, str(runtime.get("device")))
+    return validate(entry, str(runtime.device))
 
 
-def store(runtime: dict[str, Any], peaks: Peaks, path: Path | None = None) -> None:
+def store(runtime: RuntimeFacts, peaks: Peaks, path: Path | None = None) -> None:
     """Cache a measurement (only valid ones; a read-only home only costs a re-measurement next time)."""
     if validate(asdict(peaks), peaks.device) is None:
         return

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import shutil
@@ -20,25 +19,21 @@ import signal
 import sys
 import tempfile
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from . import compile_store, job_package
-from . import isolation as sandboxing
+from . import compile_store
 from .device_share import TIMED_KINDS, DeviceShare, Hold, why_it_runs_again
 from .redaction import known_secrets, redact, redact_data
-from .shared.isolation_policy import MODES, PROCESS_ONLY, Policy
+from .runtime_facts import RuntimeFacts
+from .shared.isolation_policy import MODES
 from .shared.protocol import HEARTBEAT_KEYS
+from .zygote import WorkerStartError, Zygote, ZygoteLauncher, tail
 
 log = logging.getLogger(__name__)
 
-PROTOCOL_LIMIT = 1 << 28  # result lines can be large (captured call specs)
 EXIT_GRACE_S = 15.0  # how long a job process may take to go away (after its result, or after a kill)
-
-
-class WorkerStartError(RuntimeError):
-    """A worker process could not start (torch/Triton missing, no GPU when one was required...)."""
 
 
 @dataclass
@@ -56,14 +51,13 @@ class JobOutcome:
 
 
 DEVICE_MASKS = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")  # torch's and BLAS's CPU threads
 
 
 def cpu_threads_per_job(concurrent: int, cores: int | None = None) -> int | None:
     """The CPU threads each of `concurrent` jobs at once gets (torch's and BLAS's pools): its share of the cores this
     process may use. Each pool otherwise starts a thread per core: 12 jobs on 16 cores could run 192 of them beside
-    the compiles that take most of a check's time (TritonBench-revised against itself, 12 at once on an H100: the
-    host busy throughout, 38 threads runnable on average). None where one job runs at a time."""
+    the compiles that take most of a check's time, keeping the host busy throughout. None where one job runs at a
+    time."""
     if concurrent <= 1:
         return None
     return max(1, (cores or usable_cores()) // concurrent)
@@ -102,100 +96,6 @@ def pin_device(environ: Mapping[str, str], gpu_id: int, hip: bool | None = None)
             raise WorkerStartError(f"GPU {gpu_id} is not visible: {name}={environ[name]} shows {len(entries)} GPU(s)")
         pinned[name] = entries[gpu_id]
     return pinned
-
-
-@dataclass(eq=False)
-class _Zygote:
-    proc: asyncio.subprocess.Process
-    workdir: Path
-    wrapped: bool = False  # `proc` is bubblewrap's, whose child is the fork server (its exit status tells how)
-    pid: int | None = None  # the fork server's own process
-    info: dict[str, Any] = field(default_factory=dict)
-    child_pid: int | None = None  # the running job process
-    owes_exit: bool = False  # a job was sent whose "exited" report is still unread
-    failure: str = ""  # why this zygote cannot be used any more
-    jobs: int = 0
-
-    @property
-    def usable(self) -> bool:
-        return self.proc.returncode is None and not self.failure
-
-    async def send(self, message: dict[str, Any]) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(message).encode() + b"\n")
-        self.owes_exit = True
-        await self.proc.stdin.drain()
-
-    async def grant_device(self) -> None:
-        """Tell the running job it has the device alone (passed on by the zygote: ``worker``)."""
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(b'{"grant": true}\n')
-        await self.proc.stdin.drain()
-
-    async def receive(self, deadline: float) -> dict[str, Any] | None:
-        """The next protocol message (None once the zygote is gone); TimeoutError at `deadline` (loop time)."""
-        assert self.proc.stdout is not None
-        while True:
-            try:
-                async with asyncio.timeout_at(deadline):  # not wait_for: on 3.11 it can swallow a cancellation
-                    line = await self.proc.stdout.readline()
-            except ValueError:  # a line over PROTOCOL_LIMIT
-                self.fail(f"the worker sent a message over {PROTOCOL_LIMIT >> 20} MiB")
-                return None
-            if not line:
-                if not self.failure:
-                    await self.wait_briefly()
-                    code = self.proc.returncode
-                    if self.wrapped and code is not None and code > 128:  # bubblewrap: 128 + the signal
-                        code = 128 - code
-                    self.failure = f"the worker's fork server died ({_status_words(code)})"
-                return None
-            if not line.strip():
-                continue
-            try:
-                message = json.loads(line)
-            except json.JSONDecodeError:  # what a killed job process left half-written
-                log.debug("skipping a malformed protocol line: %.200r", line)
-                continue
-            event = message.get("event")
-            if event == "started":
-                self.child_pid = message["pid"]
-            elif event == "exited":
-                self.child_pid = None
-                self.owes_exit = False
-            return message
-
-    async def wait_briefly(self, seconds: float = 5.0) -> None:
-        """Give a zygote that is going away the time to exit (and be reaped)."""
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(seconds):
-                await self.proc.wait()
-
-    def kill_child(self) -> None:
-        self.signal_child(signal.SIGKILL)
-
-    def signal_child(self, signum: int) -> None:
-        """Send `signum` to the running job process's group (the job and all it started), if one runs."""
-        if self.child_pid is not None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.child_pid, signum)
-
-    def stop_child(self, stopped: bool) -> None:
-        """Stop the running job (its whole process group), or let it go on (``device_share``'s pauses)."""
-        self.signal_child(signal.SIGSTOP if stopped else signal.SIGCONT)
-
-    def fail(self, reason: str) -> None:
-        """Mark this zygote unusable and kill it with its job process."""
-        self.failure = self.failure or reason
-        self.kill_child()
-        if self.proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-
-    async def dispose(self) -> None:
-        self.fail("the worker was shut down")
-        await self.wait_briefly(10)
-        shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 class WorkerPool:
@@ -259,17 +159,24 @@ class WorkerPool:
         self._triton_cache = compile_cache if self._kept_cache else tempfile.mkdtemp()
         self.hide = (*hide, self._triton_cache) if self._kept_cache else tuple(hide)
         self.bwrap = os.geteuid() != 0 if bwrap is None else bwrap
-        self._bwrap_checked: tuple[bool, str] | None = None
+        self._launcher = ZygoteLauncher(
+            backend, python, isolation, self.hide, self.bwrap, self._triton_cache, self._pinned, startup_timeout_s
+        )
         self._semaphore = asyncio.Semaphore(self.max_concurrent)
         self._device = DeviceShare(f"GPU {gpu_id}") if gpu_id is not None else DeviceShare()
-        self._idle: list[_Zygote] = []
-        self._busy: set[_Zygote] = set()
-        self._starting: set[asyncio.Task[_Zygote]] = set()
+        self._idle: list[Zygote] = []
+        self._busy: set[Zygote] = set()
+        self._starting: set[asyncio.Task[Zygote]] = set()
         self._closed = False
         self.info: dict[str, Any] = {}
         self.jobs_run = 0
 
     # ------------------------------------------------------------------------------------------ lifecycle
+
+    @property
+    def facts(self) -> RuntimeFacts:
+        """`info`, typed (every fact None before a zygote has started)."""
+        return RuntimeFacts.from_dict(self.info)
 
     async def runtime_info(self) -> dict[str, Any]:
         """Backend, device name and architecture, as reported by a warm zygote (the spares start meanwhile)."""
@@ -348,7 +255,7 @@ class WorkerPool:
 
     async def _run_job(
         self,
-        zygote: _Zygote,
+        zygote: Zygote,
         job: dict[str, Any],
         timeout_s: float,
         on_event: Callable[[dict[str, Any]], None] | None,
@@ -380,7 +287,7 @@ class WorkerPool:
                 redact_data(result, secrets),
                 redact(message, secrets),
                 redact_data(last_progress, secrets),
-                redact(_tail(log_path), secrets),
+                redact(tail(log_path), secrets),
                 loop.time() - start,
                 hold.alone_s + (loop.time() - hold.alone_from if hold.alone else 0.0),
             )
@@ -441,7 +348,7 @@ class WorkerPool:
             with contextlib.suppress(OSError):
                 log_path.unlink()
 
-    async def _await_exit(self, zygote: _Zygote) -> None:
+    async def _await_exit(self, zygote: Zygote) -> None:
         """Read up to the zygote's "exited" report for its current job, killing a job process that does not end;
         a zygote that cannot report it in time is discarded."""
         loop = asyncio.get_running_loop()
@@ -460,7 +367,7 @@ class WorkerPool:
 
     # ------------------------------------------------------------------------------------------ zygotes
 
-    async def _acquire(self) -> _Zygote:
+    async def _acquire(self) -> Zygote:
         while True:
             if self._closed:
                 raise RuntimeError("the worker pool is closed")
@@ -485,7 +392,7 @@ class WorkerPool:
                 if error is not None:
                     raise error
 
-    async def _release(self, zygote: _Zygote) -> None:
+    async def _release(self, zygote: Zygote) -> None:
         self._busy.discard(zygote)
         if self._closed or not zygote.usable:
             if zygote.failure and not self._closed:
@@ -499,11 +406,16 @@ class WorkerPool:
         while not self._closed and len(self._idle) + len(self._busy) + len(self._starting) < self.spares:
             self._start_zygote(background=True)
 
-    def _start_zygote(self, *, background: bool) -> asyncio.Task[_Zygote]:
+    async def _spawn(self) -> Zygote:
+        zygote = await self._launcher.start(cpu_threads_per_job(self.host_jobs))
+        self.info = zygote.info
+        return zygote
+
+    def _start_zygote(self, *, background: bool) -> asyncio.Task[Zygote]:
         task = asyncio.ensure_future(self._spawn())
         self._starting.add(task)
 
-        def started(task: asyncio.Task[_Zygote]) -> None:
+        def started(task: asyncio.Task[Zygote]) -> None:
             self._starting.discard(task)
             if task.cancelled():
                 return
@@ -516,102 +428,11 @@ class WorkerPool:
         task.add_done_callback(started)
         return task
 
-    async def _spawn(self) -> _Zygote:
-        workdir = Path(tempfile.mkdtemp())
-        try:
-            launch = job_package.prepare(workdir, self.python)
-            command, config, env = self._zygote_command(workdir, launch)
-            with open(workdir / "zygote.log", "ab") as log_file:
-                proc = await asyncio.create_subprocess_exec(
-                    *command,
-                    stdin=asyncio.subprocess.PIPE,
-                    stdout=asyncio.subprocess.PIPE,
-                    stderr=log_file,
-                    env=env,
-                    cwd=workdir,
-                    start_new_session=True,
-                    limit=PROTOCOL_LIMIT,
-                )
-        except BaseException:
-            shutil.rmtree(workdir, ignore_errors=True)
-            raise
-        zygote = _Zygote(proc, workdir, wrapped="bwrap" in Path(command[0]).name)
-        try:
-            assert proc.stdin is not None and proc.stdout is not None
-            proc.stdin.write(json.dumps(config).encode() + b"\n")
-            async with asyncio.timeout(self.startup_timeout_s):
-                await proc.stdin.drain()
-                line = await proc.stdout.readline()
-        except TimeoutError:
-            tail = _tail(zygote.workdir / "zygote.log")
-            await zygote.dispose()
-            raise WorkerStartError(f"worker did not start within {self.startup_timeout_s:g} s\n{tail}") from None
-        except BaseException:
-            await zygote.dispose()
-            raise
-        message = json.loads(line) if line else {"event": "startup_error"}
-        if message.get("event") != "ready":
-            await zygote.wait_briefly()
-            detail = "\n".join(s.strip() for s in (message.get("message", ""), _tail(zygote.workdir / "zygote.log")))
-            await zygote.dispose()
-            raise WorkerStartError(f"worker failed to start: {detail.strip()}")
-        zygote.info = {k: v for k, v in message.items() if k not in ("event", "pid", "startup_s")}
-        zygote.pid = message.get("pid")
-        log.info("a worker is ready (%s, %s): start-up %s", zygote.info.get("device"), zygote.info.get("isolation"),
-                 ", ".join(f"{k} {v:.2f} s" for k, v in (message.get("startup_s") or {}).items()))  # fmt: skip
-        if zygote.info.get("isolation") == PROCESS_ONLY and zygote.wrapped:
-            # Namespaces inside bubblewrap can fail where they work without it (a /proc it cannot remount).
-            self._bwrap_checked = (False, f"jobs cannot be isolated inside it: {zygote.info.get('isolation_reason')}")
-            log.info("starting the worker without bubblewrap: %s", self._bwrap_checked[1])
-            await zygote.dispose()
-            return await self._spawn()
-        self.info = zygote.info
-        return zygote
-
-    def _zygote_command(
-        self, workdir: Path, launch: job_package.Launch
-    ) -> tuple[list[str], dict[str, Any], dict[str, str]]:
-        """The zygote's command line (under bubblewrap where it works), its configuration (the first line of its
-        input: nothing of it shows in its command line or environment) and its reduced environment."""
-        env = sandboxing.job_environment(dict(os.environ), launch.python_home)
-        env["PYTHONUNBUFFERED"] = "1"
-        env.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-        threads = cpu_threads_per_job(self.host_jobs)
-        if threads is not None and not any(name in env for name in THREAD_VARIABLES):  # unless the user chose
-            env.update(dict.fromkeys(THREAD_VARIABLES, str(threads)))  # torch with MKL follows MKL_NUM_THREADS
-        if self.backend != "interpreter":
-            env.pop("TRITON_INTERPRET", None)
-        env.update(self._pinned)
-        policy = None if self.isolation == "process" else sandboxing.default_policy(self.hide, launch.python_home)
-        prefix: list[str] = []
-        if policy is not None and self.bwrap:
-            if self._bwrap_checked is None:
-                self._bwrap_checked = sandboxing.bwrap_works()
-                if not self._bwrap_checked[0]:
-                    log.info("job isolation without bubblewrap: %s", self._bwrap_checked[1])
-            if self._bwrap_checked[0]:
-                writable = {str(workdir), os.path.realpath(tempfile.gettempdir()), os.path.realpath(self._triton_cache)}
-                hidden = tuple(h for h in policy.hidden if h not in writable)
-                # the link lies in the zygote's (writable) directory; what it leads to is shown at its own path
-                shown = (*(p for p in policy.exposed if p != launch.python_home), *sandboxing.exposed_python(hidden))
-                outer = Policy(hidden, shown)
-                prefix = sandboxing.bwrap_command(outer, sorted(writable), env) or []
-        config = {
-            "backend": self.backend,
-            "log": str(workdir / "zygote.log"),
-            "isolation": self.isolation,
-            "policy": policy.to_json() if policy is not None else None,
-            "bwrap": bool(prefix),
-            "trusted_cache": self._triton_cache if policy is not None else None,
-            "forget": list(launch.forget),
-        }
-        return [*prefix, launch.python, "-m", job_package.WORKER_MODULE], config, env
-
 
 PAUSED_POLL_S = 0.5  # while a job is paused, how often its wait for a message looks whether it goes on
 
 
-async def _receive_unpaused(zygote: _Zygote, hold: Hold, due: Callable[[], float]) -> dict[str, Any] | None:
+async def _receive_unpaused(zygote: Zygote, hold: Hold, due: Callable[[], float]) -> dict[str, Any] | None:
     """The job's next protocol message; TimeoutError once `due()` (loop time, moved on by every pause of the job)
     has passed while the job was not paused."""
     loop = asyncio.get_running_loop()
@@ -632,27 +453,6 @@ def _log_end(job: dict[str, Any], seconds: float, hold: Hold, how: str = "ended 
     said = f" ({paused:.2f} s of it paused)" if paused else ""
     of = f" of {Path(str(job['path'])).name}" if job.get("path") else ""
     log.info("a %s job%s %s %.2f s%s", job.get("kind"), of, how, seconds, said)
-
-
-def _tail(path: Path, limit: int = 4000) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - limit))
-            return f.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-
-
-def _status_words(code: int | None) -> str:
-    if code is None:
-        return "still running"
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit status {code}"
 
 
 def _stall_of(message: dict[str, Any]) -> float | None:

@@ -179,7 +179,7 @@ class CompiledKernelFacts:
     occupancy: float | None = None
     limited_by: str | None = None  # what bounds the occupancy: "registers", "shared memory" or "warps"
     hash: str = ""  # the compiled kernel's hash, as the job reported it ("" where unknown): which kernels are the same
-    measured: KernelProfile | None = None  # what the vendor's profiler measured of it (``diagnosis.with_profile``)
+    measured: KernelProfile | None = None  # what the vendor's profiler measured of it (``slowness.with_profile``)
 
 
 @dataclass(frozen=True)

@@ -161,7 +161,8 @@ def test_a_job_out_of_device_memory_runs_once_more_alone_only_where_jobs_share_t
 def test_a_gpu_id_counts_among_the_gpus_the_caller_sees(monkeypatch):
     import pytest
 
-    from geak.evaluator.pool import WorkerPool, WorkerStartError, pin_device
+    from geak.evaluator.pool import WorkerPool, pin_device
+    from geak.evaluator.zygote import WorkerStartError
 
     assert pin_device({}, 1) == {"CUDA_VISIBLE_DEVICES": "1", "HIP_VISIBLE_DEVICES": "1"}
     assert pin_device({"CUDA_VISIBLE_DEVICES": "2,3"}, 0) == {"CUDA_VISIBLE_DEVICES": "2"}

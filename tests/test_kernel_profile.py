@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from geak.evaluator import diagnosis
+from geak.evaluator import slowness
 from geak.evaluator.api import Evaluator
 from geak.evaluator.job import kernel_profile
 from geak.evaluator.pool import JobOutcome
@@ -102,13 +102,13 @@ def test_the_measurement_joins_the_compile_facts_of_the_same_compiled_kernel():
         CompiledKernelFacts("k", 32, 0, 0, 4, 3, 1.0, "warps", hash="h1"),
         CompiledKernelFacts("k", 32, 0, 0, 4, 3, 1.0, "warps", hash="h9"),  # no profiled twin
     )
-    joined = diagnosis.with_profile(facts, profile)
+    joined = slowness.with_profile(facts, profile)
     assert joined[0].measured is not None and joined[1].measured is None
-    line = diagnosis.kernel_line(joined[0])
+    line = slowness.kernel_line(joined[0])
     assert line.endswith("occupancy 100% (warps), measured: achieved occupancy 62%, DRAM 85% of peak, SM 6%"), line
-    assert "measured" not in diagnosis.kernel_line(joined[1])
-    assert "measured: achieved occupancy 62%" in diagnosis.summary((), joined)  # what the optimizer's prompt reads
-    assert diagnosis.with_profile(facts, None) == facts
+    assert "measured" not in slowness.kernel_line(joined[1])
+    assert "measured: achieved occupancy 62%" in slowness.summary((), joined)  # what the optimizer's prompt reads
+    assert slowness.with_profile(facts, None) == facts
 
 
 def test_without_nsight_compute_or_on_rocm_the_job_says_why_and_runs_nothing(monkeypatch, tmp_path):

@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from geak.evaluator import screen as screen_module
+from geak.evaluator import screening_verdict
 from geak.evaluator.api import EvalOptions, Evaluator
 from geak.evaluator.pool import JobOutcome
-from geak.evaluator.screen import best_first, screen_result
+from geak.evaluator.runtime_facts import RuntimeFacts
+from geak.evaluator.screening_verdict import best_first, screen_result
 from geak.evaluator.shared.protocol import screen_output_file
 from geak.evaluator.shared.screening import ScreenPlan, survivors
 
@@ -109,7 +110,7 @@ def report(variants: dict, reference_samples=(1.0, 1.1, 0.9), timed=True) -> dic
 
 def verdict(tmp_path, result, labels):
     outcome = JobOutcome("ok", result)
-    return screen_result(outcome, labels, tmp_path, {"backend": "cuda", "device": "fake"}, None, EvalOptions())
+    return screen_result(outcome, labels, tmp_path, RuntimeFacts(backend="cuda", device="fake"), None, EvalOptions())
 
 
 def test_the_caller_compares_outputs_itself_whatever_the_job_claims(tmp_path):
@@ -154,8 +155,8 @@ def test_over_many_calls_each_variant_is_told_its_first_mismatch_and_the_referen
     result["calls"] = [dict(result["calls"][0], signature=f"add(f32[{i}])") for i in range(3)]
     result["timing"]["estimates_ms"] = [1.0, 1.0, 1.0]
     loads = []
-    real_load = screen_module.load_output
-    monkeypatch.setattr(screen_module, "load_output", lambda path: loads.append(path.name) or real_load(path))
+    real_load = screening_verdict.load_output
+    monkeypatch.setattr(screening_verdict, "load_output", lambda path: loads.append(path.name) or real_load(path))
     by_label = {v.label: v for v in verdict(tmp_path, result, ["v1", "v2", "v3", "v4"]).variants}
     assert by_label["v1"].status == "ok"
     assert by_label["v2"].status == "wrong" and by_label["v2"].message.startswith("call 2")
@@ -229,7 +230,7 @@ def test_the_jobs_rough_check_weighs_each_float_type_against_the_references_scal
 
 def test_a_malformed_or_failed_report_is_no_verdict(tmp_path):
     assert not verdict(tmp_path, {"calls": "nope"}, ["v1"]).ok
-    failed = screen_result(JobOutcome("timeout", None, "timed out after 60 s"), ["v1"], tmp_path, {}, None,
+    failed = screen_result(JobOutcome("timeout", None, "timed out after 60 s"), ["v1"], tmp_path, RuntimeFacts(), None,
                            EvalOptions())  # fmt: skip
     assert not failed.ok and "timed out" in failed.message
     error = verdict(tmp_path, {"error": "the reference failed on its own captured call: boom"}, ["v1"])

@@ -18,6 +18,7 @@ from geak.evaluator.bench import bench_result
 from geak.evaluator.job.timing import InputSets, factor, interleaved, set_count
 from geak.evaluator.pool import JobOutcome
 from geak.evaluator.results import DEFAULT_NOISE_MARGIN, BenchResult, Peaks
+from geak.evaluator.runtime_facts import RuntimeFacts
 from geak.evaluator.shared.protocol import timed_output_file, timed_output_sets
 from geak.evaluator.shared.sequential import (
     GRAPH_MARGIN,
@@ -33,6 +34,7 @@ from geak.evaluator.speedup import speedup_interval
 H200 = Peaks("NVIDIA H200", 4240.0, 675.0, 51.0, "measured", 60 << 20, 9800.0, 0.015)
 PLAN16 = RoundPlan.fixed(16, H200.noise_margin)
 RUNTIME = {"backend": "cuda", "device": "NVIDIA H200", "torch_version": "2.11", "triton_version": "3.6"}
+FACTS = RuntimeFacts.from_dict(RUNTIME)
 
 
 def rounds_with(offset: float, n: int = 15, jitter: float = 0.002, seed: int = 0) -> tuple[list, list]:
@@ -263,9 +265,9 @@ def test_plans_are_whole_pairs():
 
 def test_measured_peaks_round_trip_through_the_cache(tmp_path):
     path = tmp_path / "peaks.json"
-    peaks_cache.store(RUNTIME, H200, path)
-    assert peaks_cache.read_cached(RUNTIME, path) == H200
-    assert peaks_cache.read_cached({**RUNTIME, "triton_version": "3.7"}, path) is None  # another stack: measure
+    peaks_cache.store(FACTS, H200, path)
+    assert peaks_cache.read_cached(FACTS, path) == H200
+    assert peaks_cache.read_cached(replace(FACTS, triton_version="3.7"), path) is None  # another stack: measure
 
 
 @pytest.mark.parametrize(
@@ -288,10 +290,10 @@ def test_measured_peaks_round_trip_through_the_cache(tmp_path):
 def test_absurd_cache_entries_are_discarded(tmp_path, change):
     path = tmp_path / "peaks.json"
     entry = {**asdict(H200), **change}
-    text = json.dumps({peaks_cache.cache_key(RUNTIME): entry})
+    text = json.dumps({peaks_cache.cache_key(FACTS): entry})
     path.write_text(text)
-    assert peaks_cache.read_cached(RUNTIME, path) is None
-    peaks_cache.store(RUNTIME, replace(H200, noise_margin=0.9), path)  # never written either
+    assert peaks_cache.read_cached(FACTS, path) is None
+    peaks_cache.store(FACTS, replace(H200, noise_margin=0.9), path)  # never written either
     assert path.read_text() == text
 
 
@@ -299,12 +301,12 @@ def test_missing_fields_or_a_broken_file_mean_measure_again(tmp_path):
     path = tmp_path / "peaks.json"
     entry = asdict(H200)
     del entry["noise_margin"]
-    path.write_text(json.dumps({peaks_cache.cache_key(RUNTIME): entry}))
-    assert peaks_cache.read_cached(RUNTIME, path) is None
+    path.write_text(json.dumps({peaks_cache.cache_key(FACTS): entry}))
+    assert peaks_cache.read_cached(FACTS, path) is None
     path.write_text("[1, 2")
-    assert peaks_cache.read_cached(RUNTIME, path) is None
+    assert peaks_cache.read_cached(FACTS, path) is None
     path.write_text("[1, 2]")
-    assert peaks_cache.read_cached(RUNTIME, path) is None
+    assert peaks_cache.read_cached(FACTS, path) is None
 
 
 def test_datasheet_peaks_carry_the_default_margin():
@@ -634,7 +636,7 @@ def verdict(result: dict, tmp_path, window_s: float | None = 2.0, ran_again: str
         for label, run in (("reference", ""), ("reference", "again"), ("candidate", "")):
             save_outputs(tmp_path, label, k, torch.ones(4), run)
     outcome = JobOutcome("ok", result, ran_again=ran_again)
-    return bench_result(outcome, "cand.py", None, None, RUNTIME, H200, tmp_path, window_s, PLAN16)
+    return bench_result(outcome, "cand.py", None, None, FACTS, H200, tmp_path, window_s, PLAN16)
 
 
 def test_an_honest_timing_gets_a_speedup_with_its_noise_floor(tmp_path):
@@ -683,7 +685,7 @@ def test_rejections_carry_clear_reasons(tmp_path):
     stale = job_result({})
     verdict(stale, tmp_path)
     save_outputs(tmp_path, "candidate", 3, torch.zeros(4))
-    r = bench_result(JobOutcome("ok", stale), "cand.py", None, None, RUNTIME, H200, tmp_path, 2.0, PLAN16)
+    r = bench_result(JobOutcome("ok", stale), "cand.py", None, None, FACTS, H200, tmp_path, 2.0, PLAN16)
     assert not r.ok and "differ from the reference's on the same inputs" in r.message
     fast = job_result({"timed_launches": {}}, ratio=20000.0)
     r = verdict(fast, tmp_path)
@@ -719,7 +721,7 @@ def test_a_report_off_its_stopping_rule_is_not_believed(tmp_path):
     for who in ("reference", "candidate"):
         result["calls"][who][0]["samples"] = result["calls"][who][0]["samples"][:16]
     verdict(result, tmp_path)
-    r = bench_result(JobOutcome("ok", result), "cand.py", None, None, RUNTIME, H200, tmp_path, 2.0, sequential_plan)
+    r = bench_result(JobOutcome("ok", result), "cand.py", None, None, FACTS, H200, tmp_path, 2.0, sequential_plan)
     assert not r.ok and "did not follow its stopping rule" in r.message and "rule says 6" in r.message
 
 
@@ -908,7 +910,7 @@ def test_the_evaluator_uses_only_believable_cached_peaks(tmp_path, monkeypatch):
         async with Evaluator(EvalOptions(backend="interpreter", spares=0)) as ev:
             info = await ev.runtime()
             if entry is not None:
-                key = peaks_cache.cache_key(info)
+                key = peaks_cache.cache_key(RuntimeFacts.from_dict(info))
                 path = tmp_path / "peaks.json"
                 path.write_text(json.dumps({key: {**entry, "device": info["device"]}}))
             first = await ev.device_peaks()
@@ -1139,12 +1141,12 @@ def test_a_timing_stopped_by_its_time_limit_says_so_and_stays_undecided(tmp_path
     verdict(result, tmp_path)  # the timed outputs an honest job saves
     limited = RoundPlan(6, 24, H200.noise_margin, max_s=10.0)
     result["rounds_timed_out"] = True
-    r = bench_result(JobOutcome("ok", result), "cand.py", None, None, RUNTIME, H200, tmp_path, 2.0, limited)
+    r = bench_result(JobOutcome("ok", result), "cand.py", None, None, FACTS, H200, tmp_path, 2.0, limited)
     assert r.ok and not r.speedup.decided and not r.speedup.significant, r.message
     why = r.speedup.verdict
     assert why.startswith("undecided") and "after 8 rounds: its rounds took the timing's limit of 10 s" in why, why
     result["rounds_timed_out"] = False  # the same early stop, without the limit's word: not believed
-    r = bench_result(JobOutcome("ok", result), "cand.py", None, None, RUNTIME, H200, tmp_path, 2.0, limited)
+    r = bench_result(JobOutcome("ok", result), "cand.py", None, None, FACTS, H200, tmp_path, 2.0, limited)
     assert not r.ok and "did not follow its stopping rule" in r.message
 
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 from fixture_check import FIXTURES, check_fixture
 
-from geak.evaluator import api
+from geak.evaluator import reference_runs
 from geak.evaluator.api import EvalOptions, Evaluator
 from geak.evaluator.compare import UnreadableOutput, load_output
 from geak.evaluator.job.capture import CallRecorder, draw_probe, probe_tensors, rebuild_probe
@@ -206,7 +206,7 @@ def test_a_mismatch_stands_only_where_the_reference_reproduces_itself_in_a_fresh
 def test_a_candidate_identical_to_the_reference_is_one_more_run_of_it(monkeypatch, tmp_path):
     """With no reruns of the reference, only the candidate's own run can show that the reference does not reproduce
     an output, and it counts only when the composed program is the reference's byte for byte."""
-    monkeypatch.setattr(api, "REFERENCE_RERUNS", 0)
+    monkeypatch.setattr(reference_runs, "REFERENCE_RERUNS", 0)
     reference = FIXTURES / "unstable_across_processes_tritonbench.py"
     twin, commented, wrong = tmp_path / "twin.py", tmp_path / "commented.py", tmp_path / "wrong.py"
     twin.write_text(reference.read_text())  # the same program under another name

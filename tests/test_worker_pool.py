@@ -15,8 +15,9 @@ import torch
 
 from geak.evaluator.api import EvalOptions, Evaluator
 from geak.evaluator.check import check_job
-from geak.evaluator.pool import THREAD_VARIABLES, WorkerPool, WorkerStartError, _Zygote, cpu_threads_per_job
+from geak.evaluator.pool import WorkerPool, cpu_threads_per_job
 from geak.evaluator.triton_file import read_triton_file
+from geak.evaluator.zygote import THREAD_VARIABLES, WorkerStartError, Zygote
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ADD = FIXTURES / "add_native.py"
@@ -217,7 +218,7 @@ def test_a_cancellation_that_lands_as_a_message_arrives_is_not_swallowed(tmp_pat
             self.stdout = asyncio.StreamReader()
 
     async def scenario():
-        zygote = _Zygote(Proc(), tmp_path)  # type: ignore[arg-type]
+        zygote = Zygote(Proc(), tmp_path)  # type: ignore[arg-type]
         task = asyncio.ensure_future(zygote.receive(asyncio.get_running_loop().time() + 60))
         await asyncio.sleep(0)  # the task now waits for a line
         zygote.proc.stdout.feed_data(b'{"event": "progress"}\n')  # the line arrives...

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from geak.evaluator.reference_costs import longest_first
-from geak.evaluator.results import CheckResult
+from geak.evaluator import CheckResult, longest_first
 
 from ..tasks import all_or_none
 from .dataloaders import GoldenFileSuite, ProblemState, Score, reference_file

@@ -8,8 +8,7 @@ import os
 from dataclasses import dataclass, replace
 from typing import Any
 
-from geak.evaluator.api import EvalOptions, Evaluator
-from geak.evaluator.pool import WorkerStartError, device_masks, pin_device, usable_cores
+from geak.evaluator import EvalOptions, Evaluator, WorkerStartError, device_masks, pin_device, usable_cores
 
 from .. import config
 from ..config import AgentConfig

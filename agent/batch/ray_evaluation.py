@@ -13,8 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from geak.evaluator.api import BadInput, EvalOptions, Evaluator
-from geak.evaluator.results import BenchResult, CheckResult, ScreenResult
+from geak.evaluator import BadInput, BenchResult, CheckResult, EvalOptions, Evaluator, ScreenResult
 
 from .eval_slots import EvalSlot, SlotError
 

@@ -19,8 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from geak.evaluator.api import BadInput
-from geak.evaluator.triton_file import TritonFileError
+from geak.evaluator import BadInput, TritonFileError
 
 from .. import checkpoint
 from ..config import AgentConfig

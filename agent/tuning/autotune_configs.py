@@ -12,14 +12,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from geak.evaluator.python_source import parse
-from geak.evaluator.triton_file import (
-    AUTOTUNE_DECORATORS,
-    constexpr_params,
-    decorator_name,
-    is_config_call,
-    is_kernel_def,
-)
+from geak.evaluator import AUTOTUNE_DECORATORS, constexpr_params, decorator_name, is_config_call, is_kernel_def
+from geak.evaluator import parse_python as parse
 
 from .launch_params import ROCM_OPTIONS
 

@@ -19,8 +19,8 @@ from collections import Counter
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
-from geak.evaluator.python_source import parse
-from geak.evaluator.triton_file import JIT_DECORATORS, decorator_name, is_kernel_def
+from geak.evaluator import JIT_DECORATORS, decorator_name, is_kernel_def
+from geak.evaluator import parse_python as parse
 
 from .launch_params import INSERTED_OPTIONS, OPTION_DEFAULTS, kernel_launches
 

@@ -32,8 +32,8 @@ from dataclasses import dataclass, field, replace
 from itertools import pairwise
 from typing import Literal
 
-from geak.evaluator.python_source import parse
-from geak.evaluator.triton_file import AUTOTUNE_DECORATORS, constexpr_params, decorator_name, is_kernel_def
+from geak.evaluator import AUTOTUNE_DECORATORS, constexpr_params, decorator_name, is_kernel_def
+from geak.evaluator import parse_python as parse
 
 from .name_bindings import ScopeNode, bound_values, module_function, returned_values
 

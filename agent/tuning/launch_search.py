@@ -39,9 +39,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from geak.evaluator.diagnosis import summary as diagnosis_summary
-from geak.evaluator.results import ScreenedVariant, ScreenResult
-from geak.evaluator.shared.sequential import is_undecided
+from geak.evaluator import ScreenedVariant, ScreenResult, is_undecided
+from geak.evaluator import slowness_summary as diagnosis_summary
 
 from .launch_space import Focus, Space, Variant, focus_of
 from .review_notes import atomic_path_notes, definition_note, pinned_note

@@ -33,9 +33,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from geak.evaluator.python_source import parse
-from geak.evaluator.results import CallCost, CompiledKernelFacts
-from geak.evaluator.triton_file import TritonFileError, is_kernel_def, parse_triton_file
+from geak.evaluator import CallCost, CompiledKernelFacts, TritonFileError, is_kernel_def, parse_triton_file
+from geak.evaluator import parse_python as parse
 
 from .autotune_configs import AutotuneSite, LaunchConfig, find_autotune_sites, pin
 from .definition_options import DefinitionSite, find_definition_sites, set_at_definition

@@ -15,8 +15,8 @@ import operator
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from geak.evaluator.python_source import parse
-from geak.evaluator.triton_file import decorator_name, is_kernel_def
+from geak.evaluator import decorator_name, is_kernel_def
+from geak.evaluator import parse_python as parse
 
 _COMPARE = {
     ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from geak.evaluator.results import BenchResult
+from geak.evaluator import BenchResult
 
 from .evaluation import add_eval_arguments, add_service_argument, run_evaluation
 from .exits import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_OK, CommandError, said

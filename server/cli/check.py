@@ -9,8 +9,7 @@ import os
 import time
 from pathlib import Path
 
-from geak.evaluator.api import BadInput
-from geak.evaluator.pool import WorkerStartError
+from geak.evaluator import BadInput, WorkerStartError
 
 from .check_many import FileVerdict, check_many, summary, triton_files
 from .ctrl_c import run_work, work_under_way

@@ -10,10 +10,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from geak.evaluator.api import BadInput, EvalOptions, Evaluator
-from geak.evaluator.reference_costs import longest_first
-from geak.evaluator.results import CheckResult
-from geak.evaluator.triton_file import looks_like_triton
+from geak.evaluator import BadInput, CheckResult, EvalOptions, Evaluator, longest_first, looks_like_triton
 
 log = logging.getLogger(__name__)
 

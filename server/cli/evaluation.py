@@ -10,10 +10,16 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from geak.evaluator.api import BadInput, EvalOptions, Evaluator
-from geak.evaluator.compare import parse_tolerance_overrides
-from geak.evaluator.pool import WorkerStartError
-from geak.evaluator.results import BenchResult, CheckResult, ProfileResult
+from geak.evaluator import (
+    BadInput,
+    BenchResult,
+    CheckResult,
+    EvalOptions,
+    Evaluator,
+    ProfileResult,
+    WorkerStartError,
+    parse_tolerance_overrides,
+)
 
 from ..service import client as service_client
 from .ctrl_c import run_work, work_under_way

@@ -86,8 +86,7 @@ def run(args: argparse.Namespace) -> int:
     }
     from geak.agent.config import ConfigError, load_config
     from geak.agent.llm import LLMError
-    from geak.evaluator.api import BadInput
-    from geak.evaluator.pool import WorkerStartError
+    from geak.evaluator import BadInput, WorkerStartError
 
     try:
         cfg = load_config(args.config, overrides)

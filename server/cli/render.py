@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from geak.evaluator.results import NOT_RUN_KINDS, BenchResult, CallTiming, CheckResult, ProfileResult
+from geak.evaluator import NOT_RUN_KINDS, BenchResult, CallTiming, CheckResult, ProfileResult
 
 if TYPE_CHECKING:
     from .check_many import FileVerdict

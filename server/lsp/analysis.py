@@ -10,9 +10,8 @@ import ast
 import hashlib
 from dataclasses import dataclass, field
 
-from geak.evaluator.python_source import parse
-from geak.evaluator.results import KernelInfo
-from geak.evaluator.triton_file import TritonFile, TritonFileError, parse_triton_file
+from geak.evaluator import KernelInfo, TritonFile, TritonFileError, parse_triton_file
+from geak.evaluator import parse_python as parse
 
 MAX_CHARS = 2_000_000  # larger files are not analysed (nobody writes a kernel file this big)
 TEST_HINT = (

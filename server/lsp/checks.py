@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from geak.evaluator.api import BadInput, EvalOptions, Evaluator
-from geak.evaluator.results import BenchResult, CheckResult, ProfileResult
+from geak.evaluator import BadInput, BenchResult, CheckResult, EvalOptions, Evaluator, ProfileResult
 
 from .analysis import content_key
 from .engine import Engine

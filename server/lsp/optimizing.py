@@ -28,7 +28,7 @@ from geak.agent.loop import ProgressEvent
 from geak.agent.memory import Candidate
 from geak.agent.outcome import OptimizeResult
 from geak.agent.session import OptimizeSession
-from geak.evaluator.api import BadInput
+from geak.evaluator import BadInput
 
 from .checks import CheckManager
 from .documents import Documents, Snapshot

@@ -8,7 +8,7 @@ from __future__ import annotations
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
-from geak.evaluator.results import CheckResult
+from geak.evaluator import CheckResult
 
 from .analysis import DocumentModel, Problem
 from .checks import CheckManager, FileReport

@@ -3,7 +3,7 @@ and the captured calls that launched one kernel."""
 
 from __future__ import annotations
 
-from geak.evaluator.results import BenchResult, CallTiming
+from geak.evaluator import BenchResult, CallTiming
 
 
 def format_ms(ms: float) -> str:

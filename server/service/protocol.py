@@ -48,8 +48,7 @@ def service_dir() -> Path:
 def identity(environ: dict[str, str] | None = None) -> str:
     """The build and environment a service serves: GEAK's source files (names, sizes, modification times), the Python
     that runs it, the variables a job would see, and where compilations are kept between runs."""
-    from geak.evaluator.compile_store import default_root
-    from geak.evaluator.isolation import job_environment
+    from geak.evaluator import default_root, job_environment
 
     environ = dict(os.environ if environ is None else environ)
     digest = hashlib.sha256()

@@ -24,9 +24,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from geak.evaluator.api import BadInput, Evaluator
-from geak.evaluator.options import EvalOptions
-from geak.evaluator.pool import WorkerPool, WorkerStartError
+from geak.evaluator import BadInput, EvalOptions, Evaluator, WorkerPool, WorkerStartError
 
 from ..cli.evaluation import eval_options, evaluate_with
 from .client import request

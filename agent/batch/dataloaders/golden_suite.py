@@ -11,8 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from geak.evaluator.api import EvalOptions, Evaluator
-from geak.evaluator.triton_file import SEPARATOR
+from geak.evaluator import SEPARATOR, EvalOptions, Evaluator
 
 from .problem import ProblemError, ProblemState, reference_text
 from .scoring import Score, reference_file, score_code

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from geak.evaluator.triton_file import SEPARATOR
+from geak.evaluator import SEPARATOR
 
 
 @dataclass

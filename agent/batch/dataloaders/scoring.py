@@ -8,8 +8,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from geak.evaluator.api import BadInput, Evaluator
-from geak.evaluator.results import CheckResult
+from geak.evaluator import BadInput, CheckResult, Evaluator
 
 from ...evaluation import from_bench, from_check
 from .problem import ProblemState, reference_text

@@ -10,7 +10,7 @@ import time
 
 from lsprotocol import types
 
-from geak.evaluator.diagnosis import kernel_line, timing_cost, with_profile
+from geak.evaluator import kernel_line, timing_cost, with_profile
 
 from ..analysis import DocumentModel
 from ..checks import FileReport

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from lsprotocol import types
 
-from geak.evaluator.results import BenchResult
+from geak.evaluator import BenchResult
 
 from ..positions import Positions
 from ..state import ServerState

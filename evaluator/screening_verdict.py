@@ -16,10 +16,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import diagnosis
+from . import slowness
 from .compare import UnreadableOutput, compare, load_output, output_size, side_by_side
 from .pool import JobOutcome
 from .results import Peaks, ScreenedVariant, ScreenResult
+from .runtime_facts import RuntimeFacts
 from .shared.protocol import ScreenJob, screen_output_file
 from .shared.screening import ScreenPlan
 from .triton_file import TritonFile
@@ -62,12 +63,12 @@ def screen_result(
     outcome: JobOutcome,
     labels: list[str],
     outputs_dir: Path,
-    runtime: dict[str, Any],
+    runtime: RuntimeFacts,
     peaks: Peaks | None,
     options: EvalOptions,
 ) -> ScreenResult:
     """The verdict on each variant (`labels`, in order) from the job's report and the outputs it saved."""
-    base = {"backend": runtime.get("backend"), "device": runtime.get("device")}
+    base = {"backend": runtime.backend, "device": runtime.device}
     if outcome.status != "ok" or outcome.result is None:
         where = (outcome.last_progress or {}).get("screen", "")
         return ScreenResult(False, f"{outcome.message} {where}".strip(), timed=False, **base)
@@ -86,7 +87,7 @@ def _verdict(
     result: dict[str, Any],
     labels: list[str],
     outputs_dir: Path,
-    runtime: dict[str, Any],
+    runtime: RuntimeFacts,
     peaks: Peaks | None,
     options: EvalOptions,
     base: dict[str, Any],
@@ -113,7 +114,7 @@ def _verdict(
         for label in labels
     ]
     costs = tuple(
-        diagnosis.call_cost(
+        slowness.call_cost(
             str(c["signature"]),
             int(c.get("bytes") or 0),
             int(c["flops"]) if c.get("flops") else None,
@@ -140,7 +141,7 @@ def _verdict(
         timed=timed,
         reference_ms=reference_ms,
         variants=tuple(variants),
-        reference_kernels=tuple(diagnosis.kernel_facts(k, limits) for k in reference.get("kernels") or ()),
+        reference_kernels=tuple(slowness.kernel_facts(k, limits) for k in reference.get("kernels") or ()),
         calls=costs,
         compile_note=compile_note,
         duration_s=float(result.get("seconds") or 0.0),
@@ -164,7 +165,7 @@ def _variant(
     """The verdict on one variant; `mismatch`: why its outputs differ from the reference's (``_compared``)."""
     status = _status(report)
     message = str(report.get("message") or "")[:2000]
-    kernels = tuple(diagnosis.kernel_facts(k, limits) for k in report.get("kernels") or ())
+    kernels = tuple(slowness.kernel_facts(k, limits) for k in report.get("kernels") or ())
     if status in ("ok", "same", "wrong"):
         if mismatch is None and status == "wrong":
             status, message = "ok", "matches the reference (not timed: the job's rough check disagreed)"
@@ -184,9 +185,8 @@ def _compared(
     the `reproduced` ones, the job says, it did bit for bit), left to the full check for every variant; why each
     variant's outputs differ from the reference's on the other calls but its `identical` ones, None where they
     match.) Call by call, the reference's output read once for its own second run and all the variants still
-    matching, theirs compared beside each other (``_differing``). On an H200, ROCm `naive_softmax.py`'s 16 calls (up
-    to 256 MB each) over 10 variants took the caller about 8 s one variant after the other, each reading the
-    reference's outputs again."""
+    matching, theirs compared beside each other (``_differing``), rather than one variant after the other, each
+    reading the reference's large outputs again."""
     unstable: set[int] = set()
     found: dict[str, str | None] = dict.fromkeys(identical)
     for i in range(n_calls):
