@@ -67,10 +67,10 @@ async def profile(files: list[str]) -> None:
 
 
 async def eval_timings(files: list[str]) -> None:
-    from geak.agent.batch.eval_slots import eval_options
+    from geak.agent.batch.eval_slots import batch_eval_options
     from geak.agent.config import AgentConfig
 
-    async with Evaluator(eval_options(AgentConfig(), "auto", None)) as ev:
+    async with Evaluator(batch_eval_options(AgentConfig(), "auto", None)) as ev:
         t = time.perf_counter()
         await ev.device_peaks()
         print(f"peaks {time.perf_counter() - t:.2f} s", flush=True)

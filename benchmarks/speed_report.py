@@ -84,11 +84,11 @@ def part_cli(out: Path) -> dict:
 
 
 async def aa_runs(repeats: int, files: tuple[Path, ...] = AA_FILES, batch: bool = False) -> list[dict]:
-    from geak.agent.batch.eval_slots import eval_options
+    from geak.agent.batch.eval_slots import batch_eval_options
     from geak.agent.config import AgentConfig
     from geak.evaluator.api import EvalOptions, Evaluator
 
-    options = eval_options(AgentConfig(), "gpu", 0) if batch else EvalOptions()
+    options = batch_eval_options(AgentConfig(), "gpu", 0) if batch else EvalOptions()
     rows = []
     async with Evaluator(options) as ev:
         for repeat in range(repeats):

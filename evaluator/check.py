@@ -87,7 +87,7 @@ class ReferenceRun:
     outputs: Path
     probes: ReferenceProbes | None  # None when not checkable
     not_checkable: CheckResult | None = None  # the reference's own verdict when this backend cannot check it
-    cache_key: str | None = None  # its trusted compile cache (triton_cache.py)
+    cache_key: str | None = None  # its trusted compile cache (job/compile/trusted_cache.py)
     unstable: dict[str, tuple[str, ...]] = field(default_factory=dict)  # test -> outputs that do not reproduce
     unwritten: dict[str, Masks] = field(default_factory=dict)  # output file -> elements it never writes
     poison: bool = True  # False: its tests read memory nothing wrote, so jobs run without poisoned allocations
@@ -160,8 +160,8 @@ def failed_by_error(outcome: JobOutcome) -> bool:
 
 
 def compile_at_end(progress: dict[str, Any] | None) -> str:
-    """The words for a job that was compiling when its time ran out, as its last progress said (``compile_watch``):
-    ", while compiling K[num_warps=1, num_stages=2] (for 183 s by then)", or ""."""
+    """The words for a job that was compiling when its time ran out, as its last progress said
+    (``job/compile/watch.py``): ", while compiling K[num_warps=1, num_stages=2] (for 183 s by then)", or ""."""
     what = (progress or {}).get("compiling")
     if not isinstance(what, str) or not what:
         return ""

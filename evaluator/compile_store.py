@@ -1,4 +1,5 @@
-"""Where the trusted compile cache of isolated jobs lives between runs (``job/triton_cache.py`` fills and reads it).
+"""Where the trusted compile cache of isolated jobs lives between runs (``job/compile/trusted_cache.py`` fills and
+reads it).
 
 A check's cost is mostly its reference's first run: every kernel compiled cold and every autotuned kernel tuned
 (on an H200, 28 s of a 30 s check of `bmm_optimized.py`, against 1.2 s for its candidate, which starts from the
@@ -6,7 +7,7 @@ reference's compilations). Kept in a folder of the user's cache instead of one t
 compilations serve every later run: a second `geak eval` of other predictions of the same suite, a suite checked
 again, the editor after a restart. What is kept is what it always was: only trusted jobs' compilations (a reference
 run, a check of the user's own file; never a candidate's), under the key of their source text, in a subfolder per
-device and torch/Triton versions (``triton_cache.runtime_root``). Job processes never see it (the pool hides it from
+device and torch/Triton versions (``trusted_cache.runtime_root``). Job processes never see it (the pool hides it from
 them as it hides the temporary directory); the least recently used entries go when it grows past its limit.
 
 `GEAK_COMPILE_CACHE`: a folder to use instead of ``~/.cache/geak/compile`` (or `$XDG_CACHE_HOME/geak/compile`), or

@@ -66,7 +66,7 @@ class DeviceShare:
     and no one new starts meanwhile."""
 
     def __init__(self, name: str = "the device") -> None:
-        self.name = name  # in its debug lines (``scripts/spell_timeline.py`` reads them)
+        self.name = name  # in its debug lines (``benchmarks/spell_timeline.py`` reads them)
         self._changed = asyncio.Condition()
         self._sharers: set[Hold] = set()
         self._paused: list[Hold] = []  # the sharers paused for the holder that has the device alone

@@ -446,7 +446,7 @@ async def _receive_unpaused(zygote: Zygote, hold: Hold, due: Callable[[], float]
 
 
 def _log_end(job: dict[str, Any], seconds: float, hold: Hold, how: str = "ended in") -> None:
-    """One line at a job's end (``scripts/spell_timeline.py`` reads them back): its kind, the file it ran where it
+    """One line at a job's end (``benchmarks/spell_timeline.py`` reads them back): its kind, the file it ran where it
     names one (a check's), how long it took, and how much of that it was paused for timings (a check paused through
     every spell can end the whole batch)."""
     paused = hold.paused_s()

@@ -72,10 +72,10 @@ def test_a_gpu_id_that_is_not_visible_is_a_configuration_error(monkeypatch):
 
 
 def test_batch_evaluators_skip_the_per_kernel_profile_no_record_reads():
-    from geak.agent.batch.eval_slots import eval_options
+    from geak.agent.batch.eval_slots import batch_eval_options
     from geak.agent.config import AgentConfig
 
-    options = eval_options(AgentConfig(), "gpu", 1)
+    options = batch_eval_options(AgentConfig(), "gpu", 1)
     assert options.gpu_id == 1 and options.backend == "gpu" and not options.profile_kernels
     assert options.rep_ms < EvalOptions.rep_ms and options.max_bench_calls < EvalOptions.max_bench_calls
     assert options.max_bench_rounds < EvalOptions.max_bench_rounds and options.bench_rounds is None

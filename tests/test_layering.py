@@ -8,7 +8,10 @@
   counts: top-level statements, those inside `if` / `try` / class bodies, under `if TYPE_CHECKING:` (a cycle for the
   type checker only is still a cycle) and inside functions (a lazy cycle is still a cycle).
 - Dependencies point one way, evaluator ← agent ← server: the evaluator imports neither the agent nor the server,
-  the agent does not import the server (any import, functions included).
+  the agent does not import the server (any import, functions included). Within the agent, evaluator ← tuning ←
+  loop ← batch; within the server, the language server and the service import nothing of the command line nor of
+  each other.
+- The agent and the server reach the evaluator only through its public surface (`geak.evaluator`'s ``__all__``).
 """
 
 from __future__ import annotations
@@ -226,3 +229,34 @@ def test_the_agents_layers_point_one_way(layer: str, forbidden: tuple[str, ...])
         if _within(target, "geak.agent") and _agent_layer(target) in forbidden
     ]
     assert not wrong, f"the agent's {layer} must not depend on {' or '.join(forbidden)}:\n" + "\n".join(wrong)
+
+
+@pytest.mark.parametrize("package", ["geak.agent", "geak.server"])
+def test_callers_reach_the_evaluator_only_through_its_public_surface(package: str):
+    """The agent and the server import `geak.evaluator` itself (its ``__all__``), never a module inside it."""
+    wrong = [
+        f"{_where(i)} imports {target}"
+        for i in _all_imports(package)
+        for target in i.targets
+        if _within(target, "geak.evaluator") and target != "geak.evaluator"
+    ]
+    assert not wrong, "past the evaluator's public surface:\n" + "\n".join(wrong)
+
+
+# The server's three front ends: the command line may start the language server (`geak serve`) and use the service;
+# the language server and the service know nothing of the command line, nor of each other.
+SERVER_FORBIDDEN = {
+    "geak.server.lsp": ("geak.server.cli", "geak.server.service"),
+    "geak.server.service": ("geak.server.cli", "geak.server.lsp"),
+}
+
+
+@pytest.mark.parametrize(("part", "forbidden"), sorted(SERVER_FORBIDDEN.items()))
+def test_the_servers_front_ends_point_one_way(part: str, forbidden: tuple[str, ...]):
+    wrong = [
+        f"{_where(i)} imports {target}"
+        for i in _all_imports(part)
+        for target in i.targets
+        if any(_within(target, f) for f in forbidden)
+    ]
+    assert not wrong, f"{part} must not depend on {' or '.join(forbidden)}:\n" + "\n".join(wrong)

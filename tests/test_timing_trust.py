@@ -240,12 +240,12 @@ def test_a_time_limit_stops_an_undecided_timing_at_a_look_and_only_there():
 
 
 def test_batch_runs_give_their_timings_a_time_limit_and_single_benches_none():
-    from geak.agent.batch.eval_slots import BATCH_ROUNDS_S, eval_options
+    from geak.agent.batch.eval_slots import BATCH_ROUNDS_S, batch_eval_options
     from geak.agent.config import AgentConfig
     from geak.evaluator.bench import round_plan
     from geak.evaluator.options import EvalOptions
 
-    batch = eval_options(AgentConfig(), "gpu", 0)
+    batch = batch_eval_options(AgentConfig(), "gpu", 0)
     assert round_plan(batch, None, True, 0.01).max_s == BATCH_ROUNDS_S > 0
     assert round_plan(EvalOptions(), None, True, 0.01).max_s == 0  # the editor and `geak bench`: rounds until decided
     assert round_plan(batch, 8, True, 0.01) == RoundPlan.fixed(8, 0.01)  # --rounds: exactly those

@@ -50,7 +50,7 @@ BATCH_MAX_ROUNDS = 24  # the most rounds a batch run's timing takes before it sa
 BATCH_ROUNDS_S = 10.0  # past this many seconds of rounds a batch run's timing stops undecided (one file: no limit)
 
 
-def eval_options(agent: AgentConfig, backend: str, gpu_id: int | None) -> EvalOptions:
+def batch_eval_options(agent: AgentConfig, backend: str, gpu_id: int | None) -> EvalOptions:
     """A batch run's evaluator settings, on `backend`, pinned to `gpu_id`. Every timing of hundreds of problems has
     the GPU alone while it measures, one after another: they time fewer calls with shorter bursts (the sequential
     rounds take more where a speedup needs them to be decided), stop undecided sooner (an undecided timing's rounds
@@ -101,7 +101,7 @@ def local_slots(run: RunConfig, agent: AgentConfig) -> list[EvalSlot]:
     if not gpus:
         if run.backend == "gpu":
             raise SlotError("backend: gpu, but no GPU is visible (set gpu_ids, or use backend: auto)")
-        interpreted = lambda: replace(eval_options(agent, "interpreter", None), host_jobs=run.workers)
+        interpreted = lambda: replace(batch_eval_options(agent, "interpreter", None), host_jobs=run.workers)
         return [EvalSlot(f"interpreter {i}", Evaluator(interpreted())) for i in range(run.workers)]
     try:
         for g in gpus:  # before any evaluator is made: an id that is not visible is a configuration error
@@ -112,4 +112,5 @@ def local_slots(run: RunConfig, agent: AgentConfig) -> list[EvalSlot]:
     # every worker a slot runs at once starts with its first (a worker takes seconds to start: started later, the
     # rest would start beside the first checks)
     at_once = dict(max_concurrent=run.jobs_per_gpu, spares=run.jobs_per_gpu, host_jobs=on_host)
-    return [EvalSlot(f"gpu {g}", Evaluator(replace(eval_options(agent, "gpu", g), **at_once)), str(g)) for g in gpus]
+    options = {g: replace(batch_eval_options(agent, "gpu", g), **at_once) for g in gpus}
+    return [EvalSlot(f"gpu {g}", Evaluator(options[g]), str(g)) for g in gpus]

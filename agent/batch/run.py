@@ -32,7 +32,7 @@ from ..tasks import all_or_none
 from ..tuning.launch_search import FINALISTS
 from . import metrics
 from .dataloaders import Dataloader, ProblemError, ProblemState, reference_file
-from .eval_slots import EvalSlot, eval_options, local_slots
+from .eval_slots import EvalSlot, batch_eval_options, local_slots
 from .records_file import append_record, read_records, rewrite_records
 from .run_config import RunConfig
 from .scaling_plot import plot_scaling
@@ -166,7 +166,7 @@ class BatchRun:
         if self.run.ray_address:
             from .ray_evaluation import ray_slots
 
-            return ray_slots(self.run.ray_address, eval_options(self.agent, "auto", None), self.run.workers)
+            return ray_slots(self.run.ray_address, batch_eval_options(self.agent, "auto", None), self.run.workers)
         return local_slots(self.run, self.agent)
 
     def _write_run_info(self, problems: list[ProblemState], slots: list[str]) -> None:

@@ -13,7 +13,7 @@ from geak.evaluator import BadInput, WorkerStartError
 
 from .check_many import FileVerdict, check_many, summary, triton_files
 from .ctrl_c import run_work, work_under_way
-from .evaluation import add_eval_arguments, add_service_argument, eval_options, run_evaluation
+from .evaluation import add_eval_arguments, add_service_argument, options_from_flags, run_evaluation
 from .exits import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_INTERRUPTED, EXIT_NOT_CHECKABLE, EXIT_OK, CommandError
 from .render import file_progress, print_check, print_check_summary
 
@@ -69,7 +69,7 @@ def _run_many(args: argparse.Namespace) -> int:
     if not files:
         raise CommandError(f"no Triton file in {' '.join(args.paths)}")
     try:
-        options = eval_options(args)
+        options = options_from_flags(args)
     except ValueError as e:
         raise CommandError(str(e)) from None
     options.max_concurrent = args.jobs or min(4, os.cpu_count() or 1)

@@ -129,14 +129,14 @@ def _earlier_records(args: argparse.Namespace) -> dict[int, dict]:
 
 async def _evaluate(args: argparse.Namespace, suite, agent: AgentConfig, earlier: dict[int, dict]):
     from geak.agent.batch.eval import score_predictions
-    from geak.agent.batch.eval_slots import EvalSlot, eval_jobs_per_gpu, eval_options, local_slots, slot_gpus
+    from geak.agent.batch.eval_slots import EvalSlot, batch_eval_options, eval_jobs_per_gpu, local_slots, slot_gpus
     from geak.agent.batch.run_config import RunConfig
 
     jobs: int | None = args.jobs_per_gpu
     if args.ray_address:
         from geak.agent.batch.ray_evaluation import ray_slots, shutdown_ray
 
-        slots: list[EvalSlot] = ray_slots(args.ray_address, eval_options(agent, "auto", None), args.workers)
+        slots: list[EvalSlot] = ray_slots(args.ray_address, batch_eval_options(agent, "auto", None), args.workers)
     else:
         run_cfg = RunConfig.model_construct(
             backend=args.backend, gpu_ids=args.gpu_ids, workers=args.workers, jobs_per_gpu=jobs or 2

@@ -8,6 +8,7 @@ import json
 import logging
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from geak.evaluator import (
@@ -22,6 +23,7 @@ from geak.evaluator import (
 )
 
 from ..service import client as service_client
+from ..service.protocol import evaluate
 from .ctrl_c import run_work, work_under_way
 from .exits import CommandError
 from .render import one_line, status_reporter
@@ -113,32 +115,33 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--gpu", type=whole_number(0, "a GPU index (0, 1, ...)"), metavar="ID", help="GPU index to use")
 
 
-EVAL_ARGUMENTS = ("backend", "timeout", "tolerance", "no_fresh_inputs", "fresh_inputs_only", "seed", "rounds", "gpu")
-"""What `eval_options` reads of a command's arguments: all that a command sends the evaluator service."""
+@dataclass(frozen=True)
+class EvalFlag:
+    """One evaluation option of the command line: the argparse `dest` of its flag, the `EvalOptions` field it sets
+    and how its value becomes that field's (an unset flag, None, leaves the field's default)."""
+
+    dest: str
+    field: str
+    convert: Callable[[Any], Any] = lambda value: value
 
 
-def eval_arguments(args: argparse.Namespace) -> dict[str, Any]:
-    """The evaluation arguments of a command (`EVAL_ARGUMENTS`), as the service is sent them."""
-    return {name: getattr(args, name) for name in EVAL_ARGUMENTS}
+EVAL_FLAGS = (
+    EvalFlag("backend", "backend"),
+    EvalFlag("timeout", "timeout_s"),
+    EvalFlag("tolerance", "tolerances", parse_tolerance_overrides),
+    EvalFlag("no_fresh_inputs", "fresh_inputs", lambda off: False if off else None),
+    EvalFlag("fresh_inputs_only", "probe_variants", lambda only: False if only else None),
+    EvalFlag("seed", "seed"),
+    EvalFlag("rounds", "bench_rounds"),
+    EvalFlag("gpu", "gpu_id"),
+)
+"""The one table between the evaluation flags (``add_eval_arguments``) and `EvalOptions`' fields."""
 
 
-def eval_options(args: argparse.Namespace) -> EvalOptions:
-    """The evaluator's options from a command's arguments (only those named in `EVAL_ARGUMENTS`)."""
-    a = eval_arguments(args)
-    given = {
-        "timeout_s": a["timeout"],
-        "tolerances": parse_tolerance_overrides(a["tolerance"]) if a["tolerance"] else None,
-        "bench_rounds": a["rounds"],
-        "gpu_id": a["gpu"],
-        "seed": a["seed"],
-    }
-    return EvalOptions(
-        fresh_inputs=not a["no_fresh_inputs"],
-        probe_variants=not a["fresh_inputs_only"],
-        backend=a["backend"],
-        spares=0,
-        **{k: v for k, v in given.items() if v is not None},
-    )
+def options_from_flags(args: argparse.Namespace) -> EvalOptions:
+    """The evaluator's options from a command's evaluation flags (``EVAL_FLAGS``); a command runs no spare worker."""
+    given = {flag.field: flag.convert(value) for flag in EVAL_FLAGS if (value := getattr(args, flag.dest)) is not None}
+    return EvalOptions(spares=0, **{field: value for field, value in given.items() if value is not None})
 
 
 def add_service_argument(parser: argparse.ArgumentParser) -> None:
@@ -159,20 +162,20 @@ def run_evaluation(
     print the result (JSON with `--json`, unless `print_json` is False, else `render`): in the warm evaluator service
     (``service``) where it can be reached or started, else in this process. Returns the result; bad input raises
     `CommandError` (said on stderr, or in the JSON)."""
-    options = eval_options(args)
+    options = options_from_flags(args)
     result_type = RESULT_TYPES[method]
     against = None if method == "profile" else args.against
 
     async def in_process():
         async with Evaluator(options) as evaluator:
-            return await evaluate_with(evaluator, method, args.file, against, report)
+            return await evaluate(evaluator, method, args.file, against, report)
 
     work_under_way()
     try:
         with status_reporter(enabled=not args.json) as report:
             result = None
             if service_client.enabled(getattr(args, "no_service", False)):
-                result = _through_service(args, method, against, result_type, report)
+                result = _through_service(args, options, method, against, result_type, report)
             if result is None:
                 result = run_work(in_process())
     except (BadInput, WorkerStartError, service_client.ServiceError) as e:
@@ -185,19 +188,12 @@ def run_evaluation(
     return result
 
 
-async def evaluate_with(evaluator: Evaluator, method: str, file: str, against: str | None, progress):
-    """`Evaluator.<method>` of a request ("check", "bench", or "profile", which takes no reference)."""
-    if method == "profile":
-        return await evaluator.profile(file, progress=progress)
-    return await getattr(evaluator, method)(file, against=against, progress=progress)
-
-
 def _through_service(
-    args: argparse.Namespace, method: str, against: str | None, result_type, report
+    args: argparse.Namespace, options: EvalOptions, method: str, against: str | None, result_type, report
 ) -> CheckResult | BenchResult | ProfileResult | None:
     """The result from the warm evaluator service, or None where no service can be reached or started."""
     try:
-        found = run_work(service_client.evaluate(method, args.file, against, eval_arguments(args), report))
+        found = run_work(service_client.evaluate(method, args.file, against, options, report))
     except service_client.ServiceUnavailable as e:
         if e.unexpected:  # said: a failing service must not go unseen (it hid a bug once)
             log.warning("no warm evaluator service: %s; evaluating in this process", e)

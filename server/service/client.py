@@ -18,9 +18,12 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from filelock import FileLock, Timeout
+
+if TYPE_CHECKING:
+    from geak.evaluator import EvalOptions
 
 from .protocol import IDLE_S, ServiceDirError, encode, identity, service_dir, socket_path
 
@@ -69,7 +72,7 @@ def _cwd_key() -> str:
 
 
 async def evaluate(
-    method: str, file: str, against: str | None, options: dict[str, Any], progress: Callable[[str], None] | None
+    method: str, file: str, against: str | None, options: EvalOptions, progress: Callable[[str], None] | None
 ) -> dict[str, Any]:
     """The result (as `to_dict` gives it) of `method` ("check", "bench" or "profile") on `file`, from the service."""
     path = this_service()
@@ -79,7 +82,7 @@ async def evaluate(
         "method": method,
         "file": str(Path(file).absolute()),
         "against": str(Path(against).absolute()) if against else None,
-        "options": options,
+        "options": options.to_dict(),
     }
     try:
         writer.write(encode(request))

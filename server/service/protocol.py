@@ -6,7 +6,7 @@ One service per user, GEAK build and job environment: a command whose GEAK code,
 talks to a service of its own. The socket lives in a directory only its user may enter.
 
 Lines are JSON. The command sends one request ``{"method": "check"|"bench"|"profile", "file", "against", "options"}``
-(`options`: the evaluation options as the command line parsed them); the service answers with ``{"progress": text}``
+(`options`: the evaluation options as data, ``EvalOptions.to_dict``); the service answers with ``{"progress": text}``
 lines, then ``{"result": {...}}`` or ``{"error": kind, "message": text}`` (kind: bad_input, worker_start, internal).
 A command that goes away cancels its request.
 """
@@ -19,7 +19,10 @@ import os
 import stat
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from geak.evaluator import Evaluator
 
 IDLE_S = 600.0  # the service ends after this long without a request (GEAK_SERVICE_IDLE_S)
 SOURCE_PACKAGES = ("geak.evaluator", "geak.agent", "geak.server")
@@ -74,3 +77,11 @@ def socket_path(service_identity: str) -> Path:
 
 def encode(message: dict[str, Any]) -> bytes:
     return json.dumps(message, default=str).encode() + b"\n"
+
+
+async def evaluate(evaluator: Evaluator, method: str, file: str, against: str | None, progress):
+    """`Evaluator.<method>` of a request ("check", "bench", or "profile", which takes no reference), in the service or
+    in the command's own process."""
+    if method == "profile":
+        return await evaluator.profile(file, progress=progress)
+    return await getattr(evaluator, method)(file, against=against, progress=progress)

@@ -11,7 +11,6 @@ socket sits in a private directory and the peer's credentials are checked.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import json
@@ -26,9 +25,8 @@ from typing import Any
 
 from geak.evaluator import BadInput, EvalOptions, Evaluator, WorkerPool, WorkerStartError
 
-from ..cli.evaluation import eval_options, evaluate_with
 from .client import request
-from .protocol import encode
+from .protocol import encode, evaluate
 
 log = logging.getLogger(__name__)
 METHODS = ("check", "bench", "profile")
@@ -119,10 +117,10 @@ class EvaluatorService:
 
     async def _run(self, request: dict[str, Any], progress) -> dict[str, Any]:
         try:
-            options = eval_options(argparse.Namespace(**request["options"]))
+            options = EvalOptions.from_dict(request["options"])
             evaluator = self._evaluator_for(options)
             method, file, against = request["method"], request["file"], request.get("against")
-            result = await evaluate_with(evaluator, method, file, against, progress)
+            result = await evaluate(evaluator, method, file, against, progress)
             return {"result": result.to_dict()}
         except BadInput as e:
             return {"error": "bad_input", "message": str(e)}

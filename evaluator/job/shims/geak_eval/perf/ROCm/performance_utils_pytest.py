@@ -65,7 +65,8 @@ class PytestBenchmarker:
 
 
 def _backend() -> Any:
-    if BACKEND is None:  # outside a job process: a native run with this folder on PYTHONPATH (scripts/suite_report.py)
+    # outside a job process: a native run with this folder on PYTHONPATH (benchmarks/suite_report.py)
+    if BACKEND is None:
         from geak.evaluator.job import rocm_bench
 
         return rocm_bench
