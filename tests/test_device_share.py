@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from geak.evaluator.device_share import TIMED_KINDS, DeviceShare, Hold
 
 
@@ -301,37 +303,47 @@ def _timing_beside_a_check(tmp_path, rerun: bool = False) -> tuple[dict[str, flo
     return asyncio.run(go())
 
 
-def test_a_timing_shares_the_device_again_once_measured_and_says_how_long_it_had_it_alone():
+def test_a_timing_shares_the_device_again_once_measured_and_says_how_long_it_had_it_alone(monkeypatch):
     """After its rounds, a timing checks its outputs and exits with the device shared again: the paused checks go on
-    at once, and may be paused in turn by the next timing."""
+    at once, and may be paused in turn by the next timing. Its time alone is read on a scripted clock, which moves only
+    while it measures (0.05 s) and checks its outputs (0.05 s more): only the first counts."""
+    from types import SimpleNamespace
+
+    from geak.evaluator import device_share
+
+    clock = SimpleNamespace(now=100.0)
+    monkeypatch.setattr(device_share, "time", SimpleNamespace(monotonic=lambda: clock.now))
 
     async def go() -> tuple[list[str], float]:
         share, log = DeviceShare(), []
+        checking, timed = asyncio.Event(), asyncio.Event()
 
         async def check() -> None:
             async with share.use(alone=False) as hold:
                 hold.attach(lambda stopped: log.append("stop check" if stopped else "go on check"))
-                await asyncio.sleep(0.2)
+                checking.set()
+                await timed.wait()
             log.append("-check")
 
         async def timing() -> float:
-            await asyncio.sleep(0.02)
+            await checking.wait()
             async with share.use(alone=False) as hold:
                 await hold.go_alone()
                 log.append("measuring")
-                await asyncio.sleep(0.05)
+                clock.now += 0.05
                 await hold.share_again()
                 log.append("checking its outputs")
-                await asyncio.sleep(0.05)
+                clock.now += 0.05
                 log.append("-timing")
-                return hold.alone_s
+            timed.set()
+            return hold.alone_s
 
         _, alone_s = await asyncio.gather(check(), timing())
         return log, alone_s
 
     log, alone_s = asyncio.run(go())
     assert log == ["stop check", "measuring", "go on check", "checking its outputs", "-timing", "-check"], log
-    assert 0.04 < alone_s < 0.09, alone_s
+    assert alone_s == pytest.approx(0.05), alone_s
 
 
 def test_a_timing_job_captures_beside_a_check_and_measures_with_it_paused(tmp_path):
