@@ -8,7 +8,6 @@ import re
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from scripted_llm import ScriptedLLM
@@ -33,14 +32,13 @@ def test_a_closed_port_is_reported_as_an_unusable_model(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    started = time.monotonic()
     p = geak("optimize", str(ADD), "--model", "m", "--base-url", f"http://127.0.0.1:{port}/v1", "--backend",
              "interpreter", "--output", str(tmp_path), "--config", config_file(tmp_path, max_retries=1))  # fmt: skip
     assert p.returncode == 2, p.stderr
     last = p.stderr.strip().splitlines()[-1]
     assert last.startswith("geak optimize: the model cannot be used: cannot connect") and "never answered" in last
+    assert "gave up after 1 retries" in last  # the client's one retry, not minutes of them
     assert "debugging trap" not in p.stderr and "tuning the launch parameters" not in p.stderr and not p.stdout
-    assert time.monotonic() - started < 60
 
 
 def test_rate_limited_forever_exits_2(scripted_llm: ScriptedLLM, tmp_path):

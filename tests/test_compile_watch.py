@@ -5,6 +5,7 @@ real compile on a GPU)."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -22,14 +23,20 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 def test_a_compile_that_lasts_is_said_with_its_end_and_a_short_or_nested_one_is_not():
     said: list[dict] = []
-    with watch.reporting(said.append):
+    spoken = threading.Event()
+
+    def say(message: dict) -> None:
+        said.append(message)
+        spoken.set()
+
+    with watch.reporting(say):
         with watch.compiling("quick[num_warps=4, num_stages=3]"):
             pass
         with (
             watch.compiling("outer[num_warps=1, num_stages=2]"),
             watch.compiling("inner[num_warps=1, num_stages=2]"),
         ):
-            time.sleep(watch.SAY_AFTER_S + 0.3)
+            assert spoken.wait(60), said  # the compile lasts until the watch has said it, however late its look
     assert [m.get("compiling") or m.get("compiled") for m in said] == ["outer[num_warps=1, num_stages=2]"] * 2, said
     assert said[0]["begun"] <= time.time() and said[1]["compile_s"] >= watch.SAY_AFTER_S, said
     with watch.compiling("after[num_warps=4, num_stages=3]"):  # no longer reporting: nothing is said

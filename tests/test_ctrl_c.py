@@ -45,11 +45,11 @@ def _loading(sigint: signal.Handlers) -> subprocess.Popen:
 
 def test_ctrl_c_while_a_command_loads_exits_at_once_and_raises_nothing_there():
     proc = _loading(signal.SIG_DFL)
-    started = time.monotonic()
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=20)
+    # ended by the signal while it loaded (a load that ran its 30 s ends with the configuration's error)
     assert proc.returncode == 130 and err == "geak: interrupted\n", (proc.returncode, err)
-    assert "raised" not in out and time.monotonic() - started < 10
+    assert "raised" not in out
 
 
 def test_a_ctrl_c_the_shell_ignores_stays_ignored_while_a_command_loads():

@@ -4,8 +4,40 @@ limits moved on), and checks that arrive meanwhile wait for it. A job rerun for 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
+import pytest
+
+from geak.evaluator import device_share
 from geak.evaluator.device_share import TIMED_KINDS, DeviceShare, Hold
+
+
+class ScriptedClockLoop(asyncio.SelectorEventLoop):
+    """An event loop whose clock jumps to its next timer whenever nothing is ready to run: a schedule of sleeps runs
+    at once, in the order of its times, however busy the machine is."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.now = 0.0
+
+    def time(self) -> float:
+        return self.now
+
+    def _run_once(self) -> None:
+        if not self._ready and self._scheduled:
+            self.now = max(self.now, self._scheduled[0].when())
+        super()._run_once()
+
+
+def on_scripted_clock(go: Callable[[], Coroutine[Any, Any, Any]], monkeypatch: pytest.MonkeyPatch) -> Any:
+    """`go()` run on a `ScriptedClockLoop`, whose clock the device share reads too (how long a hold was paused)."""
+    loop = ScriptedClockLoop()
+    monkeypatch.setattr(device_share, "time", SimpleNamespace(monotonic=loop.time))
+    with asyncio.Runner(loop_factory=lambda: loop) as runner:
+        return runner.run(go())
 
 
 async def logged_job(
@@ -37,7 +69,7 @@ async def timing_job(share: DeviceShare, log: list[str], name: str, start_after:
     return hold
 
 
-def test_a_timing_pauses_running_checks_and_goes_before_later_ones():
+def test_a_timing_pauses_running_checks_and_goes_before_later_ones(monkeypatch):
     async def go() -> tuple[list[str], dict[str, float]]:
         share, log = DeviceShare(), []
         jobs = {"check1": (False, 0.0, 0.15), "check2": (False, 0.0, 0.20), "bench": (True, 0.02, 0.05),
@@ -45,7 +77,7 @@ def test_a_timing_pauses_running_checks_and_goes_before_later_ones():
         holds = await asyncio.gather(*(logged_job(share, log, name, *how) for name, how in jobs.items()))
         return log, {name: hold.paused_s() for name, hold in zip(jobs, holds, strict=True)}
 
-    log, paused = asyncio.run(go())
+    log, paused = on_scripted_clock(go, monkeypatch)
     assert log.index("+bench") < min(log.index("-check1"), log.index("-check2"))  # did not wait for them
     assert {log[log.index("+bench") - 1], log[log.index("+bench") - 2]} == {"stop check1", "stop check2"}
     assert log[log.index("-bench") + 1 : log.index("-bench") + 3] in (["go on check1", "go on check2"],
@@ -55,7 +87,7 @@ def test_a_timing_pauses_running_checks_and_goes_before_later_ones():
     assert paused["bench"] == paused["check3"] == 0.0
 
 
-def test_a_job_rerun_for_lack_of_memory_waits_for_the_sharers_to_end():
+def test_a_job_rerun_for_lack_of_memory_waits_for_the_sharers_to_end(monkeypatch):
     async def go() -> list[str]:
         share, log = DeviceShare(), []
         await asyncio.gather(
@@ -66,7 +98,7 @@ def test_a_job_rerun_for_lack_of_memory_waits_for_the_sharers_to_end():
         )
         return log
 
-    log = asyncio.run(go())
+    log = on_scripted_clock(go, monkeypatch)
     assert log.index("+rerun") > max(log.index("-check1"), log.index("-check2"))
     assert log.index("+check3") > log.index("-rerun")
     assert log.index("-rerun") == log.index("+rerun") + 1  # nothing ran during it
@@ -181,7 +213,7 @@ def test_a_gpu_id_counts_among_the_gpus_the_caller_sees(monkeypatch):
         WorkerPool(gpu_id=5, spares=0)
 
 
-def test_a_sharer_that_goes_alone_pauses_the_others_and_holds_newcomers_back():
+def test_a_sharer_that_goes_alone_pauses_the_others_and_holds_newcomers_back(monkeypatch):
     async def go() -> list[str]:
         share, log = DeviceShare(), []
         await asyncio.gather(
@@ -191,14 +223,14 @@ def test_a_sharer_that_goes_alone_pauses_the_others_and_holds_newcomers_back():
         )
         return log
 
-    log = asyncio.run(go())
+    log = on_scripted_clock(go, monkeypatch)
     assert log.index("+capture timed") < log.index("-check1")  # captured beside a running check
     assert log.index("stop check1") < log.index("+timed") < log.index("-timed") < log.index("go on check1")
     assert log.index("+check2") > log.index("-timed")  # a check that arrived meanwhile waited
     assert log.index("-timed") == log.index("+timed") + 1
 
 
-def test_the_jobs_in_a_timings_way_hold_back_every_spell_alone_but_not_the_checks():
+def test_the_jobs_in_a_timings_way_hold_back_every_spell_alone_but_not_the_checks(monkeypatch):
     """A timing whose spell found the paused jobs' work still running (a kernel that runs on while its process is
     stopped) runs once more after they have ended; meanwhile checks still start, and a later timing does not pause
     them all only to meet the same work. The rerun then waits for the jobs sharing the device at that moment."""
@@ -219,7 +251,7 @@ def test_the_jobs_in_a_timings_way_hold_back_every_spell_alone_but_not_the_check
         )
         return log
 
-    log = asyncio.run(go())
+    log = on_scripted_clock(go, monkeypatch)
     assert log.index("stop endless") < log.index("+timed") < log.index("-timed") < log.index("go on endless")
     assert log.index("+newcomer") < log.index("-endless")  # not held back behind the rerun
     assert log.index("+timed later") > log.index("-endless") and log.index("+rerun") > log.index("-endless")
@@ -227,11 +259,9 @@ def test_the_jobs_in_a_timings_way_hold_back_every_spell_alone_but_not_the_check
     assert log.index("-rerun") == log.index("+rerun") + 1
 
 
-def _jobs(tmp_path, busy: bool = False):
-    """A check whose test sleeps 3 s (`busy`: works 2 s of CPU time instead, which a stopped process does not
-    spend), and a timing job of the same kernel (whose test's calls it captures)."""
-    from pathlib import Path
-
+def _jobs(tmp_path, go: Path | None = None):
+    """A check whose test sleeps 3 s (with `go`: waits until that file exists instead), and a timing job of the same
+    kernel (whose test's calls it captures)."""
     from interrupts import slow_add_native
 
     from geak.evaluator.api import EvalOptions
@@ -246,8 +276,8 @@ def _jobs(tmp_path, busy: bool = False):
     for d in (check_dir, bench_dir):
         (d / "outputs").mkdir(parents=True)
     owner = read_triton_file(slow)
-    busy_loop = "t = time.process_time()\n    while time.process_time() - t < 2.0:\n        pass"
-    (check_dir / "add_native.py").write_text(slow.read_text().replace("time.sleep(3.0)", busy_loop if busy else
+    waiting = f"while not __import__('os').path.exists({str(go)!r}):\n        time.sleep(0.05)"
+    (check_dir / "add_native.py").write_text(slow.read_text().replace("time.sleep(3.0)", waiting if go else
                                                                       "time.sleep(3.0)"))  # fmt: skip
     plain = (Path(__file__).parent / "fixtures" / "add_native.py").read_text()
     (bench_dir / "candidate.py").write_text(plain.split("def bench_add")[0])  # the test's calls are timed
@@ -302,7 +332,7 @@ def _timing_beside_a_check(tmp_path, rerun: bool = False) -> tuple[dict[str, flo
     return asyncio.run(go())
 
 
-def test_a_timing_shares_the_device_again_once_measured_and_says_how_long_it_had_it_alone():
+def test_a_timing_shares_the_device_again_once_measured_and_says_how_long_it_had_it_alone(monkeypatch):
     """After its rounds, a timing checks its outputs and exits with the device shared again: the paused checks go on
     at once, and may be paused in turn by the next timing."""
 
@@ -330,9 +360,9 @@ def test_a_timing_shares_the_device_again_once_measured_and_says_how_long_it_had
         _, alone_s = await asyncio.gather(check(), timing())
         return log, alone_s
 
-    log, alone_s = asyncio.run(go())
+    log, alone_s = on_scripted_clock(go, monkeypatch)
     assert log == ["stop check", "measuring", "go on check", "checking its outputs", "-timing", "-check"], log
-    assert 0.04 < alone_s < 0.09, alone_s
+    assert alone_s == pytest.approx(0.05), alone_s  # the measuring, not the checking of its outputs
 
 
 def test_a_timing_job_captures_beside_a_check_and_measures_with_it_paused(tmp_path):
@@ -357,18 +387,19 @@ def test_a_timing_that_needed_the_device_freed_runs_once_more_after_the_checks(t
 
 
 def test_a_paused_check_is_stopped_and_its_time_limit_moves_on(tmp_path, caplog):
-    """A check of 2 s of CPU time with a limit of 4 s, paused for 4 s by a timing half a second after it started: its
-    process is stopped meanwhile (state T), and it passes, since its limit moved on by the pause. Its end says how long
-    of it was paused (``benchmarks/spell_timeline.py`` lists such checks)."""
+    """A check with a limit of 4 s, paused for 4 s by a timing half a second after it started, whose test then ends
+    (it waits for a file written once the pause is over): its process is stopped meanwhile (state T), and it passes,
+    since its limit moved on by the pause. Its end says how long of it was paused (``benchmarks/spell_timeline.py``
+    lists such checks)."""
     import logging
     import re
-    from pathlib import Path
 
     caplog.set_level(logging.INFO, logger="geak.evaluator.pool")
 
     from geak.evaluator.api import Evaluator
 
-    options, check, _ = _jobs(tmp_path, busy=True)
+    go_on = tmp_path / "check" / "go on"
+    options, check, _ = _jobs(tmp_path, go=go_on)
 
     async def go() -> tuple[str, str]:
         async with Evaluator(options) as ev:
@@ -387,6 +418,7 @@ def test_a_paused_check_is_stopped_and_its_time_limit_moves_on(tmp_path, caplog)
                 await asyncio.sleep(0.5)
                 state = Path(f"/proc/{pid[0]}/stat").read_text().rsplit(")", 1)[1].split()[0]
                 await asyncio.sleep(3.5)
+            go_on.touch()
             outcome = await checking
             return state, f"{outcome.status}: {outcome.message}"
 

@@ -188,12 +188,14 @@ def test_a_reference_that_hangs_in_a_probe_it_makes_is_stopped_early_and_runs_ag
 
 
 def test_a_slow_probe_whose_programs_keep_running_is_not_taken_for_a_hang():
+    """The fixture's fresh probe runs its kernel for 6 s by its own clock (``SLOW_S``), three times the stall limit
+    given here, however fast the machine; the interpreter's heartbeats (at most one a second) keep it alive."""
     said: list[str] = []
     fixture = "probes/sub_slow_off_its_inputs.py"
-    r = check(fixture, fixture, progress=said.append, timeout_s=120, probe_stall_s=1.5)
+    r = check(fixture, fixture, progress=said.append, timeout_s=120, probe_stall_s=2)
     assert r.ok, r.message
     beats = [m for m in said if m.startswith("running fresh inputs #1 ") and "kernel programs interpreted" in m]
-    assert len(beats) >= 4, said  # its runs went on past the stall limit, heartbeat after heartbeat
+    assert len(beats) >= 3, said  # each of its runs outlasted the stall limit, heartbeat after heartbeat
     assert not [m for m in said if "hung" in m], said
     assert not [n for n in r.comparison.notes if "hung" in n], r.comparison.notes
 

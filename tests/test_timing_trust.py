@@ -791,16 +791,31 @@ def test_set_count_fits_the_memory_budget():
 # ----------------------------------------------------------------------------------------- the worker's timer (CPU)
 
 
+class HostClock:
+    """The host clock of the timer's tests: it moves a microsecond at each reading, and as long as a stand-in call
+    says it takes (`sleep`), never with the machine's load."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += 1e-6
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
 class FakeEvent:
     """`torch.cuda.Event` on the host clock: the timer's bookkeeping runs without a GPU."""
+
+    clock = HostClock()
 
     def __init__(self, enable_timing: bool = False):
         self.at = 0.0
 
     def record(self, stream=None) -> None:
-        import time
-
-        self.at = time.perf_counter() + (1e-3 if stream is not None else 0.0)  # side-stream work ends later
+        self.at = self.clock() + (1e-3 if stream is not None else 0.0)  # side-stream work ends later
 
     def synchronize(self) -> None:
         pass
@@ -810,10 +825,17 @@ class FakeEvent:
 
 
 @pytest.fixture
-def host_timer(monkeypatch):
+def host_clock() -> HostClock:
+    return HostClock()
+
+
+@pytest.fixture
+def host_timer(monkeypatch, host_clock):
     from geak.evaluator.job import timing
 
     main = SimpleNamespace(cuda_stream=1)
+    monkeypatch.setattr(timing, "_host_clock", host_clock)
+    monkeypatch.setattr(FakeEvent, "clock", host_clock)
     monkeypatch.setattr(timing, "_Event", FakeEvent)
     monkeypatch.setattr(timing, "_record_on", lambda event, stream: event.record(None if stream is main else stream))
     monkeypatch.setattr(timing, "_elapsed_ms", FakeEvent.elapsed_time)
@@ -961,21 +983,17 @@ def test_the_peaks_job_loads_its_kernels_before_it_has_the_device_alone(tmp_path
     assert peaks.source == "measured" and peaks.bandwidth_gbps > 0 and peaks.tflops_16bit > 0, peaks
 
 
-def test_a_flushed_call_keeps_the_device_busy_while_its_wrapper_runs_its_host_code(host_timer, monkeypatch):
+def test_a_flushed_call_keeps_the_device_busy_while_its_wrapper_runs_its_host_code(host_timer, host_clock, monkeypatch):
     """After the L2 flush the device spins for twice the wrapper's host time, less the flush's own (at most
     ``MAX_COVER_MS``): a wrapper whose host code outlasts the flush would be timed with the device waiting for its
     launches."""
-    import time
-
     spins: list[int] = []
     monkeypatch.setattr(host_timer, "_spin", spins.append)
     monkeypatch.setattr(host_timer, "_flush_ms", lambda: 0.1)
 
     def host_bound(ms):
         def call(x, y):
-            until = time.perf_counter() + ms / 1e3
-            while time.perf_counter() < until:
-                pass
+            host_clock.sleep(ms / 1e3)
             return honest_add(x, y)
 
         return call
@@ -1007,16 +1025,14 @@ def test_the_timer_rejects_work_on_a_side_stream(host_timer):
     assert honest.sample() >= 0
 
 
-def test_a_busy_gpu_is_told_apart_from_work_that_escaped_the_timed_stream(host_timer, monkeypatch):
+def test_a_busy_gpu_is_told_apart_from_work_that_escaped_the_timed_stream(host_timer, host_clock, monkeypatch):
     """On an H100 shared with another process, honest golden files were rejected as "work escaped the timed stream"
     (every call waited ~2.4 ms for a time slice). The guard now times an empty kernel the same way before it blames
     the code."""
-    import time
-
     backlog = {"left by the call": 0.0, "other processes": 0.0}
 
     def synchronize():  # waits for what the device still has to do, as torch.cuda.synchronize does
-        time.sleep(backlog["left by the call"] + backlog["other processes"])
+        host_clock.sleep(backlog["left by the call"] + backlog["other processes"])
         backlog["left by the call"] = 0.0
 
     monkeypatch.setattr(host_timer, "_synchronize", synchronize)
@@ -1037,18 +1053,18 @@ def test_a_busy_gpu_is_told_apart_from_work_that_escaped_the_timed_stream(host_t
     host_timer.guard(lambda: x + 1, median_ms=0.5)  # a free device: nothing to say
 
 
-def test_a_stall_of_the_host_is_not_taken_for_work_that_escaped_but_escaping_most_calls_is(host_timer, monkeypatch):
+def test_a_stall_of_the_host_is_not_taken_for_work_that_escaped_but_escaping_most_calls_is(
+    host_timer, host_clock, monkeypatch
+):
     """On an H200 whose host was busy compiling, an honest file's guard saw 5.3 ms against a timed 2.4 ms: this
     process stalled in some round trips. A lag is measured once more before it counts. A call whose work escapes
     the timed stream in most calls (what would fool a timed median) still lags then, and is rejected."""
-    import time
-
     trips = {"n": 0, "stalled": set()}
 
     def synchronize():  # the waits after the calls of the stalled round trips take 10 ms longer
         trips["n"] += 1
         if trips["n"] % 2 == 0 and trips["n"] // 2 in trips["stalled"]:
-            time.sleep(0.01)
+            host_clock.sleep(0.01)
 
     monkeypatch.setattr(host_timer, "_synchronize", synchronize)
     x = torch.ones(4)
@@ -1060,7 +1076,7 @@ def test_a_stall_of_the_host_is_not_taken_for_work_that_escaped_but_escaping_mos
     backlog = {"left": 0.0}
 
     def synchronize_backlog():
-        time.sleep(backlog["left"])
+        host_clock.sleep(backlog["left"])
         backlog["left"] = 0.0
 
     def escapes_four_calls_in_five():
@@ -1074,18 +1090,18 @@ def test_a_stall_of_the_host_is_not_taken_for_work_that_escaped_but_escaping_mos
         host_timer.guard(escapes_four_calls_in_five, median_ms=0.5)
 
 
-def test_a_host_bound_call_of_tens_of_ms_is_estimated_guarded_and_sampled_with_fewer_calls(host_timer, monkeypatch):
+def test_a_host_bound_call_of_tens_of_ms_is_estimated_guarded_and_sampled_with_fewer_calls(
+    host_timer, host_clock, monkeypatch
+):
     """TritonBench-revised `matmul_dequant_int4.py` calls take a second each (weights packed in Python): five calls
     to estimate, five round trips to guard and five calls a sample held one H200 alone for 89 s of a batch run."""
-    import time
-
     monkeypatch.setattr(host_timer, "_spin", lambda cycles: None)
     calls = {"n": 0}
 
     def call(ms: float):
         def fn():
             calls["n"] += 1
-            time.sleep(ms / 1e3)
+            host_clock.sleep(ms / 1e3)
 
         return fn
 
