@@ -38,7 +38,7 @@ DEFAULT_TOLERANCES: dict[str, Tolerance] = {
 EXACT = Tolerance(0.0, 0.0, 0.0)
 FLOAT32_ENOUGH = 1e-5  # tolerances at least this loose are weighed in float32 arithmetic
 # Tensors are weighed a slice of this many elements at a time: each slice's temporaries stay in the caches, where a
-# whole 256 MB output's (a dozen passes, each faulting in a buffer of its own) took 0.35 s to weigh on an H200's host.
+# whole large output's would not (a dozen passes, each faulting in a buffer of its own).
 CHUNK_ELEMENTS = 1 << 20
 
 
@@ -273,8 +273,7 @@ def _rms(r, work) -> tuple[float, set[int]]:
 
 class _Worst:
     """The elements found differing, slice by slice: how many, and where the one differing most is (weighed in
-    float64 over those elements only: the whole tensors in float64 took 17 s of a `geak eval` caller's 250 s on an
-    H200)."""
+    float64 over those elements only: the whole tensors in float64 would cost a batch's caller much of its time)."""
 
     def __init__(self) -> None:
         self.count = 0

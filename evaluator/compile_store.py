@@ -2,9 +2,9 @@
 reads it).
 
 A check's cost is mostly its reference's first run: every kernel compiled cold and every autotuned kernel tuned
-(on an H200, 28 s of a 30 s check of `bmm_optimized.py`, against 1.2 s for its candidate, which starts from the
-reference's compilations). Kept in a folder of the user's cache instead of one thrown away with the worker pool, those
-compilations serve every later run: a second `geak eval` of other predictions of the same suite, a suite checked
+(its candidate's check, which starts from the reference's compilations, costs a small part of that). Kept in a
+folder of the user's cache instead of one thrown away with the worker pool, those compilations serve every later
+run: a second `geak eval` of other predictions of the same suite, a suite checked
 again, the editor after a restart. What is kept is what it always was: only trusted jobs' compilations (a reference
 run, a check of the user's own file; never a candidate's), under the key of their source text, in a subfolder per
 device and torch/Triton versions (``trusted_cache.runtime_root``). Job processes never see it (the pool hides it from

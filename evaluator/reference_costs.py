@@ -1,15 +1,13 @@
 """How long each reference's own run took, kept between runs beside the compile store, so that work over many
 references starts the slow ones first (``longest_first``).
 
-A batch is as long as its slowest file started last: in a `geak eval` of TritonBench-revised on an H100, three golden
-files that fail or hang in their own test (to the 300 s limit) started at lines 82, 89 and 164 and held the checks'
-end from 256 s to 389 s, while every timing waited. Their cost is known after one run; a later eval of other
-predictions of the same suite starts them first. Where it is not known (a first run), the costlier text goes first
-(``text_cost``: its size, and the autotune configurations it writes): on a fresh H200, the two checks that ended a
-`geak eval` last (`chunk_retention.py`, 79 s of its own work, and `triton_linear_activation.py`, 57 s) were of the
-suite's 6th and 16th largest files of 184, started at 110 s and 120 s in line order; started first,
-`chunk_retention.py`'s check ended by 92 s. (What size cannot foretell, a small file whose candidate spins on the GPU
-in a probe until its stall limit, it places late.) Only the caller writes the file (jobs never see the store's folder)
+A batch is as long as its slowest file started last: golden files that fail or hang in their own test (to the time
+limit), started late in line order, hold back the end of all the checks, while every timing waits. Their cost is
+known after one run; a later eval of other predictions of the same suite starts them first. Where it is not known (a
+first run), the costlier text goes first (``text_cost``: its size, and the autotune configurations it writes): the
+checks that end a batch last are mostly of its large files, which line order may start late. (What size cannot
+foretell, a small file whose candidate spins on the GPU in a probe until its stall limit, it places late.) Only the
+caller writes the file (jobs never see the store's folder)
 and it only orders work: a wrong or missing figure changes no verdict.
 """
 
@@ -77,11 +75,9 @@ BYTES_PER_CONFIG = 200  # what one `triton.Config` written weighs against a byte
 
 def text_cost(path: Path) -> int:
     """What a file's text foretells of its own run's length: its size in bytes, each autotune configuration it
-    writes counting ``BYTES_PER_CONFIG`` more (``configs_written``), since its test compiles and times every one. On a
-    fresh H200, `int8_dequant_matmul.py` (8.6 KB, 418 configs) reached the 120 s limit in its own test and
-    `triton_linear_activation.py` (13.5 KB, 98) compiled for 79 s, while TritonBench-revised's largest files without
-    autotuning (17 KB) ran theirs in 50-73 s; by size alone the first started 41st of 184. A file that cannot be read
-    costs 0."""
+    writes counting ``BYTES_PER_CONFIG`` more (``configs_written``), since its test compiles and times every one: a
+    mid-sized file of hundreds of configs can outlast the largest files without autotuning, yet by size alone it
+    would start late. A file that cannot be read costs 0."""
     try:
         data = path.read_bytes()
     except OSError:
@@ -93,7 +89,7 @@ def configs_written(text: str) -> int:
     """How many `triton.Config(...)` the source builds, by reading it: each call counted once for every pass of the
     loops and comprehensions around it over a literal list, tuple or set or a `range` of constants (other loops
     count once). 0 where it does not parse."""
-    if "Config" not in text:  # most files: no parse needed (184 parses took 0.7 s on a 2-core machine)
+    if "Config" not in text:  # most files: no parse needed (a parse costs milliseconds a file)
         return 0
     try:
         tree = parse(text)

@@ -148,10 +148,9 @@ def rejudged_after_rerun(
 ) -> tuple[ReferenceProbes, bool]:
     """The probes after a rerun of the reference in a fresh process (its usable probes replayed once, in
     `result`): one whose outputs differ from the first run's is nondeterministic, however rarely, and leaves; so
-    does one the reference failed on this time (a read out of bounds that faults only where it lands: on an H200,
-    TritonBench-revised `token_attn_mistral.py` ran a probe of other sizes once and faulted on it in its twin's
-    run). One the rerun did not reach (it stopped at an earlier fault) stays. Returns the probes and whether any
-    left."""
+    does one the reference failed on this time (a read out of bounds that faults only where it lands: a probe can
+    pass in one run and fault in the next). One the rerun did not reach (it stopped at an earlier fault) stays.
+    Returns the probes and whether any left."""
     replayed = {f.get("index"): f for f in result.get("fresh") or [] if isinstance(f, dict)}
 
     def differs(probe: dict[str, Any]) -> bool:

@@ -37,9 +37,8 @@ def crossed(first: Speedup, second: Speedup) -> Speedup:
     margin): where the two ratios lie no further apart than that band allows, the geometric means of their ratios and
     of their interval's bounds (as wide as the two on average) cancel it. Further apart, the two timings disagree by
     more than where the variants sit can explain, so one of their intervals missed: only what both intervals allow
-    together is claimed (from the lower of their lows to the higher of their highs). On an H200, TritonBench-revised
-    `context_attn_nopad.py` against itself gave 1.143x [1.046, 1.249] "faster", then 1.000x the other way round:
-    their geometric means claimed 1.069x [1.018, 1.124] "faster"."""
+    together is claimed (from the lower of their lows to the higher of their highs), where the geometric means of
+    a "faster" timing and a 1.000x one the other way round could still claim "faster"."""
     margin = max(first.margin, second.margin)
     rounds = first.rounds + second.rounds
     ratio = math.sqrt(first.ratio * second.ratio)

@@ -40,9 +40,8 @@ def probe_of_run(where: str) -> str:
 def probe_place(where: str) -> str:
     """What a probe named `where` (in a job's progress, any of its runs) draws, whatever its number and its scalar
     arguments: `other sizes softmax(f32[3,1025])` for `other sizes #3 softmax(f32[3,1025], 1025, 2)`. A later run of
-    the reference may draw the same shapes from another of its test's calls, whose scalars differ (TritonBench-revised
-    `spinning_lock_reduction.py` hung at `f32[16,1040], f32[16,16]` with 304 programs and 3 steps, then again with
-    304 and 2 on an H100)."""
+    the reference may draw the same shapes from another of its test's calls, whose scalars differ (a kernel that hangs
+    at these shapes with one program count and step count may hang at them again with another)."""
     numbered = re.sub(r" #\d+ ", " ", probe_of_run(where), count=1)
     call = re.fullmatch(r"(.*?\w)\((.*)\)", numbered)
     if call is None:

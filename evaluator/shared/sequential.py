@@ -21,15 +21,13 @@ from dataclasses import dataclass, replace
 
 DEFAULT_NOISE_MARGIN = 0.015  # equivalence margin of a speedup where the device's A/A margin is unknown, and its floor
 # The band of a timing mostly of calls replayed in CUDA/HIP graphs (calls under ~50 µs, hot L2): identical files timed
-# so differ systematically by up to ~1.5% on an H200 (layer_norm_liger.py: 1.015x and 0.991x on two machines, tight
-# intervals), which the device's own A/A kernels do not show.
+# so can differ systematically by about 1.5%, each with a tight interval, a bias the device's own A/A kernels do not
+# show.
 GRAPH_MARGIN = 0.02
 # Where two identical variants are placed apart in one process (which is loaded and prepared first) shifts each node
-# of a replayed graph (a kernel, a copy or a set) by a fixed few hundredths to tenths of a µs, on an H200: 3.4-5.5% on
-# four TritonBench-revised files of one kernel a call against themselves (1.0-2.9 µs calls), and 4-7% a call on
-# `logsumexp_fwd.py`, whose 15 µs calls are a Triton kernel and nine of torch's (0.06-0.1 µs a node), the sign
-# following the order of preparation, not the code. So each node a timed call replays adds this much of the
-# reference's time per call to the band (``RoundPlan.margin_for``).
+# of a replayed graph (a kernel, a copy or a set) by a fixed few hundredths to tenths of a µs: several percent of a
+# µs-scale call, of one kernel or of many nodes, the sign following the order of preparation, not the code. So each
+# node a timed call replays adds this much of the reference's time per call to the band (``RoundPlan.margin_for``).
 PLACEMENT_MS = 0.00015
 LOOKS = (6, 8, 12, 16, 24, 32, 48, 64)  # round counts at which a sequential timing may stop
 MIN_ROUNDS = 6
@@ -50,7 +48,7 @@ class RoundPlan:
     e.g. `--rounds`), else sequential: from `min_rounds`, a look at each round count of ``LOOKS`` (and at
     `max_rounds`) until the speedup against `margin` is decided. Counts are even (whole pairs of rounds). `max_s`
     (0: none): a sequential timing whose rounds have taken this long stops, undecided, at its next look (a batch
-    run's limit: calls of 100 ms each took minutes of the device alone to 24 rounds)."""
+    run's limit: calls of 100 ms each would hold the device alone for minutes over 24 rounds)."""
 
     min_rounds: int = MIN_ROUNDS
     max_rounds: int = MAX_ROUNDS
@@ -167,9 +165,8 @@ def decided(reference_rounds: list[list[float]], candidate_rounds: list[list[flo
 def futile(reference_rounds: list[list[float]], candidate_rounds: list[list[float]], plan: RoundPlan) -> bool:
     """Would the plan's last look still be undecided, were the pair ratios' spread to shrink to a quarter and their
     mean to stay? Then the timing stops, undecided, at this look. It can only end a timing without a verdict, never
-    make one:
-    TritonBench-revised files whose calls vary by 27-86% between rounds took 24 rounds of a batch run's timing, 120 s
-    of one H200 alone over 18 files, to end undecided (``FUTILITY_FROM``, ``FUTILITY_SPREAD``)."""
+    make one: a file whose calls vary by tens of percent between rounds would otherwise hold the device alone for
+    every round of its timing, only to end undecided (``FUTILITY_FROM``, ``FUTILITY_SPREAD``)."""
     from scipy.special import stdtrit
 
     timed = len(reference_rounds)
