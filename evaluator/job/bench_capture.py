@@ -84,9 +84,8 @@ def calls_to_time(calls: list[RecordedCall], limit: int, like: list[str] | None 
     """The calls of `calls` (distinct signatures) a timing times, at most `limit`. `like`: the signatures the
     reference's calls were chosen by, in their order (every variant times the reference's calls, whatever its own
     launch). Else those that launched a Triton kernel, unless none did: a call that launches none (a helper that
-    packs weights in Python, say) is not the kernels' time. In TritonBench-revised `matmul_dequant_int4.py`,
-    `quantize_int4` took some 200 ms a call, host-bound, beside a dequantizing kernel of well under a millisecond,
-    so it decided the speedup, and its timing held the device alone for 22 s."""
+    packs weights in Python, say) is not the kernels' time: a host-bound helper of hundreds of ms a call beside a
+    kernel of well under a millisecond would decide the speedup, and its timing hold the device alone for seconds."""
     if like is not None:
         by_signature = {c.signature: c for c in reversed(calls)}
         return TimedCalls([by_signature[s] for s in like if s in by_signature] or calls[:limit], [])

@@ -10,7 +10,7 @@
   multiple of the largest departure from 1 of their speedup intervals (``peaks.noise_margin``).
 
 Its kernels are compiled and loaded first, while the device is still shared (``warm_up``): the pool pauses every other
-job while it measures, and on a fresh H200 that pause, the first of a whole suite's timed scoring, took 8.4 s.
+job while it measures, and compiling within that pause would lengthen it.
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def matmul_tflops(dtype: torch.dtype) -> float:
     with _no_tf32():
         for _ in range(20):  # let the clocks ramp up
             torch.matmul(a, b, out=c)
-        # ten replays of a graph of ~100 ms of products (300 ms each took 9 of the peaks' 20 s on an H200)
+        # ten replays of a graph of ~100 ms of products (a longer graph would take most of the peaks' measuring time)
         ms = triton.testing.do_bench_cudagraph(lambda: torch.matmul(a, b, out=c), rep=100, return_mode="median")
     return 2 * a.shape[0] ** 3 / (ms * 1e-3) / 1e12
 

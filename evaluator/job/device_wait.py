@@ -3,19 +3,16 @@
 By default CUDA (and HIP) spin a core while a process with one context waits for its device. A check measures no
 time, and a dozen checks at once share one GPU: while one of them runs a long kernel (autotuning, a kernel that
 spins until its time limit), the others' waits stretch with the device's time-slicing, each burning a core that
-the others' compiles need (TritonBench-revised against itself, 12 checks on an H100 with 16 cores: the host was
-busy throughout). So a check job's context is made with blocking synchronization before it opens; timing jobs keep
-the default, where waking up costs nothing measured.
+the others' compiles need, until the host is busy throughout. So a check job's context is made with blocking
+synchronization before it opens; timing jobs keep the default, where waking up costs nothing measured.
 
-A job's CUDA context also opens with one hardware work queue (``CUDA_DEVICE_MAX_CONNECTIONS=1``, instead of 8):
-making a context is kernel work that the driver serializes between processes, and every job makes one. On an H200,
-14 processes making their contexts at once took 2.4 s each (0.52 s of system time) with 8 queues, and 0.76 s
-(0.19 s) with one; one alone, 0.35 s and 0.28 s. Streams keep their order and their results with one queue; what
-may change is how the work of several streams overlaps. A check measures no time, so it always has one queue; a
-timing job has one unless a file it times names a stream (``one_work_queue_serves``), where a candidate's streams
-run as they would for its user. A timing's preparation goes on only between others' measurements: scoring the
-whole TritonBench-revised suite on an H200, those gaps (under 5 s) took 46.6 s with eight queues for timing jobs,
-24.4 s and 35.4 s in two runs with one.
+A job's CUDA context also opens with one hardware work queue (``CUDA_DEVICE_MAX_CONNECTIONS=1``, instead of 8): making a
+context is kernel work that the driver serializes between processes, and every job makes one: with one queue a context
+is cheaper to make, so that many processes making theirs at once wait several times less. Streams keep their order and
+their results with one queue; what may change is how the work of several streams overlaps. A check measures no time, so
+it always has one queue; a timing job has one unless a file it times names a stream (``one_work_queue_serves``), where a
+candidate's streams run as they would for its user. A timing's preparation goes on only between others' measurements, so
+a cheaper context also shortens those gaps, in which the device times nothing.
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
 """Tells the caller, within seconds, that a check's GPU kernels have stopped making progress.
 
-A kernel that spins for ever (waiting on a lock that no program sets: TritonBench-revised `spinning_lock_reduction.py`
-at other sizes; a loop whose condition never changes, as model-written kernels have) cannot be stopped in its
+A kernel that spins for ever (waiting on a lock that no program sets, as a reduction's lock may at sizes its test
+never ran; a loop whose condition never changes, as model-written kernels have) cannot be stopped in its
 process, and the process says nothing while it spins, as it says nothing while it compiles. So the caller could only
 call it hung after a probe's silence limit (``probe_rules.probe_stall_s``, 60 s at least) or the check's time limit,
-and all that while the spinning kernel held the device that the timings of other files waited for (34.6 s and
-37.8 s of two whole-suite evaluations of 264 s and 270 s on an H200).
+and all that while the spinning kernel held the device that the timings of other files waited for.
 
 While a check job's tests and probes run, the launch hook (``sandbox``) records an event after each Triton launch
 (`KernelWatch.launched`) and a thread of this job queries them. Once some are pending and none has completed for

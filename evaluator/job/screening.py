@@ -10,8 +10,8 @@
    its arguments; the outputs are saved under the protocol's names for the caller to compare, and the compiled
    kernels' facts are kept (registers, spills, shared memory, warps, stages). An output bit for bit the reference's
    first one is not saved again, only named in the report (``identical``), as an argument a call left as it was is
-   only marked: TritonBench-revised `rope_embedding.py`'s ten calls return 268 MB each, and saving and roughly
-   checking them took most of each variant's run (13 of 53 configurations run in a search's minute, on an H200).
+   only marked: saving and roughly checking calls' outputs of hundreds of MB each, every one like the reference's,
+   would take most of each variant's run, and so leave a search's time to few configurations.
    A configuration the device cannot run (out of resources) or the compiler refuses is skipped, not failed.
 4. On a GPU, with the device alone, the variants that ran, launched kernels other than the reference's and gave
    roughly the reference's outputs (a rough check of this job's own, which only decides what is worth timing) are
@@ -53,7 +53,7 @@ def run_screen(job: ScreenJob, info: Any, send) -> dict[str, Any]:
     gpu = info.backend != "interpreter"
     runs_end = started + plan.deadline_s * (1 - plan.timing_share) if gpu else deadline
     # The reference's autotuner starts from the choice its trusted check kept (screen timings only rank): tuning
-    # afresh here took 30 s of a 60 s budget for TritonBench-revised `int4_matmul.py` (36 configs) on an H200.
+    # afresh here would spend much of the screening's budget on a file of dozens of configs.
     trusted_cache.reuse_autotuning(gpu)
     reference_spec, variant_specs = job.modules[0], job.modules[1:]
     with launch_modes.tuning_deferred():  # the device is shared until the timing starts
@@ -199,8 +199,8 @@ class _Variant:
         """Decide what is worth timing: a variant that runs the reference's very kernels is the same configuration
         at run time; one whose outputs are far from the reference's is not timed (the caller's comparison, not this
         rough one, is the verdict). A call whose output the reference's second run did not roughly reproduce is left
-        out, as the caller leaves it out: on an H200, TritonBench-revised `attention_fwd_triton1.py` (its kernel
-        fills half of a `torch.empty` output) had 12 variants found correct and none timed."""
+        out, as the caller leaves it out (a kernel that fills only part of a `torch.empty` output): else variants
+        the caller finds correct would be judged wrong here and never timed."""
         hashes = sorted(k.get("hash") or "" for k in self.kernels)
         pairs = zip(reference.outputs, self.outputs, reference.stable, strict=True)
         weighed = ((r, c) for i, (r, c, kept) in enumerate(pairs) if kept and i not in self.identical)
@@ -282,7 +282,7 @@ def _compile_all(
         finally:
             report = executor.run(deadline)
     # also a variant whose kernel is another's, compiled for that one and not in the time: at its run, it would
-    # compile in this process with no bound (TritonBench-revised `context_attn_mistral.py`: 130 s of a 26 s round)
+    # compile in this process with no bound, far past the round's deadline
     late |= {id(variant) for variant, asked in needs if report.not_in_time.intersection(asked)}
     for variant in variants:
         if id(variant) in late:
@@ -515,7 +515,7 @@ def _identical(reference: Any, candidate: Any) -> bool:
 
 def _roughly_equal(reference: Any, candidate: Any, gpu: bool = False) -> bool:
     """Close enough to be worth timing: same structure, tensors within ``ROUGH_TOLERANCE`` of the reference's scale
-    (`gpu`: weighed on the GPU, where a 256 MB output takes 60 ms with its copies there, not 420 ms on 16 cores)."""
+    (`gpu`: weighed on the GPU, where a large output and its copies weigh several times faster than on the host)."""
     return _alike(reference, candidate, exact=False, gpu=gpu)
 
 

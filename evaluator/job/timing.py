@@ -303,10 +303,9 @@ def estimate_ms(fn: Callable[[], object], calls: int = ESTIMATE_CALLS) -> float:
     `do_bench`'s fixed 25 ms budget was most of a timing job's preparation). The device spins before each, so that
     the wrapper's host code (a device guard, reshapes, allocations: tens of µs) runs while the device is still busy:
     otherwise the flush could end first, the estimate took in the host's time, and a µs-scale call could be timed by
-    graph replay in one run and one call at a time in the next (on an H200, TritonBench-revised `swiglu_fwd.py`
-    timed against itself at 1.2, 70 and 5 µs a call in three runs, once "faster"). Calls of tens of ms or more stop
-    at two once ``ESTIMATE_ENOUGH_MS`` is spent: a host-bound call of a second took five seconds of the device alone
-    to be estimated, for a choice (one call at a time) that one such call already makes."""
+    graph replay in one run and one call at a time in the next (a file against itself then timed "faster"). Calls of
+    tens of ms or more stop at two once ``ESTIMATE_ENOUGH_MS`` is spent: a host-bound call of a second would hold the
+    device alone for seconds to be estimated, for a choice (one call at a time) that one such call already makes."""
     return statistics.median(_spun_times(fn, calls, ESTIMATE_ENOUGH_MS))
 
 
@@ -343,9 +342,9 @@ def least_ms(fn: Callable[[], object], calls: int = ESTIMATE_CALLS) -> float:
 def tuning_bench(kernel_call: Callable[[], object], quantiles: tuple[float, ...] | None = None) -> Any:
     """What `@triton.autotune` kernels are tuned with in timing jobs (the device alone) and in checks on a GPU
     (``launch_modes.tuned_with``): each config's median over ``TUNING_CALLS`` calls timed as ``estimate_ms`` times them,
-    instead of Triton's ``do_bench`` of 125 ms a config (on an H100 a TritonBench-revised file's 48 configs took
-    10-11 s a tuning key, most of its timing). Only which config runs depends on it: a timing measures that config
-    like any other. The values at `quantiles` when asked (as ``do_bench`` returns them), else the median."""
+    instead of Triton's ``do_bench`` of 125 ms a config (for a file of dozens of configs, seconds a tuning key: most
+    of its timing). Only which config runs depends on it: a timing measures that config like any other. The values
+    at `quantiles` when asked (as ``do_bench`` returns them), else the median."""
     kernel_call()  # compiled and warm before any call is timed
     times = sorted(_spun_times(kernel_call, TUNING_CALLS))
     if quantiles is None:
@@ -365,8 +364,8 @@ def graph_calls(estimate_ms_: float, sets: int, sample_ms: float = GRAPH_TARGET_
 def fewest_reps(estimate_ms_: float, rounds_ms: float | None) -> int:
     """The fewest calls a flushed sample of this call may take: ``MIN_REPS``, or fewer (at least one) where that many
     would make this call alone outlast `rounds_ms`, its share of the rounds' time limit up to the first look (None: no
-    limit). In a batch run the limit is 10 s of rounds; a host-bound call of a second (TritonBench-revised
-    `matmul_dequant_int4.py`) took 60 s of the device alone to its first look, five calls a sample."""
+    limit). In a batch run the limit is 10 s of rounds; a host-bound call of a second, five calls a sample, would
+    otherwise hold the device alone for a minute before its first look."""
     if rounds_ms is None:
         return MIN_REPS
     return max(1, min(MIN_REPS, int(rounds_ms / max(estimate_ms_, 1e-3))))
@@ -389,8 +388,8 @@ def host_cover_cycles(fn: Callable[[], object]) -> int:
     """The spin (device clock cycles) that keeps the device busy after the L2 flush while a flushed call's wrapper
     runs its host code: ``HOST_COVER`` times the host's time to launch the call, less what the flush itself covers,
     at most ``MAX_COVER_MS``. Without it a wrapper whose host code outlasts the flush (several launches of many
-    arguments each: one launch of 25 took 52 µs of host time on an H200, where the flush takes 86 µs) is timed with
-    the device waiting for its launches, the host's time and jitter in the call's, as graph replays never are."""
+    arguments each, a launch's host time a good part of the flush's) is timed with the device waiting for its
+    launches, the host's time and jitter in the call's, as graph replays never are."""
     host: list[float] = []
     for _ in range(HOST_CALLS):
         _spin(ESTIMATE_SPIN_CYCLES)  # the device busy: the host's time alone, not a wait for the device
@@ -558,9 +557,9 @@ def guard(fn: Callable[[], object], median_ms: float, iters: int | None = None) 
     """Reject timings that miss work: compare with a host-clock time that waits for the whole device (the median of
     `iters` round trips, five, three for calls of ``LONG_CALL_MS`` or more: a timed median is fooled only where most
     calls escape, and so is this). A lag is measured once more, over ``GUARD_RETRY`` times the round trips, before
-    it counts: on an H200 whose host was busy compiling, an honest ROCm-suite file lagged once (5.3 ms against
-    2.4 ms), this process stalled in some round trips. When the device lags even behind an empty kernel, it is busy
-    with other work (``DeviceBusy``), not fooled by the code."""
+    it counts: on a host busy compiling, an honest call can lag once, this process stalled in some of its round
+    trips. When the device lags even behind an empty kernel, it is busy with other work (``DeviceBusy``), not fooled
+    by the code."""
     if iters is None:
         iters = 3 if median_ms >= LONG_CALL_MS else 5
     threads_before = {t.ident for t in threading.enumerate()}

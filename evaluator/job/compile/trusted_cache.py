@@ -2,7 +2,7 @@
 
 Each isolated job compiles into a private cache in its own folder (``namespaces.confine``), so no job can plant a
 binary under another file's key. Compiling everything again in every job (kernels, and the C launchers and driver
-helper that Triton builds with a C compiler) more than doubled the time of a warm check on a GPU. So the fork server
+helper that Triton builds with a C compiler) would more than double a warm check's time on a GPU. So the fork server
 keeps a *trusted* cache per source text, filled only from jobs the trusted side marks as trusted in their `cache`
 field (``protocol.cache_request``: a reference run, or a check of the user's own file): before a job starts, the
 cache of the text it names is copied into its private cache; after a trusted job, what it compiled is kept under its
