@@ -1,7 +1,7 @@
 """What a reviewer must hear of a launch-configuration change that the file's test cannot show.
 
-- A constexpr that takes its kernel onto a path that adds into memory with `tl.atomic_*` (TritonBench-revised
-  `matmul_dequantize.py`: `SPLIT_K 1→2` leaves `tl.store` for `tl.atomic_add`). The check passes where the test's
+- A constexpr that takes its kernel onto a path that adds into memory with `tl.atomic_*` (a split-K matmul's
+  `SPLIT_K 1→2`, say, leaves `tl.store` for `tl.atomic_add`). The check passes where the test's
   outputs start at zero; a caller that hands the kernel a buffer of its own must zero it first, and the sums' order,
   so their last bits, then varies from run to run.
 - An autotuned kernel pinned to the config timed here: every size then runs it, sizes the test never times too.
