@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_launch_search import Scripted
 
 from geak.agent.tuning.autotune_configs import find_autotune_sites
 from geak.agent.tuning.definition_options import find_definition_sites, set_at_definition
 from geak.agent.tuning.launch_params import apply_params, find_tunable_params
+from geak.agent.tuning.launch_search import search_launch_configs
 from geak.agent.tuning.launch_space import AMD_MATMUL, ELEMENT_BYTES, Space, Variant
 from geak.evaluator.api import EvalOptions, Evaluator
 from geak.evaluator.triton_file import parse_triton_file
@@ -221,3 +223,14 @@ def test_one_dimensional_tiles_are_spread_over_64_lane_wavefronts_on_cdna():
             values = {group.knob(k).name: v for k, v in variant.values(group.name).items()}
             per_thread.append(values["BLOCK"] / (values["num_warps"] * lanes))
         assert all(1 <= p <= 128 for p in per_thread) and min(per_thread) == 1, device
+
+
+def test_the_search_takes_the_runtimes_facts_and_screens_only_valid_rocm_values():
+    screened = Scripted(time_of=lambda values: 1.0, timing=False)
+    source = AUTOTUNED.read_text()
+    result = asyncio.run(search_launch_configs(source, screened, budget_s=60, device_backend=MI355X))
+    assert result.knobs == 3  # BLOCK, num_warps, waves_per_eu
+    configs = [config_lines(variant)[0] for screen in screened.screens for variant in screen]
+    assert configs and all("'BLOCK': " in line for line in configs)
+    waves = {int(line.split("'waves_per_eu': ")[1].split(",")[0]) for line in configs}
+    assert waves <= VALID["waves_per_eu"] and len(waves) > 1
