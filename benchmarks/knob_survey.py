@@ -45,7 +45,7 @@ def survey(path: Path, backend: str | None) -> set[str]:
         kinds.add("any")
     if any(not p.default for p in params):
         kinds.add("set")
-    if any(p.kind in ("waves_per_eu", "matrix_instr_nonkdim", "kpack") for p in params):
+    if any(not p.default and p.kind in ("waves_per_eu", "matrix_instr_nonkdim", "kpack") for p in params):
         kinds.add("rocm")
     if find_autotune_sites(source, backend):
         kinds |= {"autotune", "set", "any"}

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from geak.agent.tuning.autotune_configs import LaunchConfig, find_autotune_sites, pin
+from geak.agent.tuning.device_target import DeviceTarget
 from geak.agent.tuning.launch_params import apply_params, find_tunable_params
-from geak.agent.tuning.launch_space import ELEMENT_BYTES, SHARED_MEMORY_PER_BLOCK, Space, Variant, focus_of
+from geak.agent.tuning.launch_space import ELEMENT_BYTES, Space, Variant, focus_of
 from geak.evaluator.results import CallCost, CompiledKernelFacts
 
 TB = Path(__file__).resolve().parents[2] / "shared" / "suites" / "tritonbench_revised" / "TritonBench_G_v1"
@@ -147,7 +148,7 @@ def test_matmul_presets_fit_shared_memory_and_render_pinned():
     for variant in variants:
         values = variant.values(group.name)
         m, n, k = values["BLOCK_SIZE_M"], values["BLOCK_SIZE_N"], values["BLOCK_SIZE_K"]
-        assert (m * k + k * n) * ELEMENT_BYTES * values["num_stages"] <= SHARED_MEMORY_PER_BLOCK["cuda"]
+        assert (m * k + k * n) * ELEMENT_BYTES * values["num_stages"] <= DeviceTarget.of("cuda").shared_memory
         (pinned,) = find_autotune_sites(space.render(variant))
         assert dict(pinned.known[0].meta)["BLOCK_SIZE_M"] == m and len(pinned.known) == 1
     assert Variant.from_json(variants[0].to_json()) == variants[0]

@@ -2,9 +2,10 @@
 
 For each autotuned kernel: where its configs are (the ``configs`` argument of its decorator), the meta-parameters
 they set (the keys of the dicts of the ``triton.Config(...)`` calls in it, wherever they sit: a list literal, a name
-bound to one, what a module function returns, a comprehension), the literal configs among them, and how this file
-spells ``Config``. One rewrite of that argument alone, ``pin``: the configs replaced by one (a variant then runs that
-config without tuning, in the screen, the confirmation and the proposal alike).
+bound to one, what a module function returns, a comprehension; ROCm's compile options among them, which Triton takes
+from that dict too), the literal configs among them, and how this file spells ``Config``. One rewrite of that
+argument alone, ``pin``: the configs replaced by one (a variant then runs that config without tuning, in the screen,
+the confirmation and the proposal alike).
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from dataclasses import dataclass, field
 from geak.evaluator import AUTOTUNE_DECORATORS, constexpr_params, decorator_name, is_config_call, is_kernel_def
 from geak.evaluator import parse_python as parse
 
-from .launch_params import ROCM_OPTIONS
+from .device_target import ROCM_OPTIONS, DeviceTarget
 
 DEFAULT_NUM_WARPS = 4
-DEFAULT_NUM_STAGES = 3  # triton.Config's defaults
+DEFAULT_NUM_STAGES = 3  # triton.Config's defaults, which it passes on every backend (AMD's own default is 2)
+_RUNS_ROCM_OPTIONS = ("rocm", "interpreter")  # NVIDIA's Triton rejects them as unrecognised keywords
 _OPTIONS = ("num_warps", "num_stages")
 
 
@@ -58,11 +60,13 @@ class AutotuneSite:
         return f"{self.kernel}:autotune@L{self.line}"
 
 
-def find_autotune_sites(source: str, backend: str | None = None) -> list[AutotuneSite]:
+def find_autotune_sites(source: str, device: DeviceTarget | str | None = None) -> list[AutotuneSite]:
     """Every autotuned kernel whose config list can be read (its ``Config`` calls found), in source order. Only the
-    kernel's own ``tl.constexpr`` parameters count as meta-parameters (and ROCm's compile options on `backend`
-    "rocm"): a config setting anything else is one this device cannot run."""
+    kernel's own ``tl.constexpr`` parameters count as meta-parameters, and ROCm's compile options on a `device` that
+    runs them (ROCm honours them, the CPU interpreter ignores them): a config setting anything else is one this
+    device cannot run."""
     tree = parse(source)
+    rocm_options = DeviceTarget.of(device).backend in _RUNS_ROCM_OPTIONS
     lines = source.splitlines(keepends=True)
     sites = []
     for node in ast.walk(tree):
@@ -70,7 +74,7 @@ def find_autotune_sites(source: str, backend: str | None = None) -> list[Autotun
             continue
         assert isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
         allowed = set(constexpr_params(node))
-        if backend == "rocm":
+        if rocm_options:
             allowed |= set(ROCM_OPTIONS)
         for decorator in node.decorator_list:
             if isinstance(decorator, ast.Call) and decorator_name(decorator) in AUTOTUNE_DECORATORS:

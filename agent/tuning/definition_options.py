@@ -2,8 +2,9 @@
 
 A check composes every candidate with the original's test section, so what a launch there passes stays as it is
 (the ROCm benchmark's files launch their kernels from wrappers after the separator). Where every launch of a
-non-autotuned kernel lies in that section and passes no ``num_warps`` (or no ``num_stages``), the kernel runs with
-Triton's default, and its own definition may set the option instead: ``@triton.heuristics({"num_warps": lambda args:
+non-autotuned kernel lies in that section and passes no ``num_warps`` (or no ``num_stages``, or on ROCm none of its
+compile options), the kernel runs with Triton's default for the device, and its own definition may set the option
+instead: ``@triton.heuristics({"num_warps": lambda args:
 1})`` above its ``@triton.jit``, which Triton hands to every launch of it as the launch's own keyword would be. Triton's
 default can be far from a kernel's best (a kernel of 16×16 tiles launched with the default 4 warps may run much faster
 with one).
@@ -22,7 +23,8 @@ from dataclasses import dataclass
 from geak.evaluator import JIT_DECORATORS, decorator_name, is_kernel_def
 from geak.evaluator import parse_python as parse
 
-from .launch_params import INSERTED_OPTIONS, OPTION_DEFAULTS, kernel_launches
+from .device_target import DeviceTarget
+from .launch_params import inserted_options, kernel_launches
 
 
 @dataclass(frozen=True)
@@ -38,10 +40,13 @@ class DefinitionSite:
         return f"{self.kernel}:definition@L{self.line}"
 
 
-def find_definition_sites(source: str, fixed_lines: Collection[int]) -> list[DefinitionSite]:
+def find_definition_sites(
+    source: str, fixed_lines: Collection[int], device: DeviceTarget | str | None = None
+) -> list[DefinitionSite]:
     """The kernels of `source` whose options may be set at their definition: every launch of them on one of
-    `fixed_lines` (the test section's), and their definition on none; `options`: those no launch passes and no
-    heuristic of theirs sets already."""
+    `fixed_lines` (the test section's), and their definition on none; `options`: those tunable on `device` that no
+    launch passes and no heuristic of theirs sets already."""
+    target = DeviceTarget.of(device)
     tree = parse(source)
     if not _imports_triton(tree):
         return []
@@ -63,19 +68,23 @@ def find_definition_sites(source: str, fixed_lines: Collection[int]) -> list[Def
         if any(kw.arg is None for call in calls for kw in call.keywords):  # `**kwargs`: what it passes is unknown
             continue
         passed = {kw.arg for call in calls for kw in call.keywords}
-        options = tuple(o for o in INSERTED_OPTIONS if o not in passed and o not in kernel.set_by_heuristics)
+        options = tuple(o for o in inserted_options(target) if o not in passed and o not in kernel.set_by_heuristics)
         if options:
             sites.append(DefinitionSite(kernel.name, jit.lineno, options))
     return sorted(sites, key=lambda s: s.line)
 
 
-def set_at_definition(source: str, site: DefinitionSite, values: Mapping[str, int]) -> str:
-    """`source` with the values that differ from Triton's defaults set by a ``@triton.heuristics`` line above the
-    kernel's ``@triton.jit`` (its own line, so every other byte is kept); `source` itself where none differs."""
+def set_at_definition(
+    source: str, site: DefinitionSite, values: Mapping[str, int], device: DeviceTarget | str | None = None
+) -> str:
+    """`source` with the values that differ from Triton's defaults on `device` set by a ``@triton.heuristics`` line
+    above the kernel's ``@triton.jit`` (its own line, so every other byte is kept); `source` itself where none
+    differs."""
+    target = DeviceTarget.of(device)
     unknown = set(values) - set(site.options)
     if unknown:
         raise ValueError(f"{site.kernel}: {', '.join(sorted(unknown))} cannot be set at its definition")
-    changed = {o: values[o] for o in site.options if o in values and values[o] != OPTION_DEFAULTS[o]}
+    changed = {o: values[o] for o in site.options if o in values and values[o] != target.option_default(o)}
     if not changed:
         return source
     lines = source.splitlines(keepends=True)

@@ -15,9 +15,10 @@ writes its literal in place of the name in that keyword alone (``BLOCK_N=64``). 
 - ``tl.constexpr`` arguments (keyword or positional) holding a power of two from 16 to 65536 (smaller
   values are usually flags or row counts);
 - ``num_warps`` and ``num_stages``; when a launch omits them they are still tunable, starting from Triton's
-  default (``num_warps=4``; ``num_stages=3`` on NVIDIA, 2 on AMD, reported as 3 and marked ``default``), and a
-  change inserts the keyword into the call; ``num_ctas`` where the launch sets it;
-- on ROCm (``backend="rocm"``) ``waves_per_eu``, ``matrix_instr_nonkdim`` and ``kpack`` where the launch sets them.
+  default on the device (``num_warps=4``; ``num_stages=3`` on NVIDIA, 2 on AMD; marked ``default``), and a change
+  inserts the keyword into the call; ``num_ctas`` where the launch sets it;
+- on ROCm, its compile options ``waves_per_eu``, ``matrix_instr_nonkdim`` and ``kpack`` over the values the device
+  accepts (``device_target``), inserted like the two above where a launch omits them.
 
 ``@triton.autotune`` kernels are tuned through their config lists instead (``autotune_configs``).
 Rewriting touches only the changed literals (or inserts the missing keyword); every other byte is preserved.
@@ -35,6 +36,7 @@ from typing import Literal
 from geak.evaluator import AUTOTUNE_DECORATORS, constexpr_params, decorator_name, is_kernel_def
 from geak.evaluator import parse_python as parse
 
+from .device_target import ROCM_OPTIONS, DeviceTarget
 from .name_bindings import ScopeNode, bound_values, module_function, returned_values
 
 HEURISTICS_DECORATORS = frozenset({"triton.heuristics", "heuristics"})
@@ -43,8 +45,6 @@ ParamKind = Literal["constexpr", "num_warps", "num_stages", "num_ctas", "waves_p
 
 NUM_WARPS_CHOICES = (1, 2, 4, 8, 16)
 NUM_STAGES_CHOICES = (1, 2, 3, 4, 5)
-DEFAULT_NUM_WARPS = 4
-DEFAULT_NUM_STAGES = 3
 MIN_BLOCK = 16
 MAX_BLOCK = 65536
 _BLOCK_FACTORS = (0.25, 0.5, 1, 2, 4)
@@ -52,15 +52,18 @@ _OPTION_CHOICES: dict[str, tuple[int, ...]] = {
     "num_warps": NUM_WARPS_CHOICES,
     "num_stages": NUM_STAGES_CHOICES,
     "num_ctas": (1, 2),
-    "waves_per_eu": (0, 1, 2, 3, 4),
-    "matrix_instr_nonkdim": (16, 32),
-    "kpack": (1, 2),
 }
-ROCM_OPTIONS = ("waves_per_eu", "matrix_instr_nonkdim", "kpack")  # compile options only ROCm's Triton accepts
 _LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas")
 INSERTED_OPTIONS: tuple[ParamKind, ...] = ("num_warps", "num_stages")  # tunable even where a launch omits them
-OPTION_DEFAULTS = {"num_warps": DEFAULT_NUM_WARPS, "num_stages": DEFAULT_NUM_STAGES}
+_INSERTION_ORDER = (*INSERTED_OPTIONS, *ROCM_OPTIONS)
+_NO_DEVICE = DeviceTarget()
 _MAX_DEPTH = 8  # names and tables followed through at most this many steps
+
+
+def inserted_options(device: DeviceTarget) -> tuple[ParamKind, ...]:
+    """The options tunable on `device` where a launch omits them: warps and stages, and ROCm's compile options with
+    values to try there."""
+    return (*INSERTED_OPTIONS, *device.tuned_rocm_options)  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
@@ -143,18 +146,19 @@ def autotuned_kernels(source: str) -> list[str]:
     return [k.name for k in _kernels(_parse(source)).values() if k.autotuned]
 
 
-def find_tunable_params(source: str, backend: str | None = None) -> list[TunableParam]:
-    """All tunable launch parameters of the module, in source order of their launch sites (then the heuristics').
-    `backend` "rocm" adds ROCm's compile options."""
+def find_tunable_params(source: str, device: DeviceTarget | str | None = None) -> list[TunableParam]:
+    """All tunable launch parameters of the module, in source order of their launch sites (then the heuristics'), on
+    `device` (a ``DeviceTarget`` or a backend's name; ROCm adds its compile options)."""
     tree = _parse(source)
+    target = DeviceTarget.of(device)
     kernels = {name: k for name, k in _kernels(tree).items() if not k.autotuned}
-    options = _LAUNCH_OPTIONS + (ROCM_OPTIONS if backend == "rocm" else ())
+    options = (*_LAUNCH_OPTIONS, *target.tuned_rocm_options)
     params: list[TunableParam] = []
     claimed: dict[tuple[int, int], TunableParam] = {}  # literal -> the parameter that owns it (a name shared)
     seen_keys: Counter[str] = Counter()
-    found = [p for call, name, scopes in _launch_sites(tree, kernels) for p in _call_params(call, kernels[name], scopes,
-                                                                                             options)]  # fmt: skip
-    found += [p for kernel in kernels.values() for p in _heuristic_params(tree, kernel)]
+    sites = _launch_sites(tree, kernels)
+    found = [p for call, name, scopes in sites for p in _call_params(call, kernels[name], scopes, target, options)]
+    found += [p for kernel in kernels.values() for p in _heuristic_params(tree, kernel, target)]
     for param in found:
         owns = None  # the literal this parameter owns, if it is one's first
         if isinstance(param, _SplitCandidate):
@@ -175,13 +179,13 @@ def find_tunable_params(source: str, backend: str | None = None) -> list[Tunable
     return params
 
 
-def apply_params(source: str, values: Mapping[str, int], backend: str | None = None) -> str:
+def apply_params(source: str, values: Mapping[str, int], device: DeviceTarget | str | None = None) -> str:
     """Return ``source`` with the given parameters (by key) set to the given values.
 
     Only changed values are rewritten. Raises ``ValueError`` for an unknown key, a value outside the
     parameter's choices, or a result that does not parse back to the requested values.
     """
-    params = {p.key: p for p in find_tunable_params(source, backend)}
+    params = {p.key: p for p in find_tunable_params(source, device)}
     unknown = sorted(set(values) - set(params))
     if unknown:
         known = ", ".join(params) or "none"
@@ -205,7 +209,7 @@ def apply_params(source: str, values: Mapping[str, int], backend: str | None = N
             for line, col, end_line, end_col in edit.linked:
                 edits.append((line_starts[line - 1] + col, line_starts[end_line - 1] + end_col, str(value)))
     for position, (after_argument, keywords) in insertions.items():
-        keywords.sort(key=lambda keyword: INSERTED_OPTIONS.index(keyword.split("=")[0]))
+        keywords.sort(key=lambda keyword: _INSERTION_ORDER.index(keyword.split("=")[0]))
         edits.append((position, position, (", " if after_argument else "") + ", ".join(keywords)))
     if not edits:
         return source
@@ -221,13 +225,13 @@ def apply_params(source: str, values: Mapping[str, int], backend: str | None = N
         position = end
     pieces.append(encoded[position:])
     result = b"".join(pieces).decode("utf-8")
-    _verify(result, values, backend)
+    _verify(result, values, device)
     return result
 
 
-def _verify(result: str, values: Mapping[str, int], backend: str | None) -> None:
+def _verify(result: str, values: Mapping[str, int], device: DeviceTarget | str | None) -> None:
     try:
-        rewritten = {p.key: p.current for p in find_tunable_params(result, backend)}
+        rewritten = {p.key: p.current for p in find_tunable_params(result, device)}
     except ValueError as exc:
         raise ValueError(f"rewriting launch parameters produced invalid Python: {exc}") from exc
     wrong = [key for key, value in values.items() if rewritten.get(key) != value]
@@ -305,7 +309,7 @@ def _launch_sites(tree: ast.Module, kernels: Mapping[str, _Kernel]) -> Iterator[
 
 
 def _call_params(
-    call: ast.Call, kernel: _Kernel, scopes: tuple[ScopeNode, ...], options: tuple[str, ...]
+    call: ast.Call, kernel: _Kernel, scopes: tuple[ScopeNode, ...], device: DeviceTarget, options: tuple[str, ...]
 ) -> Iterator[TunableParam | _SplitCandidate]:
     overwritten = kernel.set_by_heuristics
     keywords = {kw.arg: kw for kw in call.keywords if kw.arg is not None and kw.arg not in overwritten}
@@ -317,18 +321,18 @@ def _call_params(
             literals = _literals(value, scopes, "constexpr")
             for found in literals:
                 linked = _grid_literals(call, found.value) if found.node is value else ()
-                yield _make_param(kernel.name, name, "constexpr", found, site, linked)
+                yield _make_param(kernel.name, name, "constexpr", found, site, device, linked)
             if isinstance(value, ast.Name) and len(literals) == 1:
                 yield _split_candidate(kernel.name, name, value, literals[0], site)
     for option in options:
         if option in keywords:
             for found in _literals(keywords[option].value, scopes, option):
-                yield _make_param(kernel.name, option, option, found, site)  # type: ignore[arg-type]
-        elif option in INSERTED_OPTIONS and option not in overwritten and not spread:
-            yield _default_param(call, kernel.name, option, site)
+                yield _make_param(kernel.name, option, option, found, site, device)  # type: ignore[arg-type]
+        elif option in inserted_options(device) and option not in overwritten and not spread:
+            yield _default_param(call, kernel.name, option, site, device)  # type: ignore[arg-type]
 
 
-def _heuristic_params(tree: ast.Module, kernel: _Kernel) -> Iterator[TunableParam]:
+def _heuristic_params(tree: ast.Module, kernel: _Kernel, device: DeviceTarget) -> Iterator[TunableParam]:
     """Values a ``@triton.heuristics({...})`` of the kernel gives its meta-parameters: the literal results of a lambda,
     or of a module function it names."""
     for name, value in kernel.heuristics:
@@ -344,7 +348,7 @@ def _heuristic_params(tree: ast.Module, kernel: _Kernel) -> Iterator[TunablePara
         site = f"{kernel.name}:heuristics@L{value.lineno}"
         for result in results:
             for found in _literals(result, scopes, kind):
-                yield _make_param(kernel.name, name, kind, found.reached("heuristics"), site)
+                yield _make_param(kernel.name, name, kind, found.reached("heuristics"), site, device)
 
 
 def _positional_arguments(call: ast.Call, kernel: _Kernel) -> Iterator[tuple[str, ast.expr]]:
@@ -372,6 +376,7 @@ def _make_param(
     kind: ParamKind,
     literal: _Literal,
     site: str,
+    device: DeviceTarget,
     linked: tuple[tuple[int, int, int, int], ...] = (),
 ) -> TunableParam:
     node = literal.node
@@ -383,7 +388,7 @@ def _make_param(
         kind=kind,
         current=literal.value,
         line=node.lineno,
-        choices=_choices(kind, literal.value),
+        choices=_choices(kind, literal.value, device),
         default=False,
         _edit=edit,
         group=site + literal.row,
@@ -418,15 +423,15 @@ def _split_candidate(kernel: str, name: str, value: ast.Name, literal: _Literal,
     return _SplitCandidate(param, (literal.node.lineno, literal.node.col_offset))
 
 
-def _default_param(call: ast.Call, kernel: str, option: ParamKind, site: str) -> TunableParam:
-    """A launch option the call omits: inserted after the last argument when changed."""
+def _default_param(call: ast.Call, kernel: str, option: ParamKind, site: str, device: DeviceTarget) -> TunableParam:
+    """A launch option the call omits (Triton's default on `device`): inserted after the last argument when changed."""
     arguments: list[ast.expr | ast.keyword] = [*call.args, *call.keywords]
     if arguments:
         last = max(arguments, key=lambda a: (a.end_lineno or 0, a.end_col_offset or 0))
         line, col = last.end_lineno or call.lineno, last.end_col_offset or 0
     else:  # `kernel[grid]()`: the closing parenthesis is the last byte of the call
         line, col = call.end_lineno or call.lineno, (call.end_col_offset or 1) - 1
-    current = OPTION_DEFAULTS[option]
+    current = device.option_default(option)
     return TunableParam(
         key=f"{kernel}:{option}@L{line}",
         kernel=kernel,
@@ -434,7 +439,7 @@ def _default_param(call: ast.Call, kernel: str, option: ParamKind, site: str) ->
         kind=option,
         current=current,
         line=line,
-        choices=_choices(option, current),
+        choices=_choices(option, current, device),
         default=True,
         _edit=_Edit(line, col, line, col, keyword=option, after_argument=bool(arguments)),
         group=site,
@@ -442,10 +447,13 @@ def _default_param(call: ast.Call, kernel: str, option: ParamKind, site: str) ->
     )
 
 
-def _choices(kind: ParamKind, current: int) -> tuple[int, ...]:
+def _choices(kind: ParamKind, current: int, device: DeviceTarget = _NO_DEVICE) -> tuple[int, ...]:
+    """The values to try for a parameter now at `current` (a tile's do not depend on the device)."""
     if kind == "constexpr":
         scaled = (int(current * factor) for factor in _BLOCK_FACTORS)
         candidates = {v for v in scaled if MIN_BLOCK <= v <= MAX_BLOCK and _is_power_of_two(v)}
+    elif kind in ROCM_OPTIONS:
+        candidates = set(device.rocm_choices(kind))
     else:
         candidates = set(_OPTION_CHOICES[kind])
     return tuple(sorted(candidates | {current}))

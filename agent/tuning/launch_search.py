@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -134,7 +134,7 @@ async def search_launch_configs(
     backend: SearchBackend,
     *,
     budget_s: float,
-    device_backend: str | None = None,
+    device_backend: Mapping[str, Any] | str | None = None,
     kernel: str | None = None,
     focus: Focus = "unknown",
     state: dict[str, Any] | None = None,
@@ -143,8 +143,9 @@ async def search_launch_configs(
     should_stop: Callable[[], bool] | None = None,
     seed: int = 0,
 ) -> SearchResult:
-    """Tune the launch configurations of `source` within about `budget_s` seconds. `device_backend`: "cuda", "rocm"
-    or "interpreter" (which presets and options apply); `kernel` restricts the search to that kernel's launches;
+    """Tune the launch configurations of `source` within about `budget_s` seconds. `device_backend`: the evaluator's
+    runtime facts (backend and arch: which presets, options and limits apply), or the backend's name alone ("cuda",
+    "rocm" or "interpreter"); `kernel` restricts the search to that kernel's launches;
     `focus`: what the baseline's diagnosis says limits it. Raises ValueError for a source that does not parse."""
     search = _Search(source, backend, budget_s, device_backend, kernel, state, on_event, on_state, should_stop)
     return await search.run(focus, seed)
@@ -156,7 +157,7 @@ class _Search:
         source: str,
         backend: SearchBackend,
         budget_s: float,
-        device_backend: str | None,
+        device_backend: Mapping[str, Any] | str | None,
         kernel: str | None,
         state: dict[str, Any] | None,
         on_event: Callable[[str], None] | None,

@@ -16,7 +16,9 @@ Which configurations, in order:
 each ordered by what the diagnosis says limits the kernel (``Focus``): memory- or latency-bound calls want other tile
 widths and warps, compute-bound ones deeper pipelines and other tiles, spilling kernels smaller tiles and fewer
 stages. Only values the kernel accepts are tried: power-of-two tiles of at least 16, warps up to 16 (32 where the file
-uses it), stages only where the kernel has a loop to pipeline.
+uses it), stages only where the kernel has a loop to pipeline; on ROCm its compile options over the values the device
+accepts (``device_target``), the MFMA ones (``matrix_instr_nonkdim``, ``kpack``) only for kernels with a ``tl.dot``.
+The shared-memory bound and the lanes a 1-D tile is spread over are the device's (``DeviceTarget``).
 
 An autotuned kernel's own configs are screened too, each pinned (``own_configs``): the best of them is what the
 original's list reaches at best, the bar a new configuration must clear. Its autotuner's kept choice need not be that
@@ -29,29 +31,22 @@ from __future__ import annotations
 import ast
 import itertools
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from geak.evaluator import CallCost, CompiledKernelFacts, TritonFileError, is_kernel_def, parse_triton_file
 from geak.evaluator import parse_python as parse
 
 from .autotune_configs import AutotuneSite, LaunchConfig, find_autotune_sites, pin
 from .definition_options import DefinitionSite, find_definition_sites, set_at_definition
-from .launch_params import (
-    NUM_STAGES_CHOICES,
-    NUM_WARPS_CHOICES,
-    OPTION_DEFAULTS,
-    TunableParam,
-    apply_params,
-    find_tunable_params,
-)
+from .device_target import ROCM_DEFAULTS, ROCM_DOT_OPTIONS, ROCM_OPTIONS, DeviceTarget
+from .launch_params import NUM_STAGES_CHOICES, NUM_WARPS_CHOICES, TunableParam, apply_params, find_tunable_params
 from .review_notes import ParamChange
 
 Focus = Literal["memory", "compute", "latency", "spills", "unknown"]
 Role = Literal["M", "N", "K", "tile", "warps", "stages", "other"]
 
-SHARED_MEMORY_PER_BLOCK = {"cuda": 227 * 1024, "rocm": 64 * 1024}  # H100/H200 opt-in limit; MI300 LDS
 ELEMENT_BYTES = 2  # a tile's element size assumed for the shared-memory bound (fp16/bf16)
 MAX_ELEMENTS_PER_THREAD = 128  # a 1-D tile spread thinner than this over its threads is kept; thicker spills
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps): Triton's matmul tutorial configs and Hopper-sized tiles
@@ -89,6 +84,8 @@ class Group:
     loops: bool
     autotune: AutotuneSite | None = None
     definition: DefinitionSite | None = None  # options set at the kernel's definition (``definition_options``)
+    inert: frozenset[str] = frozenset()  # config keys that change nothing here: ROCm's options off ROCm, its MFMA ones
+    # for a kernel without a tl.dot
 
     def knob(self, key: str) -> Knob:
         return next(k for k in self.knobs if k.key == key)
@@ -114,16 +111,19 @@ class Variant:
 
 @dataclass
 class Space:
-    """The launch configurations of `source` (on `backend`: "cuda", "rocm" or "interpreter")."""
+    """The launch configurations of `source` on `backend`: the device's runtime facts (the evaluator's ``runtime()``),
+    a ``DeviceTarget``, or a backend's name alone ("cuda", "rocm" or "interpreter")."""
 
     source: str
-    backend: str | None = None
+    backend: DeviceTarget | Mapping[str, Any] | str | None = None
     kernel: str | None = None
     groups: list[Group] = field(default_factory=list)
     set_by_test: list[str] = field(default_factory=list)  # knobs on lines of the test section: never screened
+    device: DeviceTarget = field(init=False)
 
     def __post_init__(self) -> None:
-        groups, in_test = _groups(self.source, self.backend)
+        self.device = DeviceTarget.of(self.backend)
+        groups, in_test = _groups(self.source, self.device)
         self.groups = [g for g in groups if self.kernel in (None, g.kernel)]
         self.set_by_test = [where for kernel, where in in_test if self.kernel in (None, kernel)]
 
@@ -194,11 +194,11 @@ class Space:
                 params |= dict(values)
             else:
                 autotuned.append((group, _config(group, dict(values))))
-        source = apply_params(self.source, params, self.backend) if params else self.source
+        source = apply_params(self.source, params, self.device) if params else self.source
         for site, values in sorted(defined, key=lambda d: -d[0].line):  # from the last: each adds a line above it
-            source = set_at_definition(source, site, values)
+            source = set_at_definition(source, site, values, self.device)
         for group, config in autotuned:  # one at a time: each rewrite moves the others' positions
-            source = pin(source, _site_of(source, group, self.backend), config)
+            source = pin(source, _site_of(source, group, self.device), config)
         return source
 
     # ------------------------------------------------------------------------------------------ choosing
@@ -260,14 +260,14 @@ class Space:
         current = {k.key: k.current for k in group.knobs}
         found: list[dict[str, int]] = []
         if group.uses_dot:
-            found += _presets(group, self.backend)
+            found += _presets(group, self.device)
         found += _ordered(_steps(group, current), group, focus)
         found += _ordered(_grid(group), group, focus)
         found += _draws(group, seed)
         variants = []
         for values in found:
             full = {**current, **values}
-            if full != current and _accepted(group, full, self.backend) and _own_index(group, full) is None:
+            if full != current and _accepted(group, full, self.device) and _own_index(group, full) is None:
                 variants.append(Variant(((group.name, tuple(full.items())),), "first round"))
         return list(dict.fromkeys(variants))
 
@@ -287,19 +287,20 @@ def focus_of(calls: Sequence[CallCost], kernels: Sequence[CompiledKernelFacts]) 
 # ---------------------------------------------------------------------------------------------- groups
 
 
-def _groups(source: str, backend: str | None) -> tuple[list[Group], list[tuple[str, str]]]:
+def _groups(source: str, device: DeviceTarget) -> tuple[list[Group], list[tuple[str, str]]]:
     """The launch configurations of `source`, and (kernel, where) of each knob on a line of its test section: a check
     composes every candidate with the original's test section, so a change there would screen the original again
     (the ROCm benchmark's files launch their kernels from wrappers after the separator: 24 of its 31 files set every
     launch configuration there)."""
     traits = _kernel_traits(source)
-    rocm = "rocm" if backend == "rocm" else None
     in_test = _test_lines(source)
-    definitions = find_definition_sites(source, in_test)
+    definitions = find_definition_sites(source, in_test, device)
     at_definition = {(site.kernel, option) for site in definitions for option in site.options}
     set_by_test: list[tuple[str, str]] = []
     by_group: dict[str, list[TunableParam]] = {}
-    for param in find_tunable_params(source, rocm):
+    for param in find_tunable_params(source, device):
+        if param.kind in ROCM_DOT_OPTIONS and not traits.get(param.kernel, (False, True))[0]:
+            continue  # an MFMA option of a kernel without a tl.dot changes nothing
         if param.line in in_test:
             if not (param.default and (param.kernel, param.name) in at_definition):
                 set_by_test.append((param.kernel, f"{param.kernel}: {param.name} (line {param.line})"))
@@ -312,23 +313,24 @@ def _groups(source: str, backend: str | None) -> tuple[list[Group], list[tuple[s
         knobs = tuple(
             Knob(p.key, p.name, _role(p.name, p.kind), p.current, p.choices)
             for p in params
-            if loops or p.kind != "num_stages"
+            if _wanted(p.kind, uses_dot, loops)
         )
         if knobs:
             groups.append(Group(name, kernel, knobs, uses_dot, loops))
     for site in definitions:
         uses_dot, loops = traits.get(site.kernel, (False, True))
-        knobs = tuple(_definition_knobs(site, loops))
+        knobs = tuple(_definition_knobs(site, uses_dot, loops, device))
         if knobs:
             groups.append(Group(site.group, site.kernel, knobs, uses_dot, loops, definition=site))
-    for site in find_autotune_sites(source, rocm):
+    for site in find_autotune_sites(source, device):
         if site.line in in_test:
             set_by_test.append((site.kernel, f"{site.kernel}: its autotune configs (line {site.line})"))
             continue
         uses_dot, loops = traits.get(site.kernel, (False, True))
-        knobs = tuple(_autotune_knobs(site, loops))
+        knobs = tuple(_autotune_knobs(site, uses_dot, loops, device))
         if knobs:
-            groups.append(Group(site.group, site.kernel, knobs, uses_dot, loops, site))
+            inert = frozenset(ROCM_OPTIONS if not device.rocm else () if uses_dot else ROCM_DOT_OPTIONS)
+            groups.append(Group(site.group, site.kernel, knobs, uses_dot, loops, site, inert=inert))
     return groups, set_by_test
 
 
@@ -368,18 +370,33 @@ def _role(name: str, kind: str) -> Role:
     return "tile"
 
 
-def _autotune_knobs(site: AutotuneSite, loops: bool) -> list[Knob]:
+def _wanted(kind: str, uses_dot: bool, loops: bool) -> bool:
+    """Whether an option can change the kernel: stages where it loops, MFMA options where it has a ``tl.dot``."""
+    return (loops or kind != "num_stages") and (uses_dot or kind not in ROCM_DOT_OPTIONS)
+
+
+def _rocm_knob(option: str, current: int, device: DeviceTarget) -> Knob | None:
+    """A knob over the values of one of ROCm's compile options the device accepts (and the current one)."""
+    choices = device.rocm_choices(option)
+    return Knob(option, option, "other", current, tuple(sorted({*choices, current}))) if choices else None
+
+
+def _autotune_knobs(site: AutotuneSite, uses_dot: bool, loops: bool, device: DeviceTarget) -> list[Knob]:
     """The knobs of an autotuned kernel: each meta-parameter over the powers of two around the values its configs
-    use, warps and (where it loops) stages; `current` is the first config's."""
+    use, warps, (where it loops) stages and on ROCm its compile options; `current` is the first config's. None where
+    the first config does not set every meta-parameter the configs set (a config rendered from it would drop one)."""
     first = site.known[0] if site.known else LaunchConfig(())
+    written = dict(first.meta)
+    if any(key not in written for key in site.keys if key not in ROCM_OPTIONS):
+        return []
     knobs = []
     for key in site.keys:
-        values = [v for c in site.known for k, v in c.meta if k == key]
-        if not values:
+        if key in ROCM_OPTIONS:
             continue
+        values = [v for c in site.known for k, v in c.meta if k == key]
         low, high = max(1, min(values) // 4), min(65536, max(values) * 4)
         choices = tuple(v for v in (1 << i for i in range(17)) if low <= v <= high)
-        current = dict(first.meta).get(key, values[0])
+        current = written[key]
         if current in choices and len(choices) > 1:
             knobs.append(Knob(key, key, _role(key, "constexpr"), current, choices))
     knobs.append(
@@ -388,31 +405,49 @@ def _autotune_knobs(site: AutotuneSite, loops: bool) -> list[Knob]:
     if loops:
         knobs.append(Knob("num_stages", "num_stages", "stages", first.num_stages,
                           tuple(sorted({*NUM_STAGES_CHOICES, first.num_stages}))))  # fmt: skip
+    for option in ROCM_OPTIONS:
+        knob = _rocm_knob(option, written.get(option, ROCM_DEFAULTS[option]), device)
+        if knob is not None and _wanted(option, uses_dot, loops):
+            knobs.append(knob)
     return knobs
 
 
-def _definition_knobs(site: DefinitionSite, loops: bool) -> list[Knob]:
-    """The options a kernel's definition may set, from Triton's defaults: warps, and stages where it loops."""
-    knobs = [Knob("num_warps", "num_warps", "warps", OPTION_DEFAULTS["num_warps"], NUM_WARPS_CHOICES)]
-    if loops:
-        knobs.append(Knob("num_stages", "num_stages", "stages", OPTION_DEFAULTS["num_stages"], NUM_STAGES_CHOICES))
-    return [k for k in knobs if k.key in site.options]
+def _definition_knobs(site: DefinitionSite, uses_dot: bool, loops: bool, device: DeviceTarget) -> list[Knob]:
+    """The options a kernel's definition may set, from Triton's defaults on the device: warps, stages where it loops,
+    ROCm's compile options."""
+    knobs = []
+    for option in site.options:
+        current = device.option_default(option)
+        if not _wanted(option, uses_dot, loops):
+            continue
+        if option == "num_warps":
+            knobs.append(Knob(option, option, "warps", current, tuple(sorted({*NUM_WARPS_CHOICES, current}))))
+        elif option == "num_stages":
+            knobs.append(Knob(option, option, "stages", current, tuple(sorted({*NUM_STAGES_CHOICES, current}))))
+        elif (knob := _rocm_knob(option, current, device)) is not None:
+            knobs.append(knob)
+    return knobs
 
 
 def _config(group: Group, values: dict[str, int]) -> LaunchConfig:
+    """The first config with `values` set: its meta-parameters in its order, then a ROCm option it omits where set to
+    other than Triton's default."""
     assert group.autotune is not None
     first = group.autotune.known[0] if group.autotune.known else LaunchConfig(())
-    meta = tuple((k, values.get(k, v)) for k, v in first.meta)
-    return LaunchConfig(meta, values.get("num_warps", first.num_warps), values.get("num_stages", first.num_stages))
+    meta = [(k, values.get(k, v)) for k, v in first.meta]
+    written = dict(first.meta)
+    meta += [(k, values[k]) for k in ROCM_OPTIONS if k in values and k not in written and values[k] != ROCM_DEFAULTS[k]]
+    return LaunchConfig(tuple(meta), values.get("num_warps", first.num_warps),
+                        values.get("num_stages", first.num_stages))  # fmt: skip
 
 
 def _values_of(group: Group, config: LaunchConfig) -> dict[str, int] | None:
     """The knob values that render as `config`, or None where its knobs cannot say it (a meta-parameter or an option
     they do not cover)."""
-    meta = dict(config.meta)
+    meta = {**ROCM_DEFAULTS, **dict(config.meta)}  # a ROCm option a config omits is Triton's default
     options = {"num_warps": config.num_warps, "num_stages": config.num_stages}
     values = {k.key: options[k.key] if k.key in options else meta.get(k.key, k.current) for k in group.knobs}
-    return values if _same(_config(group, values), config) else None
+    return values if _same(_config(group, values), config, group.inert) else None
 
 
 def _own_index(group: Group, values: dict[str, int]) -> int | None:
@@ -420,17 +455,21 @@ def _own_index(group: Group, values: dict[str, int]) -> int | None:
     if group.autotune is None:
         return None
     config = _config(group, values)
-    return next((i for i, known in enumerate(group.autotune.known) if _same(known, config)), None)
+    return next((i for i, known in enumerate(group.autotune.known) if _same(known, config, group.inert)), None)
 
 
-def _same(a: LaunchConfig, b: LaunchConfig) -> bool:
-    """The same config, whatever the order its meta-parameters are written in."""
-    return (dict(a.meta), a.num_warps, a.num_stages) == (dict(b.meta), b.num_warps, b.num_stages)
+def _same(a: LaunchConfig, b: LaunchConfig, inert: frozenset[str]) -> bool:
+    """The same config here, whatever the order its meta-parameters are written in, whether it writes a ROCm option
+    at Triton's default or omits it, and whatever it sets for an `inert` key."""
+    return (_meta(a, inert), a.num_warps, a.num_stages) == (_meta(b, inert), b.num_warps, b.num_stages)
 
 
-def _site_of(source: str, group: Group, backend: str | None) -> AutotuneSite:
-    rocm = "rocm" if backend == "rocm" else None
-    return next(s for s in find_autotune_sites(source, rocm) if s.kernel == group.kernel)
+def _meta(config: LaunchConfig, inert: frozenset[str]) -> dict[str, int]:
+    return {k: v for k, v in config.meta if k not in inert and not (k in ROCM_DEFAULTS and v == ROCM_DEFAULTS[k])}
+
+
+def _site_of(source: str, group: Group, device: DeviceTarget) -> AutotuneSite:
+    return next(s for s in find_autotune_sites(source, device) if s.kernel == group.kernel)
 
 
 def _row(group: str) -> str:
@@ -447,14 +486,14 @@ def _site(group: str, kernel: str) -> str:
 # ---------------------------------------------------------------------------------------------- candidates
 
 
-def _presets(group: Group, backend: str | None) -> list[dict[str, int]]:
+def _presets(group: Group, device: DeviceTarget) -> list[dict[str, int]]:
     axes = {k.role: k for k in group.knobs if k.role in ("M", "N", "K")}
     if len(axes) < 2:
         return []
     warps = next((k for k in group.knobs if k.role == "warps"), None)
     stages = next((k for k in group.knobs if k.role == "stages"), None)
     found = []
-    for m, n, k, s, w in AMD_MATMUL if backend == "rocm" else NVIDIA_MATMUL:
+    for m, n, k, s, w in AMD_MATMUL if device.rocm else NVIDIA_MATMUL:
         values = {axes[a].key: v for a, v in (("M", m), ("N", n), ("K", k)) if a in axes}
         if any(v not in axes[a].choices for a, v in (("M", m), ("N", n), ("K", k)) if a in axes):
             continue
@@ -503,18 +542,18 @@ def _draws(group: Group, seed: int, count: int = 64) -> list[dict[str, int]]:
     return [{k.key: rng.choice(k.choices) for k in group.knobs} for _ in range(count)]
 
 
-def _accepted(group: Group, values: dict[str, int], backend: str | None) -> bool:
-    """Values the kernel can take: a matmul's tiles within a block's shared memory; a 1-D tile neither thinner than
-    a thread nor thicker than ``MAX_ELEMENTS_PER_THREAD`` per thread."""
+def _accepted(group: Group, values: dict[str, int], device: DeviceTarget) -> bool:
+    """Values the kernel can take on the device: a matmul's tiles (as many copies as its pipeline keeps) within a
+    block's shared memory; a 1-D tile neither thinner than a thread nor thicker than ``MAX_ELEMENTS_PER_THREAD`` per
+    thread."""
     by_role = {k.role: values[k.key] for k in group.knobs}
     warps = by_role.get("warps", 4)
     if group.uses_dot and {"M", "N", "K"} <= by_role.keys():
-        stages = max(1, by_role.get("stages", 2))
-        shared = (by_role["M"] * by_role["K"] + by_role["K"] * by_role["N"]) * ELEMENT_BYTES * stages
-        return shared <= SHARED_MEMORY_PER_BLOCK.get(backend or "cuda", SHARED_MEMORY_PER_BLOCK["cuda"])
+        tiles = (by_role["M"] * by_role["K"] + by_role["K"] * by_role["N"]) * ELEMENT_BYTES
+        return tiles * device.shared_buffers(by_role.get("stages", 2)) <= device.shared_memory
     tiles = [values[k.key] for k in group.knobs if k.role == "tile"]
     if len(tiles) == 1 and not group.uses_dot:
-        per_thread = tiles[0] / (warps * 32)
+        per_thread = tiles[0] / (warps * device.warp_size)
         return 1 <= per_thread <= MAX_ELEMENTS_PER_THREAD
     return True
 
