@@ -363,6 +363,8 @@ class GeakAgent:
                 f"{best.id} ({best.origin}) is {ev.speedup:.3f}x faster "
                 f"[{ev.speedup_low:.3f}, {ev.speedup_high:.3f}] and passes the test"
             )
+            if best.review:
+                message += f"; {_notes(len(best.review))} what the test cannot show: read before applying it"
         else:
             new_text = None
             if not message:
@@ -393,9 +395,14 @@ class GeakAgent:
             checkpoint=str(run.store.paths.latest),
             stopped=self._stop,
             search=run.search,
+            review=list(best.review) if best is not None else [],
         )
         self._emit("done", message, best_speedup=best.evaluation.speedup if best and best.evaluation else None)
         return result
+
+
+def _notes(count: int) -> str:
+    return "a review note says" if count == 1 else f"{count} review notes say"
 
 
 class _SearchBackend:
@@ -421,13 +428,13 @@ class _SearchBackend:
         progress = lambda message: self.agent._emit("waiting", message)
         return await self.agent.candidates.screen(baseline, variants, deadline_s, finalists, progress)
 
-    async def confirm(self, source: str, note: str) -> Evaluation:
+    async def confirm(self, source: str, note: str, review: list[str]) -> Evaluation:
         memory = self.run.memory
         done = next((c for c in memory.candidates if c.origin == "search" and c.code == source and c.evaluation), None)
         if done is not None and done.evaluation is not None:  # confirmed before a resume: not run again
             return done.evaluation
         number = sum(1 for c in memory.candidates if c.origin == "search") + 1
-        candidate = Candidate(f"s{number}", -1, 0, "search", source, parent=self.parent, note=note)
+        candidate = Candidate(f"s{number}", -1, 0, "search", source, parent=self.parent, note=note, review=review)
         progress = lambda message: self.agent._emit("waiting", message)
         candidate.evaluation = await self.agent.candidates.evaluate(source, progress=progress)
         memory.candidates.append(candidate)

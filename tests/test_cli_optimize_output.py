@@ -1,8 +1,10 @@
 """What `geak optimize` says: a model that cannot be used (exit 2, plainly), no secret, markup shown verbatim, the
-final message once, table notes whole, "1 request"."""
+final message once, table notes whole, "1 request", a search winner's review notes in the table, the summary and
+`--json`."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -82,14 +84,30 @@ def test_the_demo_says_its_result_once_with_whole_notes(tmp_path):
     assert table and all(len(line) <= 80 for line in table)  # the table fits the terminal
 
 
-def test_the_search_winners_review_notes_are_printed(capsys):
-    from geak.agent.outcome import OptimizeResult
-    from geak.server.cli.optimize import print_result
+SPLIT_K = FIXTURES / "split_k_atomic.py"  # the scripted GPU times its SPLIT_K 2 at half the original's time
+HARNESS = Path(__file__).parent / "lsp_harness.py"
+ATOMIC_NOTE = "row_sum_kernel: SPLIT_K 1→2 takes its `tl.atomic_add` path (line 22): it updates memory atomically"
 
-    note = "mm: SPLIT_K 1→2 takes its `tl.atomic_add` path (line 9): it adds into memory that must start at zero"
-    search = {"summary": "mm: SPLIT_K 1→2: 2.000x faster", "knobs": 1, "screened": 4, "correct": 4, "rounds": 1,
-              "finalists": 1, "seconds": 3.0, "review": [note]}  # fmt: skip
-    result = OptimizeResult(str(ADD), True, "s1 (search) is 2.0x faster", True, {"device": "GPU"}, 1.0, None, None,
-                            "", [], search=search)  # fmt: skip
-    print_result(result)
-    assert f"review: {note}" in capsys.readouterr().out.replace("\n", " ")
+
+def scripted_gpu_geak(*args: str) -> subprocess.CompletedProcess:
+    """`geak` on the scripted GPU (``lsp_harness``): real checks and screening in the interpreter, timing scripted."""
+    return subprocess.run([sys.executable, str(HARNESS), "--scripted-gpu", "--cli", *args], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "COLUMNS": "200"})  # fmt: skip
+
+
+def test_a_search_winner_that_splits_k_carries_its_review_note_in_json_and_text(tmp_path):
+    """The search's winner, as the loop returns it, takes the kernel onto its atomic path: every output says so."""
+    p = scripted_gpu_geak("optimize", str(SPLIT_K), "--budget", "12", "--output", str(tmp_path / "a"), "--json")
+    assert p.returncode == 0, p.stderr
+    data = json.loads(p.stdout)
+    assert data["improved"] and data["best"]["note"] == "row_sum_kernel: SPLIT_K 1→2"
+    (note,) = data["review"]
+    assert note.startswith(ATOMIC_NOTE) and data["best"]["review"] == [note]
+    assert data["message"].endswith("; a review note says what the test cannot show: read before applying it")
+
+    p = scripted_gpu_geak("optimize", str(SPLIT_K), "--budget", "12", "--output", str(tmp_path / "b"))
+    assert p.returncode == 0, p.stderr
+    row = next(line for line in p.stdout.splitlines() if line.startswith(" s1 "))
+    assert row.rstrip().endswith("row_sum_kernel: SPLIT_K 1→2 ⚠ review below")  # the table marks it
+    assert f"review s1: {note}" in p.stdout
+    assert "a review note says what the test cannot show" in p.stdout  # and the final line

@@ -93,7 +93,7 @@ class Scripted:
     async def confirm_estimate(self):
         return self.confirm_estimate_s
 
-    async def confirm(self, source, note):
+    async def confirm(self, source, note, review):
         self.confirmed.append(source)
         ratio = self.time_of(launch_values(SOURCE)) / self.time_of(launch_values(source))
         if self.confirm_as is not None:
@@ -422,7 +422,7 @@ class AutotunedScripted(Scripted):
         screened = [ScreenedVariant(f"v{i}", "ok", "", self.time_of_source(s), 1) for i, s in enumerate(variants, 1)]
         return ScreenResult(True, f"{len(variants)} screened", "cuda", "fake", True, self.kept_ms, tuple(screened))
 
-    async def confirm(self, source, note):
+    async def confirm(self, source, note, review):
         self.confirmed.append(source)
         ratio = 1.0 / self.time_of_source(source)  # the bench's original tunes afresh and finds its best, 1.0 ms
         return Verdict(True, "", ratio, ratio * 0.98, ratio * 1.02, "faster" if ratio > 1.03 else "within noise")

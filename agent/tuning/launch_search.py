@@ -93,7 +93,9 @@ class SearchBackend(Protocol):
 
     async def screen(self, baseline: str, variants: list[str], deadline_s: float, finalists: int) -> ScreenResult: ...
 
-    async def confirm(self, source: str, note: str) -> Confirmation: ...
+    async def confirm(self, source: str, note: str, review: list[str]) -> Confirmation:
+        """The full check and paired bench of a finalist (`note`: its change; `review`: its notes for a reviewer)."""
+        ...
 
 
 @dataclass
@@ -247,12 +249,12 @@ class _Search:
                 break
             self._say(f"confirming finalist {index} of {len(finalists)}: {finalist.note} "
                       f"({1 / finalist.screen_ratio:.2f}x in screening)")  # fmt: skip
-            finalist.confirmation = await self.backend.confirm(finalist.source, finalist.note)
+            finalist.confirmation = await self.backend.confirm(finalist.source, finalist.note, finalist.review)
         confirmed = [f for f in finalists if f.confirmed]
         again = next((f for f in finalists if _undecided_but_ahead(f.confirmation)), None)
         if not confirmed and again is not None and not self.stopped and self.left_s >= confirm_s:
             self._say(f"the bench left {again.note} undecided ({_said(again)}): measuring it once more")
-            again.confirmation = await self.backend.confirm(again.source, again.note)
+            again.confirmation = await self.backend.confirm(again.source, again.note, again.review)
             confirmed = [again] if again.confirmed else []
         best = max(confirmed, key=lambda f: f.confirmation.speedup or 0.0) if confirmed else None  # type: ignore[union-attr]
         return self._result(self._final_summary(best, finalists), best, finalists)

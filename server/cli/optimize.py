@@ -141,7 +141,7 @@ def _print_progress(event: ProgressEvent) -> None:
 
 def print_result(result: OptimizeResult) -> None:
     out = console()
-    notes = [_shorten(c.note or "", NOTE_WIDTH) for c in result.candidates]
+    notes = [_shorten(c.note or "", NOTE_WIDTH) + (" ⚠ review below" if c.review else "") for c in result.candidates]
     timed = any(c.evaluation and (c.evaluation.latency_ms or c.evaluation.speedup) for c in result.candidates)
     table = Table(title="candidates", title_justify="left", show_edge=False)
     columns = ("id", "origin", "verdict", "ms", "speedup [95% CI]", "% BW") if timed else ("id", "origin", "verdict")
@@ -170,8 +170,9 @@ def print_result(result: OptimizeResult) -> None:
         out.print(search_line(result.search))
         if result.search.get("diagnosis"):
             out.print(f"[dim]why it was slow: {escape(result.search['diagnosis'])}[/dim]")
-        for note in result.search.get("review") or []:
-            out.print(f"[yellow]review:[/yellow] {escape(note)}")
+    for c in result.candidates:  # what the test cannot show, said of every candidate it applies to
+        for note in c.review:
+            out.print(f"[yellow]review {escape(c.id)}:[/yellow] {escape(note)}")
     if result.diff:
         out.print(Syntax(result.diff, "diff", theme="ansi_dark", background_color="default"))
     if result.pass_at_k:
