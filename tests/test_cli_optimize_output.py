@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from scripted_llm import ScriptedLLM
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -86,7 +87,9 @@ def test_the_demo_says_its_result_once_with_whole_notes(tmp_path):
 
 SPLIT_K = FIXTURES / "split_k_atomic.py"  # the scripted GPU times its SPLIT_K 2 at half the original's time
 HARNESS = Path(__file__).parent / "lsp_harness.py"
-ATOMIC_NOTE = "row_sum_kernel: SPLIT_K 1→2 takes its `tl.atomic_add` path (line 22): it updates memory atomically"
+ATOMIC_LINE = next(i for i, line in enumerate(SPLIT_K.read_text().splitlines(), 1) if "tl.atomic_add(" in line)
+ATOMIC_NOTE = f"row_sum_kernel: SPLIT_K 1→2 takes its `tl.atomic_add` path (line {ATOMIC_LINE}): it updates memory"
+PINNED_NOTE = "row_sum_kernel: its autotuner's 2 configs are replaced by the one timed here"
 
 
 def scripted_gpu_geak(*args: str) -> subprocess.CompletedProcess:
@@ -95,19 +98,28 @@ def scripted_gpu_geak(*args: str) -> subprocess.CompletedProcess:
                           text=True, timeout=300, env={**os.environ, "COLUMNS": "200"})  # fmt: skip
 
 
-def test_a_search_winner_that_splits_k_carries_its_review_note_in_json_and_text(tmp_path):
-    """The search's winner, as the loop returns it, takes the kernel onto its atomic path: every output says so."""
+def test_a_search_winner_that_splits_k_carries_its_review_notes_and_both_speedups_in_json_and_text(tmp_path):
+    """The search's winner, as the loop returns it, takes the kernel onto its atomic path and pins its autotuner's list
+    to one config: every output says so, and gives its speedup over the file as it runs (2x) beside the one over the
+    best of its autotune list (its second config pinned: 1.6x)."""
     p = scripted_gpu_geak("optimize", str(SPLIT_K), "--budget", "12", "--output", str(tmp_path / "a"), "--json")
     assert p.returncode == 0, p.stderr
     data = json.loads(p.stdout)
     assert data["improved"] and data["best"]["note"] == "row_sum_kernel: SPLIT_K 1→2"
-    (note,) = data["review"]
-    assert note.startswith(ATOMIC_NOTE) and data["best"]["review"] == [note]
-    assert data["message"].endswith("; a review note says what the test cannot show: read before applying it")
+    atomic, pinned = data["review"]
+    assert atomic.startswith(ATOMIC_NOTE) and pinned.startswith(PINNED_NOTE)
+    assert data["best"]["review"] == [atomic, pinned]
+    over = data["search"]["over_autotune_best"]
+    assert over["config"] == "row_sum_kernel: its own config 2 of 2 pinned (SPLIT_K=1, num_warps=2, num_stages=3)"
+    assert over["speedup"] == pytest.approx(1.6) and over["verdict"] == "faster"
+    assert data["message"] == (
+        "s1 (search) is 2.000x faster [1.960, 2.040] and passes the test, 1.600x [1.568, 1.632] vs your autotune "
+        f"list's best ({over['config']}; faster); 2 review notes say what the test cannot show: read before applying it"
+    )
 
     p = scripted_gpu_geak("optimize", str(SPLIT_K), "--budget", "12", "--output", str(tmp_path / "b"))
     assert p.returncode == 0, p.stderr
     row = next(line for line in p.stdout.splitlines() if line.startswith(" s1 "))
     assert row.rstrip().endswith("row_sum_kernel: SPLIT_K 1→2 ⚠ review below")  # the table marks it
-    assert f"review s1: {note}" in p.stdout
-    assert "a review note says what the test cannot show" in p.stdout  # and the final line
+    assert f"review s1: {atomic}" in p.stdout and f"review s1: {pinned}" in p.stdout
+    assert "vs your autotune list's best" in p.stdout and "2 review notes say what the test cannot show" in p.stdout

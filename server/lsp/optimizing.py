@@ -28,6 +28,7 @@ from geak.agent.loop import ProgressEvent
 from geak.agent.memory import Candidate
 from geak.agent.outcome import OptimizeResult
 from geak.agent.session import OptimizeSession
+from geak.agent.tuning.launch_search import over_autotune_said
 from geak.evaluator.api import BadInput
 
 from .checks import CheckManager
@@ -301,17 +302,19 @@ class OptimizeManager:
 
 def answer_summary(result: OptimizeResult, kernel: str | None) -> tuple[float | None, str]:
     """The confirmed speedup (None: the original stays) and the one line the editor shows of an optimize: the speedup
-    with its interval and device, or why there is none; what the search found out where nothing was faster. (What the
-    winner's reviewer must hear: ``with_review``.)"""
+    with its interval and device (and over the best of the autotune list it replaces), or why there is none; what the
+    search found out where nothing was faster. (What the winner's reviewer must hear: ``with_review``.)"""
     best = result.best.evaluation if result.best is not None else None
     speedup = best.speedup if best is not None and result.improved else None
     focus = f" ({kernel})" if kernel else ""
+    search = result.search or {}
     if speedup is not None and best is not None:
         device = result.runtime.get("device") or "this GPU"
         summary = f"{speedup:.2f}x faster [{best.speedup_low:.2f}, {best.speedup_high:.2f}] on {device}{focus}"
+        if result.best is not None and result.best.origin == "search":
+            summary += over_autotune_said(search.get("over_autotune_best") or {})
     else:
         summary = result.message + focus
-    search = result.search or {}
     tally = str(search.get("summary") or "")
     if speedup is None and tally and tally not in summary:  # what the search found out, e.g. on a CPU
         summary += f" ({tally})"
