@@ -98,11 +98,13 @@ def scripted_gpu_geak(*args: str) -> subprocess.CompletedProcess:
                           text=True, timeout=300, env={**os.environ, "COLUMNS": "200"})  # fmt: skip
 
 
-def test_a_search_winner_that_splits_k_carries_its_review_notes_and_both_speedups_in_json_and_text(tmp_path):
+def test_a_search_winner_that_splits_k_carries_its_review_notes_and_both_speedups_in_json_record_and_text(tmp_path):
     """The search's winner, as the loop returns it, takes the kernel onto its atomic path and pins its autotuner's list
     to one config: every output says so, and gives its speedup over the file as it runs (2x) beside the one over the
     best of its autotune list (its second config pinned: 1.6x)."""
-    p = scripted_gpu_geak("optimize", str(SPLIT_K), "--budget", "12", "--output", str(tmp_path / "a"), "--json")
+    record_path = tmp_path / "records" / "run.json"
+    p = scripted_gpu_geak("optimize", str(SPLIT_K), "--budget", "12", "--output", str(tmp_path / "a"), "--json",
+                          "--record", str(record_path))  # fmt: skip
     assert p.returncode == 0, p.stderr
     data = json.loads(p.stdout)
     assert data["improved"] and data["best"]["note"] == "row_sum_kernel: SPLIT_K 1→2"
@@ -117,9 +119,21 @@ def test_a_search_winner_that_splits_k_carries_its_review_notes_and_both_speedup
         f"list's best ({over['config']}; faster); 2 review notes say what the test cannot show: read before applying it"
     )
 
+    # the run's raw record (--record): every configuration screened, the finalists' intervals, device, commit
+    record = json.loads(record_path.read_text())
+    assert record["kind"] == "search-run" and record["device"] == "scripted GPU" and record["commit"]
+    assert record["setup"] == {"budget_s": 12.0, "model": None}
+    (entry,) = record["searched"]
+    assert entry["file"] == "split_k_atomic.py" and entry["speedup"] == pytest.approx(2.0)
+    assert entry["interval"] == pytest.approx([1.96, 2.04]) and entry["review"] == [atomic, pinned]
+    assert len(entry["configurations"]) >= entry["search"]["screened"] == data["search"]["screened"] > 8
+    assert [(f["change"], f["verdict"]) for f in entry["finalists"]] == [("row_sum_kernel: SPLIT_K 1→2", "faster")]
+    assert entry["over_autotune_best"] == data["search"]["over_autotune_best"] and entry["seconds"] > 0
+
     p = scripted_gpu_geak("optimize", str(SPLIT_K), "--budget", "12", "--output", str(tmp_path / "b"))
     assert p.returncode == 0, p.stderr
     row = next(line for line in p.stdout.splitlines() if line.startswith(" s1 "))
     assert row.rstrip().endswith("row_sum_kernel: SPLIT_K 1→2 ⚠ review below")  # the table marks it
     assert f"review s1: {atomic}" in p.stdout and f"review s1: {pinned}" in p.stdout
     assert "vs your autotune list's best" in p.stdout and "2 review notes say what the test cannot show" in p.stdout
+    assert f"screened configurations (the first 8 of {len(entry['configurations'])}" in p.stdout

@@ -134,7 +134,7 @@ class SearchResult:
     rounds: int = 0
     diagnosis: str = ""
     seconds: float = 0.0
-    configurations: list[dict[str, Any]] = field(default_factory=list)  # the fastest screened first (``SHOWN``)
+    configurations: list[dict[str, Any]] = field(default_factory=list)  # every one screened, the fastest first
     review: list[str] = field(default_factory=list)  # the best's notes for its reviewer (``review_notes``)
     # The best against the best of its autotuned kernels' own configs pinned ("vs your autotune list's best"): the
     # config, speedup, interval and verdict of that paired bench; empty where it changes no autotuned kernel.
@@ -487,19 +487,20 @@ class _Search:
             rounds=len(self.state["rounds"]),
             diagnosis=self.diagnosis or next((r.get("diagnosis", "") for r in self.state["rounds"]), ""),
             seconds=time.monotonic() - self.started,
-            configurations=self._shown(),
+            configurations=self._screened_rows(),
             review=best.review if best is not None else [],
             over_autotune_best=over or {},
         )
 
-    def _shown(self) -> list[dict[str, Any]]:
-        """The screened configurations for a report: the fastest in screening first, then those that failed; `rung`:
-        the last rung of the halving each was timed in (its ratio is over the original's samples up to it)."""
+    def _screened_rows(self) -> list[dict[str, Any]]:
+        """Every screened configuration, for a report (which lists the first ``SHOWN``) and the run's record: the
+        fastest in screening first, then those that failed; `rung`: the last rung of the halving each was timed in
+        (its ratio is over the original's samples up to it)."""
         rows = [{"change": self.space.describe(variant), "status": verdict["status"], "ratio": verdict.get("ratio"),
                  "rung": verdict.get("rung"), "message": verdict.get("message", "")}
                 for variant, verdict in self.record.screened()]  # fmt: skip
         rows.sort(key=lambda row: (row["ratio"] is None, row["ratio"] or 0.0, row["status"] != "ok"))
-        return rows[:SHOWN]
+        return rows
 
 
 def over_autotune_said(over: dict[str, Any]) -> str:
