@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +28,7 @@ from .model_steps import ModelSteps
 from .outcome import OptimizeResult, pass_at_k
 from .retrieval import KernelCorpus
 from .tasks import all_or_none
-from .tuning.launch_search import search_launch_configs
+from .tuning.launch_search import over_autotune_said, search_launch_configs
 from .tuning.launch_space import focus_of
 
 log = logging.getLogger(__name__)
@@ -315,7 +316,7 @@ class GeakAgent:
             start,
             backend,
             budget_s=self.config.search_time_s,
-            device_backend=self.candidates.runtime.get("backend"),
+            device_backend=self.candidates.runtime,
             kernel=self.kernel,
             focus=focus_of(self.candidates.baseline_costs, self.candidates.baseline_kernels),
             state=memory.search_state,
@@ -334,6 +335,7 @@ class GeakAgent:
             "diagnosis": self.candidates.diagnosis or result.diagnosis,
             "seconds": round(result.seconds, 1),
             "configurations": result.configurations,
+            "over_autotune_best": result.over_autotune_best,
         }
         self._emit("search", result.summary)
 
@@ -363,6 +365,10 @@ class GeakAgent:
                 f"{best.id} ({best.origin}) is {ev.speedup:.3f}x faster "
                 f"[{ev.speedup_low:.3f}, {ev.speedup_high:.3f}] and passes the test"
             )
+            if best.origin == "search":
+                message += over_autotune_said(run.search.get("over_autotune_best") or {})
+            if best.review:
+                message += f"; {_notes(len(best.review))} what the test cannot show: read before applying it"
         else:
             new_text = None
             if not message:
@@ -393,9 +399,14 @@ class GeakAgent:
             checkpoint=str(run.store.paths.latest),
             stopped=self._stop,
             search=run.search,
+            review=list(best.review) if best is not None else [],
         )
         self._emit("done", message, best_speedup=best.evaluation.speedup if best and best.evaluation else None)
         return result
+
+
+def _notes(count: int) -> str:
+    return "a review note says" if count == 1 else f"{count} review notes say"
 
 
 class _SearchBackend:
@@ -421,13 +432,30 @@ class _SearchBackend:
         progress = lambda message: self.agent._emit("waiting", message)
         return await self.agent.candidates.screen(baseline, variants, deadline_s, finalists, progress)
 
-    async def confirm(self, source: str, note: str) -> Evaluation:
+    async def compare(self, source: str, reference: str) -> Evaluation:
+        """The paired bench of `source` against `reference` (both checked already), the reference a file of its own in
+        a scratch folder (the bench composes both into modules of its job; the original's folder is not needed)."""
+        candidates = self.agent.candidates
+        progress = lambda message: self.agent._emit("waiting", message)
+        with tempfile.TemporaryDirectory(prefix="geak-autotune-best-") as folder:
+            path = Path(folder) / candidates.original_path.name
+            path.write_text(reference)
+            bench = await candidates.evaluator.bench(
+                source=source, against=path, check_first=False, rounds=candidates.screen_rounds, progress=progress
+            )
+        s = bench.speedup
+        if not bench.ok or s is None:
+            return Evaluation(False, "perf", bench.message)
+        return Evaluation(True, "perf", bench.message, timed=True, speedup=s.ratio, speedup_low=s.low,
+                          speedup_high=s.high, speedup_verdict=s.verdict)  # fmt: skip
+
+    async def confirm(self, source: str, note: str, review: list[str]) -> Evaluation:
         memory = self.run.memory
         done = next((c for c in memory.candidates if c.origin == "search" and c.code == source and c.evaluation), None)
         if done is not None and done.evaluation is not None:  # confirmed before a resume: not run again
             return done.evaluation
         number = sum(1 for c in memory.candidates if c.origin == "search") + 1
-        candidate = Candidate(f"s{number}", -1, 0, "search", source, parent=self.parent, note=note)
+        candidate = Candidate(f"s{number}", -1, 0, "search", source, parent=self.parent, note=note, review=review)
         progress = lambda message: self.agent._emit("waiting", message)
         candidate.evaluation = await self.agent.candidates.evaluate(source, progress=progress)
         memory.candidates.append(candidate)

@@ -52,6 +52,7 @@ class Candidate:
     reflection: str = ""
     strategy: str = ""
     note: str = ""  # why no code came out of a reply, or the launch parameters of a search candidate
+    review: list[str] = field(default_factory=list)  # what its reviewer must hear that the test cannot show
 
     @property
     def passed(self) -> bool:

@@ -29,6 +29,7 @@ class OptimizeResult:
     checkpoint: str = ""
     stopped: bool = False
     search: dict[str, Any] = field(default_factory=dict)  # the launch search's tally and the baseline's diagnosis
+    review: list[str] = field(default_factory=list)  # the best's notes for its reviewer: what the test cannot show
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

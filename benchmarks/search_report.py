@@ -17,7 +17,10 @@
    same warm evaluator; a line per file in DIR/search.jsonl as it finishes.
 3. The table (file, knobs, configurations screened, finalists, speedup with interval and verdict, seconds) and the
    summary (geometric-mean speedup, share significantly faster, slower count, max/median seconds, device), also in
-   DIR/report.md.
+   DIR/report.md; and the run's raw record (``geak.agent.search_record``: every file's configurations screened,
+   finalists with their bench intervals, seconds; the device, date and commit — `GEAK_COMMIT` where the checkout
+   has no git history) in `benchmarks/records/` (`--record`), from which `benchmarks/results_table.py` renders the
+   published figures: commit it.
 
 `--deadline-s` stops cleanly before a file that would not finish in time (a file is reckoned at `--budget` + 40 s);
 `--resume` continues from what DIR holds. With `--shard K/N` (each process on its own GPU), shard K measures every
@@ -46,6 +49,7 @@ SUITES = ROOT / "shared" / "suites"
 if not SUITES.is_dir():
     SUITES = ROOT.parent / "shared" / "suites"
 SUITE_DIRS = {"tb": "tritonbench_revised/TritonBench_G_v1", "rocm": "rocm/ROCm_v1"}
+RECORDS = ROOT / "benchmarks" / "records"
 FILE_SLACK_S = 40.0  # a file's baseline check and bench, on top of the search's budget
 
 
@@ -190,6 +194,7 @@ async def search_one(evaluator, path: str, args, out: Path) -> dict[str, Any]:
 
     cfg = AgentConfig(search_time_s=args.budget, output_path=Path(args.runs_dir) if args.runs_dir else out / "runs")
     started = time.perf_counter()
+
     def progress(event) -> None:
         if event.kind != "waiting" or args.steps:  # the screening job's own steps: too many lines for a report
             print(f"    {time.perf_counter() - started:6.1f}s {event.message}", flush=True)
@@ -198,25 +203,12 @@ async def search_one(evaluator, path: str, args, out: Path) -> dict[str, Any]:
     try:
         result = await session.run()
     except Exception as e:  # a file the search cannot take: recorded, and the report goes on
-        return {"file": Path(path).name, "error": f"{type(e).__name__}: {e}"[:300],
+        return {"file": Path(path).name, "path": key(path), "error": f"{type(e).__name__}: {e}"[:300],
                 "seconds": round(time.perf_counter() - started, 1)}  # fmt: skip
-    ev = result.best.evaluation if result.best else None
-    finalists = [c for c in result.candidates if c.origin == "search"]
-    return {
-        "file": Path(path).name,
-        "suite": "rocm" if "/rocm/" in path else "tb",
-        "improved": result.improved,
-        "speedup": ev.speedup if ev else 1.0,
-        "interval": [ev.speedup_low, ev.speedup_high] if ev else None,
-        "verdict": ev.speedup_verdict if ev else "original kept",
-        "change": result.best.note if result.best else "",
-        "finalist_verdicts": [c.evaluation.speedup_verdict if c.evaluation else None for c in finalists],
-        "search": result.search,
-        "baseline_ms": result.baseline_ms,
-        "message": result.message[:400],
-        "seconds": round(time.perf_counter() - started, 1),
-        "device": result.runtime.get("device"),
-    }
+    from geak.agent.search_record import file_record
+
+    row = file_record(result, time.perf_counter() - started)
+    return {**row, "path": key(path), "suite": "rocm" if "/rocm/" in path else "tb"}
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -232,7 +224,7 @@ def table(rows: list[dict[str, Any]]) -> str:
         interval = f" [{r['interval'][0]:.3f}, {r['interval'][1]:.3f}]" if r.get("interval") else ""
         lines.append(
             f"| {r['file']} | {s.get('knobs', 0)} | {s.get('screened', 0)} ({s.get('correct', 0)} correct) | "
-            f"{s.get('finalists', 0)} | {r['speedup']:.3f}{interval} | {r['verdict']} | {r['seconds']} |"
+            f"{len(r.get('finalists') or [])} | {r['speedup']:.3f}{interval} | {r['verdict']} | {r['seconds']} |"
         )
     return "\n".join(lines)
 
@@ -245,7 +237,7 @@ def summary(rows: list[dict[str, Any]], sample: list[str]) -> str:
     geomean = math.exp(statistics.fmean(math.log(s) for s in speedups)) if speedups else float("nan")
     faster = sum(bool(r.get("improved")) for r in done)
     slower = sum(1 for r in done if r.get("verdict") == "slower")
-    rejected_slower = sum(v == "slower" for r in done for v in r.get("finalist_verdicts") or ())
+    rejected_slower = sum(f.get("verdict") == "slower" for r in done for f in r.get("finalists") or ())
     seconds = [r["seconds"] for r in rows]
     device = next((r.get("device") for r in done if r.get("device")), "?")
     share = 100 * faster / len(rows)
@@ -261,11 +253,25 @@ def searched(out: Path) -> list[dict[str, Any]]:
     return [r for f in sorted(out.glob("search*.jsonl")) for r in read_lines(f)]
 
 
-def report(out: Path, sample: list[str]) -> None:
+def report(out: Path, sample: list[str], args) -> None:
+    """The table and summary of what DIR holds, and the run's raw record (``search_record``) at `--record`."""
+    from geak.agent.search_record import run_record, write_record
+
     rows = [r for r in searched(out) if any(Path(p).name == r["file"] for p in sample)]
     text = table(rows) + "\n\n" + summary(rows, sample) + "\n"
     (out / "report.md").write_text(text)
     print(text, flush=True)
+    if rows:
+        setup = {"seed": args.seed, "budget_s": args.budget, "tb": args.tb, "rocm": args.rocm,
+                 "min_call_us": args.min_call_us, "sample": [key(p) for p in sample]}  # fmt: skip
+        record = run_record(rows, f"benchmarks/search_report.py --out {out.name}", **setup)
+        path = (
+            Path(args.record)
+            if args.record
+            else RECORDS / f"search-run-{record['date']}-seed{args.seed}-{out.name}.json"
+        )
+        write_record(path, record)
+        print(f"the run's record: {path}", flush=True)
 
 
 async def main_async(args) -> None:
@@ -277,7 +283,9 @@ async def main_async(args) -> None:
     if args.report:
         sample_file = out / "sample.json"
         sample = json.loads(sample_file.read_text())["files"] if sample_file.exists() else []
-        return report(out, sample or [str(p) for name in (args.only or "").split(",") if name for p in _find(name)])
+        return report(
+            out, sample or [str(p) for name in (args.only or "").split(",") if name for p in _find(name)], args
+        )
     earlier = any(any(out.glob(pattern)) for pattern in ("sample.json", "durations*.jsonl", "search*.jsonl"))
     if earlier and not (args.resume or args.shard):
         raise SystemExit(f"{out} holds an earlier run: pass --resume to continue, or another --out")
@@ -303,7 +311,7 @@ async def main_async(args) -> None:
             append(out / ("search.jsonl" if args.shard is None else f"search.{k}.jsonl"), row)
             print(f"   -> {row.get('speedup', '-')}x {row.get('verdict', row.get('error'))} in {row['seconds']} s",
                   flush=True)  # fmt: skip
-    report(out, sample)
+    report(out, sample, args)
 
 
 def shard(text: str) -> tuple[int, int]:
@@ -339,6 +347,9 @@ def main() -> None:
     parser.add_argument("--scan-rocm", type=int, default=12, help="with --shard: ROCm files measured")
     parser.add_argument("--runs-dir", help="where the optimize runs write their files (default DIR/runs)")
     parser.add_argument("--report", action="store_true", help="only print the table of what DIR holds")
+    parser.add_argument(
+        "--record", help="the run's raw record (default benchmarks/records/search-run-DATE-seedN-DIR.json)"
+    )
     parser.add_argument("--steps", action="store_true", help="also print the evaluator's own steps (a timeline)")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="the evaluator's log on stderr (-vv: debug)")
     args = parser.parse_args()

@@ -1,11 +1,13 @@
 """The GEAK language server as the tests start it: the real server (`python -m geak.server`), and with
-`--scripted-gpu` the one thing CI cannot have replaced: GPU timing.
+`--scripted-gpu` the one thing CI cannot have replaced: GPU timing. With `--cli`, the `geak` command instead
+(`--cli optimize FILE --json`), its GPU timing scripted the same way.
 
 CI has no GPU, so checks (and the screening of launch configurations) run for real in Triton's interpreter, while
 `Evaluator.bench`, `Evaluator.profile` (a fixed measurement of each kernel), the screening's timings and the
 reported runtime are scripted: a file's latency is read from a
-`# latency: X` marker in its code (1.0 ms without one), a speedup is the reference's latency over the candidate's
-(±2%). Everything else — LSP, scheduling, caching, the agent loop, the
+`# latency: X` marker in its code (1.0 ms without one), or from a `# latency: X if `TEXT`` marker where TEXT is in
+the code outside such markers (a launch configuration the search writes: `'SPLIT_K': 2`), a speedup is the
+reference's latency over the candidate's (±2%). Everything else — LSP, scheduling, caching, the agent loop, the
 model client — is the product's code.
 """
 
@@ -29,6 +31,7 @@ from geak.evaluator.results import (
     Speedup,
 )
 from geak.evaluator.triton_file import parse_triton_file
+from geak.server.cli import entry as cli_entry
 from geak.server.cli import serve as cli_serve
 
 DEVICE = "scripted GPU"
@@ -38,7 +41,11 @@ BYTES = 3 * 4 * 98432  # what add(x, y) moves in the fixtures' test
 
 
 def latency_of(text: str) -> float:
-    match = re.search(r"# latency: ([0-9.]+)", text)
+    code = "\n".join(line for line in text.splitlines() if "# latency:" not in line)
+    for latency, needle in re.findall(r"# latency: ([0-9.]+) if `([^`]+)`", text):
+        if needle in code:
+            return float(latency)
+    match = re.search(r"# latency: ([0-9.]+)$", text, re.MULTILINE)
     return float(match.group(1)) if match else 1.0
 
 
@@ -127,4 +134,7 @@ if __name__ == "__main__":
     if "--scripted-gpu" in args:
         args.remove("--scripted-gpu")
         install_scripted_gpu()
+    if "--cli" in args:
+        args.remove("--cli")
+        sys.exit(cli_entry.main(args))
     sys.exit(cli_serve.main(args))

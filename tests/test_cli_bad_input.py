@@ -135,6 +135,11 @@ def test_output_that_is_a_file_or_unwritable_is_refused_before_starting(tmp_path
     assert not p.stdout
 
 
+def test_record_needs_a_file_path_not_a_folder(tmp_path):
+    p = geak("optimize", str(ADD), "--record", str(tmp_path), "--output", str(tmp_path / "runs"), timeout=60)
+    assert_one_line_error(p, "--record", "cannot write a file at")
+
+
 def test_write_needs_a_writable_file(tmp_path):
     if os.geteuid() == 0:
         pytest.skip("root may write any file")

@@ -1,8 +1,10 @@
 """What `geak optimize` says: a model that cannot be used (exit 2, plainly), no secret, markup shown verbatim, the
-final message once, table notes whole, "1 request"."""
+final message once, table notes whole, "1 request", a search winner's review notes in the table, the summary and
+`--json`."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -10,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from scripted_llm import ScriptedLLM
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -80,14 +83,55 @@ def test_the_demo_says_its_result_once_with_whole_notes(tmp_path):
     assert table and all(len(line) <= 80 for line in table)  # the table fits the terminal
 
 
-def test_the_search_winners_review_notes_are_printed(capsys):
-    from geak.agent.outcome import OptimizeResult
-    from geak.server.cli.optimize import print_result
+SPLIT_K = FIXTURES / "split_k_atomic.py"  # the scripted GPU times its SPLIT_K 2 at half the original's time
+HARNESS = Path(__file__).parent / "lsp_harness.py"
+ATOMIC_LINE = next(i for i, line in enumerate(SPLIT_K.read_text().splitlines(), 1) if "tl.atomic_add(" in line)
+ATOMIC_NOTE = f"row_sum_kernel: SPLIT_K 1→2 takes its `tl.atomic_add` path (line {ATOMIC_LINE}): it updates memory"
+PINNED_NOTE = "row_sum_kernel: its autotuner's 2 configs are replaced by the one timed here"
 
-    note = "mm: SPLIT_K 1→2 takes its `tl.atomic_add` path (line 9): it adds into memory that must start at zero"
-    search = {"summary": "mm: SPLIT_K 1→2: 2.000x faster", "knobs": 1, "screened": 4, "correct": 4, "rounds": 1,
-              "finalists": 1, "seconds": 3.0, "review": [note]}  # fmt: skip
-    result = OptimizeResult(str(ADD), True, "s1 (search) is 2.0x faster", True, {"device": "GPU"}, 1.0, None, None,
-                            "", [], search=search)  # fmt: skip
-    print_result(result)
-    assert f"review: {note}" in capsys.readouterr().out.replace("\n", " ")
+
+def scripted_gpu_geak(*args: str) -> subprocess.CompletedProcess:
+    """`geak` on the scripted GPU (``lsp_harness``): real checks and screening in the interpreter, timing scripted."""
+    return subprocess.run([sys.executable, str(HARNESS), "--scripted-gpu", "--cli", *args], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "COLUMNS": "200"})  # fmt: skip
+
+
+def test_a_search_winner_that_splits_k_carries_its_review_notes_and_both_speedups_in_json_record_and_text(tmp_path):
+    """The search's winner, as the loop returns it, takes the kernel onto its atomic path and pins its autotuner's list
+    to one config: every output says so, and gives its speedup over the file as it runs (2x) beside the one over the
+    best of its autotune list (its second config pinned: 1.6x)."""
+    record_path = tmp_path / "records" / "run.json"
+    p = scripted_gpu_geak("optimize", str(SPLIT_K), "--budget", "12", "--output", str(tmp_path / "a"), "--json",
+                          "--record", str(record_path))  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    data = json.loads(p.stdout)
+    assert data["improved"] and data["best"]["note"] == "row_sum_kernel: SPLIT_K 1→2"
+    atomic, pinned = data["review"]
+    assert atomic.startswith(ATOMIC_NOTE) and pinned.startswith(PINNED_NOTE)
+    assert data["best"]["review"] == [atomic, pinned]
+    over = data["search"]["over_autotune_best"]
+    assert over["config"] == "row_sum_kernel: its own config 2 of 2 pinned (SPLIT_K=1, num_warps=2, num_stages=3)"
+    assert over["speedup"] == pytest.approx(1.6) and over["verdict"] == "faster"
+    assert data["message"] == (
+        "s1 (search) is 2.000x faster [1.960, 2.040] and passes the test, 1.600x [1.568, 1.632] vs your autotune "
+        f"list's best ({over['config']}; faster); 2 review notes say what the test cannot show: read before applying it"
+    )
+
+    # the run's raw record (--record): every configuration screened, the finalists' intervals, device, commit
+    record = json.loads(record_path.read_text())
+    assert record["kind"] == "search-run" and record["device"] == "scripted GPU" and record["commit"]
+    assert record["setup"] == {"budget_s": 12.0, "model": None}
+    (entry,) = record["searched"]
+    assert entry["file"] == "split_k_atomic.py" and entry["speedup"] == pytest.approx(2.0)
+    assert entry["interval"] == pytest.approx([1.96, 2.04]) and entry["review"] == [atomic, pinned]
+    assert len(entry["configurations"]) >= entry["search"]["screened"] == data["search"]["screened"] > 8
+    assert [(f["change"], f["verdict"]) for f in entry["finalists"]] == [("row_sum_kernel: SPLIT_K 1→2", "faster")]
+    assert entry["over_autotune_best"] == data["search"]["over_autotune_best"] and entry["seconds"] > 0
+
+    p = scripted_gpu_geak("optimize", str(SPLIT_K), "--budget", "12", "--output", str(tmp_path / "b"))
+    assert p.returncode == 0, p.stderr
+    row = next(line for line in p.stdout.splitlines() if line.startswith(" s1 "))
+    assert row.rstrip().endswith("row_sum_kernel: SPLIT_K 1→2 ⚠ review below")  # the table marks it
+    assert f"review s1: {atomic}" in p.stdout and f"review s1: {pinned}" in p.stdout
+    assert "vs your autotune list's best" in p.stdout and "2 review notes say what the test cannot show" in p.stdout
+    assert f"screened configurations (the first 8 of {len(entry['configurations'])}" in p.stdout

@@ -6,6 +6,8 @@ import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import pytest
+
 from geak.agent.tuning.launch_params import find_tunable_params
 from geak.agent.tuning.launch_search import (
     CPU_ROUND,
@@ -93,7 +95,7 @@ class Scripted:
     async def confirm_estimate(self):
         return self.confirm_estimate_s
 
-    async def confirm(self, source, note):
+    async def confirm(self, source, note, review):
         self.confirmed.append(source)
         ratio = self.time_of(launch_values(SOURCE)) / self.time_of(launch_values(source))
         if self.confirm_as is not None:
@@ -410,6 +412,7 @@ class AutotunedScripted(Scripted):
 
     config_ms: object = None
     kept_ms: float = 2.0
+    compared: list = field(default_factory=list)
 
     def time_of_source(self, source):
         from geak.agent.tuning.autotune_configs import find_autotune_sites
@@ -422,9 +425,14 @@ class AutotunedScripted(Scripted):
         screened = [ScreenedVariant(f"v{i}", "ok", "", self.time_of_source(s), 1) for i, s in enumerate(variants, 1)]
         return ScreenResult(True, f"{len(variants)} screened", "cuda", "fake", True, self.kept_ms, tuple(screened))
 
-    async def confirm(self, source, note):
+    async def confirm(self, source, note, review):
         self.confirmed.append(source)
         ratio = 1.0 / self.time_of_source(source)  # the bench's original tunes afresh and finds its best, 1.0 ms
+        return Verdict(True, "", ratio, ratio * 0.98, ratio * 1.02, "faster" if ratio > 1.03 else "within noise")
+
+    async def compare(self, source, reference):
+        self.compared.append(reference)
+        ratio = self.time_of_source(reference) / self.time_of_source(source)
         return Verdict(True, "", ratio, ratio * 0.98, ratio * 1.02, "faster" if ratio > 1.03 else "within noise")
 
 
@@ -449,9 +457,50 @@ def test_an_autotuned_kernels_own_configs_are_the_bar_and_never_finalists():
     (note,) = result.review  # sizes the test does not time run the pinned config too: said for the reviewer
     assert note.startswith("scale_kernel: its autotuner's 3 configs are replaced by the one timed here")
     space = Space(AUTOTUNED, "cuda")
-    assert [space.describe(v) for v in space.own_configs(16)][2] == (
+    assert [space.describe(v) for v in space.own_configs()][2] == (
         "scale_kernel: its own config 3 of 3 pinned (BLOCK=256, num_warps=8, num_stages=2)"
     )
+
+
+OWN = [(block, warps, stages) for block in (16, 32, 64, 128, 256, 512) for warps in (1, 2, 4) for stages in (2, 3)]
+CONFIGS = AUTOTUNED[AUTOTUNED.index("    configs=[") : AUTOTUNED.index("    key=")]
+LONG_LIST = AUTOTUNED.replace(CONFIGS, "    configs=[\n"
+    + "".join(f"        triton.Config({{'BLOCK': {b}}}, num_warps={w}, num_stages={s}),\n" for b, w, s in OWN)
+    + "    ],\n")  # fmt: skip
+
+
+def test_every_own_config_of_a_long_autotune_list_is_the_bar_and_the_winner_is_timed_against_the_best():
+    """36 own configs, the best the 35th (1.0 ms; the others 1.5 ms, the autotuner's kept choice 2.0 ms): all are
+    screened, so a new configuration (num_warps 8: 0.8 ms) must beat the 35th, and the report gives its speedup over
+    the file as it runs and over that best, timed against it pinned ("vs your autotune list's best")."""
+
+    def config_ms(config):
+        if config.num_warps == 8:
+            return 0.8
+        own = (dict(config.meta)["BLOCK"], config.num_warps, config.num_stages)
+        return 1.0 if own == OWN[34] else 1.5 if own in OWN else 3.0
+
+    backend = AutotunedScripted(config_ms=config_ms)
+    result = run(backend, LONG_LIST)
+    first = [find_site(s).known[0] for s in backend.screens[0]]
+    assert {(dict(c.meta)["BLOCK"], c.num_warps, c.num_stages) for c in first[: len(OWN)]} == set(OWN)
+    assert result.improved and find_site(result.best.source).known[0].num_warps == 8
+    (reference,) = backend.compared
+    (pinned,) = find_site(reference).known
+    assert (dict(pinned.meta)["BLOCK"], pinned.num_warps, pinned.num_stages) == OWN[34]
+    over = result.over_autotune_best
+    assert over["speedup"] == pytest.approx(1.25) and over["verdict"] == "faster"
+    assert over["config"] == "scale_kernel: its own config 35 of 36 pinned (BLOCK=512, num_warps=4, num_stages=2)"
+    assert "1.250x [1.225, 1.275] faster than the file as it runs, 1.250x [1.225, 1.275] vs your autotune list's " \
+           "best (scale_kernel: its own config 35 of 36 pinned" in result.summary  # fmt: skip
+
+
+def test_a_winner_that_changes_no_autotuned_kernel_is_not_timed_again():
+    backend = Scripted()
+    backend.compare = None  # a plain launch has no list to be timed against
+    result = run(backend)
+    assert result.improved and result.over_autotune_best == {}
+    assert "autotune" not in result.summary
 
 
 def test_an_autotuned_kernel_whose_best_own_config_is_not_beaten_confirms_nothing():

@@ -173,6 +173,45 @@ async def test_search_without_a_model(client, workspace):
     assert result.search.screened >= 1 and "already suits this device" in result.search.summary
 
 
+async def test_a_search_winner_that_splits_k_shows_its_review_note_in_hover_candidates_and_preview(client, workspace):
+    """The search's winner takes the kernel onto its `tl.atomic_add` path and pins its autotune list to one config (the
+    scripted GPU times SPLIT_K 2 at half the original's time): the answer, the hover, the candidates and the Refactor
+    Preview's annotation all say so."""
+    configure(client)
+    await asyncio.sleep(0.3)
+    path = workspace / "split_k.py"
+    shutil.copy(FIXTURES / "split_k_atomic.py", path)
+    uri = open_file(client, path, version=1)
+    result = await optimize(client, uri, version=1)
+
+    assert result.speedup == pytest.approx(2.0), result.summary
+    atomic, pinned = result.review
+    assert atomic.startswith("row_sum_kernel: SPLIT_K 1→2 takes its `tl.atomic_add` path")
+    assert pinned.startswith("row_sum_kernel: its autotuner's 2 configs are replaced by the one timed here")
+    assert result.summary.startswith("2.00x faster [1.96, 2.04] on scripted GPU, 1.600x [1.568, 1.632] vs your "
+                                     "autotune list's best (row_sum_kernel: its own config 2 of 2 pinned")  # fmt: skip
+    assert result.summary.endswith(f"; review: {atomic}; {pinned}")
+    (annotation,) = result.edit._asdict()["changeAnnotations"]
+    assert annotation.label == "GEAK: optimized split_k.py (2.00x) · review 2 notes first"
+    assert annotation.description.endswith(f"; review: {atomic}; {pinned}")
+
+    (winner,) = [c for c in result.candidates if c.passed]
+    assert winner.review == [atomic, pinned]
+    assert winner.note == f"row_sum_kernel: SPLIT_K 1→2 · review: {atomic}; {pinned}"
+    shown = await client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command="geak.server.showCandidates", arguments=[uri])
+    )
+    assert [c["note"] for c in shown] == [winner.note]  # the list the client shows
+
+    line = next(i for i, text in enumerate(path.read_text().splitlines()) if text.startswith("def row_sum_kernel"))
+    hover = await client.text_document_hover_async(
+        types.HoverParams(types.TextDocumentIdentifier(uri), types.Position(line, len("def row_")))
+    )
+    text = hover.contents.value
+    assert f"**Review before applying** (the test cannot show these):\n- {atomic}\n- {pinned}" in text
+    assert text.count(atomic) == 1  # said once, as a list item, not again in the summary line
+
+
 async def test_a_file_failing_its_test_is_refused_by_its_own_name(client, workspace):
     configure(client)
     path = workspace / "failing.py"

@@ -55,7 +55,6 @@ NEAR_GAIN = 0.02
 ALIKE_WITHIN = 0.01  # a configuration that changes less and screens within this of a finalist is proposed instead
 FINALISTS = 2  # at most; one where confirming two would take more than half the budget
 FIRST_ROUND = 48  # configurations of the first round on a GPU (the screen's deadline stops it sooner)
-OWN_CONFIGS = 16  # an autotuned kernel's own configs screened pinned, before the first round's new ones
 LATER_ROUND = 24  # configurations of each later round
 CPU_ROUND = 6  # configurations checked on Triton's CPU interpreter (slow)
 LEADERS = 3  # the best of a round whose neighbours the next round screens
@@ -92,7 +91,14 @@ class SearchBackend(Protocol):
 
     async def screen(self, baseline: str, variants: list[str], deadline_s: float, finalists: int) -> ScreenResult: ...
 
-    async def confirm(self, source: str, note: str) -> Confirmation: ...
+    async def confirm(self, source: str, note: str, review: list[str]) -> Confirmation:
+        """The full check and paired bench of a finalist (`note`: its change; `review`: its notes for a reviewer)."""
+        ...
+
+    async def compare(self, source: str, reference: str) -> Confirmation:
+        """The paired bench of `source` against `reference` (both passed their checks): the winner against the best
+        of an autotuned kernel's own configs pinned."""
+        ...
 
 
 @dataclass
@@ -104,6 +110,8 @@ class Finalist:
     screen_ratio: float  # its screen time over the original's in the same screening (ranking only)
     confirmation: Confirmation | None = None
     review: list[str] = field(default_factory=list)  # what its reviewer must hear of that the test cannot show
+    # The best own config of each autotuned kernel it changes, pinned: said, and its source ("": it changes none).
+    autotune_best: tuple[str, str] = ("", "")
 
     @property
     def confirmed(self) -> bool:
@@ -125,8 +133,11 @@ class SearchResult:
     rounds: int = 0
     diagnosis: str = ""
     seconds: float = 0.0
-    configurations: list[dict[str, Any]] = field(default_factory=list)  # the fastest screened first (``SHOWN``)
+    configurations: list[dict[str, Any]] = field(default_factory=list)  # every one screened, the fastest first
     review: list[str] = field(default_factory=list)  # the best's notes for its reviewer (``review_notes``)
+    # The best against the best of its autotuned kernels' own configs pinned ("vs your autotune list's best"): the
+    # config, speedup, interval and verdict of that paired bench; empty where it changes no autotuned kernel.
+    over_autotune_best: dict[str, Any] = field(default_factory=dict)
 
 
 async def search_launch_configs(
@@ -212,7 +223,7 @@ class _Search:
             # round gets its share and a confirmation may run past.
             floor = max(MIN_ROUND_S, FIRST_ROUND_FLOOR * self.budget_s) if self.backend.timing else 1.0
             deadline = max(floor, (self.left_s - reserve) * share)
-            own = space.own_configs(OWN_CONFIGS) if self.backend.timing else []
+            own = space.own_configs() if self.backend.timing else []
             first = space.first_round(limit, focus, seed)
             if not first:
                 return self._result(f"no other configuration to try: its {space.knob_count} knob(s) take no other "
@@ -247,15 +258,29 @@ class _Search:
                 break
             self._say(f"confirming finalist {index} of {len(finalists)}: {finalist.note} "
                       f"({1 / finalist.screen_ratio:.2f}x in screening)")  # fmt: skip
-            finalist.confirmation = await self.backend.confirm(finalist.source, finalist.note)
+            finalist.confirmation = await self.backend.confirm(finalist.source, finalist.note, finalist.review)
         confirmed = [f for f in finalists if f.confirmed]
         again = next((f for f in finalists if _undecided_but_ahead(f.confirmation)), None)
         if not confirmed and again is not None and not self.stopped and self.left_s >= confirm_s:
             self._say(f"the bench left {again.note} undecided ({_said(again)}): measuring it once more")
-            again.confirmation = await self.backend.confirm(again.source, again.note)
+            again.confirmation = await self.backend.confirm(again.source, again.note, again.review)
             confirmed = [again] if again.confirmed else []
         best = max(confirmed, key=lambda f: f.confirmation.speedup or 0.0) if confirmed else None  # type: ignore[union-attr]
-        return self._result(self._final_summary(best, finalists), best, finalists)
+        over = await self._over_autotune_best(best) if best is not None and not self.stopped else {}
+        return self._result(self._final_summary(best, finalists, over), best, finalists, over)
+
+    async def _over_autotune_best(self, best: Finalist) -> dict[str, Any]:
+        """The winner's paired bench against the best own config, pinned, of each autotuned kernel it changes (the
+        confirmation's original lets its autotuner choose, which need not be the list's best)."""
+        said, reference = best.autotune_best
+        if not reference:
+            return {}
+        self._say(f"timing {best.note} against your autotune list's best ({said})")
+        c = await self.backend.compare(best.source, reference)
+        if not c.ok or c.speedup is None:
+            return {"config": said, "speedup": None, "message": c.message.splitlines()[0][:160] if c.message else ""}
+        return {"config": said, "speedup": c.speedup, "low": c.speedup_low, "high": c.speedup_high,
+                "verdict": c.speedup_verdict}  # fmt: skip
 
     async def _round(self, variants: list[Variant], deadline_s: float, label: str, control: bool = False) -> None:
         """Screen `variants` (each rendered; a rewrite that fails is recorded as failed) and record the round;
@@ -379,8 +404,22 @@ class _Search:
             review += [pinned_note(kernel, configs) for kernel, configs in self.space.pinned(variant)]
             review += [definition_note(kernel, options) for kernel, options in self.space.set_at_definition(variant)]
             finalist = Finalist(self.space.describe(variant), self.space.render(variant), entry["ratio"], review=review)
+            own = self._own_best(variant)
+            if own is not None:
+                finalist.autotune_best = (self.space.describe(own), self.space.render(own))
             finalists.append(finalist)
         return finalists
+
+    def _own_best(self, variant: Variant) -> Variant | None:
+        """The best screened own config of each autotuned kernel `variant` changes, pinned (None: it changes none, or
+        none of their own configs was timed)."""
+        best: dict[str, tuple[tuple[str, int], ...]] = {}
+        for screened, _ in self.record.ranked():  # fastest first
+            if self.space.own_index(screened) is not None:
+                ((group, values),) = screened.changes
+                best.setdefault(group, values)
+        changes = tuple((group, best[group]) for group, _ in variant.changes if group in best)
+        return Variant(changes, "own config") if changes else None
 
     def _untimed_summary(self) -> str:
         screened, correct = self.record.counts()
@@ -416,7 +455,7 @@ class _Search:
             return "the original"
         return f"the best of the original's own configs pinned ({1 / bar:.2f}x its autotuner's kept choice)"
 
-    def _final_summary(self, best: Finalist | None, finalists: list[Finalist]) -> str:
+    def _final_summary(self, best: Finalist | None, finalists: list[Finalist], over: dict[str, Any]) -> str:
         screened, correct = self.record.counts()
         tally = f"{screened} configuration(s) screened ({correct} correct), {len(finalists)} finalist(s) confirmed"
         if best is None:
@@ -424,10 +463,15 @@ class _Search:
             return f"no finalist was confirmed faster by the full bench ({said}); {tally}"
         c = best.confirmation
         assert c is not None and c.speedup is not None
-        return f"{best.note}: {c.speedup:.3f}x [{c.speedup_low:.3f}, {c.speedup_high:.3f}] faster; {tally}"
+        return (f"{best.note}: {c.speedup:.3f}x [{c.speedup_low:.3f}, {c.speedup_high:.3f}] faster than the file as it "
+                f"runs{over_autotune_said(over)}; {tally}")  # fmt: skip
 
     def _result(
-        self, summary: str, best: Finalist | None = None, finalists: list[Finalist] | None = None
+        self,
+        summary: str,
+        best: Finalist | None = None,
+        finalists: list[Finalist] | None = None,
+        over: dict[str, Any] | None = None,
     ) -> SearchResult:
         screened, correct = self.record.counts()
         if self.stopped:
@@ -443,18 +487,31 @@ class _Search:
             rounds=len(self.state["rounds"]),
             diagnosis=self.diagnosis or next((r.get("diagnosis", "") for r in self.state["rounds"]), ""),
             seconds=time.monotonic() - self.started,
-            configurations=self._shown(),
+            configurations=self._screened_rows(),
             review=best.review if best is not None else [],
+            over_autotune_best=over or {},
         )
 
-    def _shown(self) -> list[dict[str, Any]]:
-        """The screened configurations for a report: the fastest in screening first, then those that failed; `rung`:
-        the last rung of the halving each was timed in (its ratio is over the original's samples up to it)."""
+    def _screened_rows(self) -> list[dict[str, Any]]:
+        """Every screened configuration, for a report (which lists the first ``SHOWN``) and the run's record: the
+        fastest in screening first, then those that failed; `rung`: the last rung of the halving each was timed in
+        (its ratio is over the original's samples up to it)."""
         rows = [{"change": self.space.describe(variant), "status": verdict["status"], "ratio": verdict.get("ratio"),
                  "rung": verdict.get("rung"), "message": verdict.get("message", "")}
                 for variant, verdict in self.record.screened()]  # fmt: skip
         rows.sort(key=lambda row: (row["ratio"] is None, row["ratio"] or 0.0, row["status"] != "ok"))
-        return rows[:SHOWN]
+        return rows
+
+
+def over_autotune_said(over: dict[str, Any]) -> str:
+    """What a report adds of `over` (``SearchResult.over_autotune_best``): ", 1.250x [1.220, 1.280] vs your autotune
+    list's best (…)"; "" where the winner changes no autotuned kernel."""
+    if not over:
+        return ""
+    if over.get("speedup") is None:
+        return f", not timed against your autotune list's best ({over['config']}: {over.get('message', '')})"
+    return (f", {over['speedup']:.3f}x [{over['low']:.3f}, {over['high']:.3f}] vs your autotune list's best "
+            f"({over['config']}; {over['verdict']})")  # fmt: skip
 
 
 def _kernels_of(screened: ScreenedVariant) -> str:

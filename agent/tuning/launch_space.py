@@ -209,10 +209,10 @@ class Space:
         per_group = [self._candidates(g, focus, seed) for g in self.groups]
         return _interleave(per_group, limit)
 
-    def own_configs(self, limit: int) -> list[Variant]:
-        """Each autotuned kernel's own literal configs, pinned one at a time (up to `limit`, shared out over the
-        kernels), where it has two or more: the best its list can reach, against which a new configuration is
-        judged (the kept choice of its autotuner may be slower)."""
+    def own_configs(self) -> list[Variant]:
+        """Each autotuned kernel's own literal configs, all of them, pinned one at a time (taking the kernels in
+        turn), where it has two or more: the best its list can reach, against which a new configuration is judged
+        (the kept choice of its autotuner may be slower)."""
         per_group = []
         for group in self.groups:
             if group.autotune is None or len(group.autotune.known) < 2:
@@ -223,7 +223,7 @@ class Space:
                 if values is not None:
                     found.append(Variant(((group.name, tuple(values.items())),), "own config"))
             per_group.append(found)
-        return _interleave(per_group, limit)
+        return _interleave(per_group, sum(len(found) for found in per_group))
 
     def own_index(self, variant: Variant) -> int | None:
         """Which of its kernel's own configs `variant` pins (0-based), or None where it is a new configuration."""

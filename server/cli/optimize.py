@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -57,6 +58,11 @@ def register(commands) -> None:
     parser.add_argument("--resume", action="store_true", help="continue from the checkpoint in --output")
     parser.add_argument("--write", action="store_true", help="write the best candidate into FILE")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--record", type=Path, metavar="PATH",
+        help="write the run's raw record here (JSON: every configuration screened, the finalists with their bench "
+        "intervals, seconds, commit, device), what benchmarks/results_table.py renders figures from",
+    )  # fmt: skip
     add_eval_arguments(parser)
     parser.set_defaults(run=run)
 
@@ -94,7 +100,10 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"{e}") from None
     if args.write and not os.access(args.file, os.W_OK):
         raise CommandError(f"--write: {args.file} is not writable") from None
+    if args.record is not None and (args.record.is_dir() or not os.access(_folder_of(args.record), os.W_OK)):
+        raise CommandError(f"--record: cannot write a file at {args.record}") from None
     work_under_way()
+    started = time.monotonic()
     try:
         result = run_work(_optimize(args, cfg))
     except (BadInput, ValueError, WorkerStartError) as e:
@@ -103,6 +112,8 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"the model cannot be used: {one_line(str(e))}") from None
     except KeyboardInterrupt:
         raise CommandError(f"stopped; {_kept(cfg, args.file)}", EXIT_INTERRUPTED) from None
+    if args.record is not None:
+        _write_record(args.record, cfg, result, time.monotonic() - started)
     if args.json:
         print(json.dumps(result.to_dict(), default=str))
     else:
@@ -111,6 +122,25 @@ def run(args: argparse.Namespace) -> int:
         Path(args.file).write_text(result.new_text)
         console().print(f"[green]wrote[/green] {escape(args.file)}")
     return 0
+
+
+def _folder_of(path: Path) -> Path:
+    """The nearest existing folder of `path` (where its missing folders would be made)."""
+    folder = path.resolve().parent
+    while not folder.exists():
+        folder = folder.parent
+    return folder
+
+
+def _write_record(path: Path, cfg, result: OptimizeResult, seconds: float) -> None:
+    from geak.agent.search_record import file_record, run_record, write_record
+
+    record = run_record([file_record(result, seconds)], f"geak optimize {result.file}", budget_s=cfg.search_time_s,
+                        model=cfg.model_id or None)  # fmt: skip
+    try:
+        write_record(path, record)
+    except OSError as e:
+        raise CommandError(f"--record: cannot write {path}: {e.strerror}") from None
 
 
 def _kept(cfg, file: str) -> str:
@@ -140,7 +170,7 @@ def _print_progress(event: ProgressEvent) -> None:
 
 def print_result(result: OptimizeResult) -> None:
     out = console()
-    notes = [_shorten(c.note or "", NOTE_WIDTH) for c in result.candidates]
+    notes = [_shorten(c.note or "", NOTE_WIDTH) + (" ⚠ review below" if c.review else "") for c in result.candidates]
     timed = any(c.evaluation and (c.evaluation.latency_ms or c.evaluation.speedup) for c in result.candidates)
     table = Table(title="candidates", title_justify="left", show_edge=False)
     columns = ("id", "origin", "verdict", "ms", "speedup [95% CI]", "% BW") if timed else ("id", "origin", "verdict")
@@ -163,14 +193,17 @@ def print_result(result: OptimizeResult) -> None:
     if result.baseline_ms:
         out.print(f"original: {result.baseline_ms:.4f} ms on {escape(str(result.runtime.get('device')))}")
     if result.search:
+        from geak.agent.tuning.launch_search import SHOWN
+
         shown = result.search.get("configurations") or []
         if shown:
-            out.print(screened_table(shown))
+            out.print(screened_table(shown[:SHOWN], len(shown)))
         out.print(search_line(result.search))
         if result.search.get("diagnosis"):
             out.print(f"[dim]why it was slow: {escape(result.search['diagnosis'])}[/dim]")
-        for note in result.search.get("review") or []:
-            out.print(f"[yellow]review:[/yellow] {escape(note)}")
+    for c in result.candidates:  # what the test cannot show, said of every candidate it applies to
+        for note in c.review:
+            out.print(f"[yellow]review {escape(c.id)}:[/yellow] {escape(note)}")
     if result.diff:
         out.print(Syntax(result.diff, "diff", theme="ansi_dark", background_color="default"))
     if result.pass_at_k:
@@ -187,9 +220,11 @@ def print_result(result: OptimizeResult) -> None:
 NOTE_WIDTH = 60
 
 
-def screened_table(rows: list[dict]) -> Table:
-    """The configurations the launch search screened, fastest in screening first (ranking only: no claim)."""
-    table = Table(title="screened configurations", title_justify="left", show_edge=False)
+def screened_table(rows: list[dict], screened: int) -> Table:
+    """The first of the `screened` configurations the launch search screened, fastest in screening first (ranking
+    only: no claim)."""
+    more = f" (the first {len(rows)} of {screened}: --json and --record have all)" if screened > len(rows) else ""
+    table = Table(title=f"screened configurations{more}", title_justify="left", show_edge=False)
     table.add_column("change")
     table.add_column("verdict", no_wrap=True)
     table.add_column("screen", no_wrap=True)

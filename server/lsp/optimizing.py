@@ -28,6 +28,7 @@ from geak.agent.loop import ProgressEvent
 from geak.agent.memory import Candidate
 from geak.agent.outcome import OptimizeResult
 from geak.agent.session import OptimizeSession
+from geak.agent.tuning.launch_search import over_autotune_said
 from geak.evaluator import BadInput
 
 from .checks import CheckManager
@@ -48,6 +49,8 @@ def candidate_dict(c: Candidate) -> dict[str, Any]:
         note = (ev.message or "").strip().splitlines()[0][:200] if ev.message else ""
     if not note and c.strategy:
         note = c.strategy.strip().splitlines()[0][:200]
+    if c.review:  # the client's candidate list shows the note: the caveats must reach it there too
+        note += " · review: " + "; ".join(c.review)
     return {
         "id": c.id,
         "origin": c.origin,
@@ -58,6 +61,7 @@ def candidate_dict(c: Candidate) -> dict[str, Any]:
         "speedupLow": ev.speedup_low if ev else None,
         "speedupHigh": ev.speedup_high if ev else None,
         "note": note,
+        "review": list(c.review),
     }
 
 
@@ -72,6 +76,7 @@ class OptimizeRecord:
     speedup: float | None
     candidates: list[dict[str, Any]] = field(default_factory=list)
     diagnosis: str = ""  # why the kernel was slow, as the launch search found it
+    review: list[str] = field(default_factory=list)  # the proposal's notes for its reviewer (``review_notes``)
 
     def candidates_markdown(self, limit: int | None = None) -> str:
         ranked = sorted(
@@ -268,9 +273,11 @@ class OptimizeManager:
         speedup, summary = answer_summary(result, kernel)
         search = result.search or {}
         diagnosis = str(search.get("diagnosis") or "")
+        review = list(result.review) if speedup is not None else []
         self.records[snap.uri] = OptimizeRecord(
-            snap.uri, snap.model.key, kernel, summary, speedup, candidates, diagnosis
+            snap.uri, snap.model.key, kernel, summary, speedup, candidates, diagnosis, review
         )
+        summary = with_review(summary, review)
         edit = None
         if result.new_text and speedup is not None:
             doc = self.documents.open_document(snap.uri)
@@ -278,6 +285,8 @@ class OptimizeManager:
                 summary += "; the document changed meanwhile, so no edit is proposed: run Optimize again"
             else:
                 label = f"GEAK: optimized {kernel or Path(snap.path).name} ({speedup:.2f}x)"
+                if review:  # the Refactor Preview shows the label first: a reviewer must not miss the caveats
+                    label += f" · review {len(review)} note{'s' if len(review) > 1 else ''} first"
                 edit = workspace_edit(self.server, snap, result.new_text, label, summary)
         answer = {
             "edit": CONVERTER.unstructure(edit) if edit is not None else None,
@@ -286,33 +295,40 @@ class OptimizeManager:
             "candidates": candidates,
             "diagnosis": diagnosis,
             "search": search,
+            "review": review,
         }
         return answer, edit
 
 
 def answer_summary(result: OptimizeResult, kernel: str | None) -> tuple[float | None, str]:
     """The confirmed speedup (None: the original stays) and the one line the editor shows of an optimize: the speedup
-    with its interval and device, or why there is none; what the search found out where nothing was faster; and what
-    the winner's reviewer must hear of that the test cannot show (``review_notes``)."""
+    with its interval and device (and over the best of the autotune list it replaces), or why there is none; what the
+    search found out where nothing was faster. (What the winner's reviewer must hear: ``with_review``.)"""
     best = result.best.evaluation if result.best is not None else None
     speedup = best.speedup if best is not None and result.improved else None
     focus = f" ({kernel})" if kernel else ""
+    search = result.search or {}
     if speedup is not None and best is not None:
         device = result.runtime.get("device") or "this GPU"
         summary = f"{speedup:.2f}x faster [{best.speedup_low:.2f}, {best.speedup_high:.2f}] on {device}{focus}"
+        if result.best is not None and result.best.origin == "search":
+            summary += over_autotune_said(search.get("over_autotune_best") or {})
     else:
         summary = result.message + focus
-    search = result.search or {}
     tally = str(search.get("summary") or "")
     if speedup is None and tally and tally not in summary:  # what the search found out, e.g. on a CPU
         summary += f" ({tally})"
-    if speedup is not None and search.get("review"):
-        summary += "; review: " + "; ".join(str(note) for note in search["review"])
     return speedup, summary
 
 
+def with_review(summary: str, review: list[str]) -> str:
+    """`summary` followed by what the proposal's reviewer must hear that the test cannot show (``review_notes``)."""
+    return summary + "; review: " + "; ".join(review) if review else summary
+
+
 def refusal(summary: str) -> dict[str, Any]:
-    return {"edit": None, "summary": summary, "speedup": None, "candidates": [], "diagnosis": "", "search": {}}
+    return {"edit": None, "summary": summary, "speedup": None, "candidates": [], "diagnosis": "", "search": {},
+            "review": []}  # fmt: skip
 
 
 def workspace_edit(

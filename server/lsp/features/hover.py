@@ -89,6 +89,9 @@ def kernel_markdown(state: ServerState, uri: str, model: DocumentModel, kernel: 
     if record is not None and record.kernel in (None, kernel):
         stale = "" if record.key == model.key else " (for an earlier version of this file)"
         lines.append(f"\n**Last optimize**{stale}: {record.summary}")
+        if record.review:
+            lines.append("\n**Review before applying** (the test cannot show these):")
+            lines += [f"- {note}" for note in record.review]
         if record.diagnosis:
             lines.append(f"\nWhy it was slow: {record.diagnosis}")
         lines.append(record.candidates_markdown(limit=5))
