@@ -126,7 +126,7 @@ def test_a_shallow_clone_says_why_an_older_revision_is_unknown(repo, tmp_path):
                    check=True, capture_output=True)  # fmt: skip
     shallow = tmp_path / "shallow"
     assert version_at(resolve(shallow, "HEAD"), shallow / "kernels" / "scale.py").text == scale_file("x + x")
-    with pytest.raises(RevisionError, match="shallow clone.*git fetch --unshallow"):
+    with pytest.raises(RevisionError, match=r"shallow clone.*git fetch --unshallow"):
         resolve(shallow, "HEAD~1")
 
 
