@@ -5,13 +5,17 @@ base that fails its own test), and bad input in one line with exit 2."""
 from __future__ import annotations
 
 import json
+import shlex
+from pathlib import Path
 
 import pytest
+import yaml
 from git_repos import new_repo, scale_file
 
 from geak.server.cli.entry import main
 
 CPU = ("--backend", "interpreter")
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
@@ -148,15 +152,25 @@ def test_changed_checks_every_changed_kernel_against_its_version_at_the_base(rep
     assert by_name["commented.py"]["verdict"] == "same" and by_name["commented.py"]["result"] is None
 
 
-def test_the_staged_files_a_pre_commit_hook_names_are_compared_and_others_ignored(repo, capsys):
-    """pre-commit names the staged Python files: Triton files among them are compared with HEAD, the others are no
-    concern of GEAK's."""
+def test_the_pre_commit_hook_compares_the_staged_triton_files_it_is_given_and_ignores_the_others(repo, capsys):
+    """The hook of `.pre-commit-hooks.yaml` run as pre-commit runs it: its entry, the user's args, then the names
+    of the staged Python files."""
+    (hook,) = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
+    assert hook["id"] == "geak-check" and hook["types"] == ["python"] and hook["require_serial"]
+    program, *entry = shlex.split(hook["entry"])
+    assert program == "geak"
+    repo.write("wrong.py", scale_file())
+    repo.commit("wrong.py")
     repo.write("helpers.py", "A = 1\n")
     repo.write("scale.py", scale_file().replace("BLOCK=64", "BLOCK = 64"))
-    repo.git("add", "-A")
-    code, out, err = geak(capsys, "check", "--changed", "helpers.py", "scale.py", *CPU)
-    assert code == 0, err
-    assert "SAME" in out and "scale.py" in out and "helpers.py" not in out
+    repo.write("wrong.py", scale_file("x * 4.0"))
+    repo.write("unstaged.py", scale_file())  # not staged: pre-commit does not name it
+    repo.git("add", "helpers.py", "scale.py", "wrong.py")
+    staged = repo.git("diff", "--cached", "--name-only").split()
+    code, out, err = geak(capsys, *entry, *CPU, "--json", *staged)
+    assert code == 1, err
+    files = {f["file"]: f["verdict"] for f in json.loads(out)["files"]}
+    assert files == {"scale.py": "same", "wrong.py": "fail"}
 
 
 def test_a_base_that_fails_its_own_test_is_said_once_and_the_file_checked_alone(repo, capsys):
