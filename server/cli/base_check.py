@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -33,6 +34,8 @@ from geak.evaluator import (
 
 from ..base_revision import Base, BaseVersion, same_code
 from .exits import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_NOT_CHECKABLE, EXIT_OK
+
+log = logging.getLogger(__name__)
 
 VERDICTS = ("pass", "same", "fail", "slower", "not checkable", "bad input")
 
@@ -232,6 +235,7 @@ async def compare_files(
                                                          max_slowdown=max_slowdown, progress=report)  # fmt: skip
                         except BadInput as e:
                             verdict = BaseVerdict(str(version.file), "bad input", str(e), version.path)
+                    log.info("%s: %s", version.file, verdict.verdict)  # `geak -v check --changed`: each as it ends
                     if on_done is not None:
                         on_done(verdict)
                     return verdict
