@@ -1,4 +1,4 @@
-"""The GPU side of a comparison with a base (``geak.server.cli.base_check``) without a GPU: an evaluator that answers
+"""The GPU side of a comparison with a base (``geak.server.base_comparison``) without a GPU: an evaluator that answers
 with timings as a GPU evaluator reports them (recorded `BenchResult`s), so that what a slowdown makes of a file's
 verdict, and `--max-slowdown`, are tested here; the timing itself is the evaluator's (tested on a GPU)."""
 
@@ -12,8 +12,9 @@ import pytest
 from git_repos import scale_file
 
 from geak.evaluator import BadInput, BenchResult, CheckResult
+from geak.server.base_comparison import bench_file, compare_file, speed_line, too_slow
 from geak.server.base_revision import Base, BaseVersion
-from geak.server.cli.base_check import bench_file, compare_file, exit_code, speed_line, too_slow
+from geak.server.cli.base_check import exit_code
 
 
 def timing(ratio: float, low: float, high: float, verdict: str, ok: bool = True) -> BenchResult:

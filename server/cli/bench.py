@@ -10,6 +10,7 @@ import time
 
 from geak.evaluator import BadInput, BenchResult, Evaluator, WorkerStartError
 
+from .. import base_comparison
 from . import base_check
 from .base_files import only_version, selected
 from .ctrl_c import run_work, work_under_way
@@ -53,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     if args.profile:
         _profile(args, result)
     if result.ok:
-        return EXIT_FAIL if base_check.too_slow(result, args.max_slowdown) else EXIT_OK
+        return EXIT_FAIL if base_comparison.too_slow(result, args.max_slowdown) else EXIT_OK
     if result.check is not None and result.check.stage == "parse" and args.against is None:
         return EXIT_BAD_INPUT  # FILE itself is not valid Python
     untimed = result.backend == "interpreter" and (result.check is None or result.check.ok)  # no GPU
@@ -82,15 +83,15 @@ def _run_base(args: argparse.Namespace) -> int:
     except ValueError as e:
         raise CommandError(str(e)) from None
 
-    async def timed(report) -> base_check.BaseVerdict:
-        with base_check.base_folder() as folder:
+    async def timed(report) -> base_comparison.BaseVerdict:
+        with base_comparison.base_folder() as folder:
             async with Evaluator(options) as evaluator:
-                return await base_check.bench_file(evaluator, selection.base, version, folder,
+                return await base_comparison.bench_file(evaluator, selection.base, version, folder,
                                                    max_slowdown=args.max_slowdown, progress=report)  # fmt: skip
 
     started = time.perf_counter()
-    if base_check.is_same(version):
-        verdict = base_check.same(selection.base, version, ": nothing to time")
+    if base_comparison.is_same(version):
+        verdict = base_comparison.same(selection.base, version, ": nothing to time")
     else:
         work_under_way()
         try:

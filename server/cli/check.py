@@ -12,6 +12,7 @@ from pathlib import Path
 
 from geak.evaluator import BadInput, WorkerStartError
 
+from ..base_comparison import BaseVerdict
 from . import base_check
 from .base_files import DEFAULT_BASE, only_version, selected
 from .check_many import FileVerdict, check_many, summary, triton_files
@@ -170,11 +171,11 @@ def _run_base(args: argparse.Namespace) -> int:
         raise CommandError(str(e)) from None
     options.max_concurrent = args.jobs or (1 if single else min(4, os.cpu_count() or 1))
     started = time.perf_counter()
-    finished: list[base_check.BaseVerdict] = []
+    finished: list[BaseVerdict] = []
     work_under_way()
     with file_progress(len(selection.versions), enabled=not args.json) as progress:
 
-        def done(verdict: base_check.BaseVerdict) -> None:
+        def done(verdict: BaseVerdict) -> None:
             finished.append(verdict)
             progress.done(verdict)
 

@@ -16,8 +16,8 @@ from rich.table import Table
 from geak.evaluator import NOT_RUN_KINDS, BenchResult, CallTiming, CheckResult, ProfileResult
 
 if TYPE_CHECKING:
+    from ..base_comparison import BaseVerdict
     from ..base_revision import Base
-    from .base_check import BaseVerdict
     from .check_many import FileVerdict
 
 
