@@ -1,16 +1,22 @@
-"""`geak bench FILE [--against REF] [--profile] [--json]`: the perf stage (GPU only), and with `--profile` each
+"""`geak bench FILE [--against REF | --base REV] [--max-slowdown X] [--profile] [--json]`: the perf stage (GPU
+only), against a reference file or the file's version at a git revision (``base_check``), and with `--profile` each
 kernel measured by the vendor's profiler (Nsight Compute) after its timing."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import time
 
-from geak.evaluator import BenchResult
+from geak.evaluator import BadInput, BenchResult, Evaluator, WorkerStartError
 
-from .evaluation import add_eval_arguments, add_service_argument, run_evaluation
+from .. import base_comparison
+from . import base_check
+from .base_files import only_version, selected
+from .ctrl_c import run_work, work_under_way
+from .evaluation import add_base_arguments, add_eval_arguments, add_service_argument, options_from_flags, run_evaluation
 from .exits import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_OK, CommandError, said
-from .render import print_bench, print_profile
+from .render import print_base_verdicts, print_bench, print_profile, status_reporter
 
 
 def register(commands) -> None:
@@ -18,10 +24,13 @@ def register(commands) -> None:
         "bench",
         help="time a Triton file's kernels (needs a GPU)",
         description="Exit 0 when timed, 1 when the kernel fails its check or the timing "
-        "is rejected, 2 for bad input or when no GPU is visible.",
+        "is rejected (or is slower than the reference beyond --max-slowdown), 2 for bad input or when no GPU is "
+        "visible.",
     )
     parser.add_argument("file")
-    parser.add_argument("--against", metavar="REF", help="reference file: report the speedup over it")
+    reference = parser.add_mutually_exclusive_group()
+    reference.add_argument("--against", metavar="REF", help="reference file: report the speedup over it")
+    add_base_arguments(parser, reference)
     parser.add_argument(
         "--profile",
         action="store_true",
@@ -35,11 +44,17 @@ def register(commands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.max_slowdown is not None and not (args.against or args.base):
+        raise CommandError("--max-slowdown needs --against REF or --base REV (a slowdown against what?)")
+    if args.base is not None:
+        if args.profile:
+            raise CommandError("--profile profiles FILE alone: run it without --base")
+        return _run_base(args)
     result = run_evaluation(args, "bench", print_bench, print_json=not args.profile)
     if args.profile:
         _profile(args, result)
     if result.ok:
-        return EXIT_OK
+        return EXIT_FAIL if base_comparison.too_slow(result, args.max_slowdown) else EXIT_OK
     if result.check is not None and result.check.stage == "parse" and args.against is None:
         return EXIT_BAD_INPUT  # FILE itself is not valid Python
     untimed = result.backend == "interpreter" and (result.check is None or result.check.ok)  # no GPU
@@ -57,3 +72,37 @@ def _profile(args: argparse.Namespace, bench: BenchResult) -> None:
     if args.json:
         found = profile.to_dict() if profile is not None else None
         print(json.dumps({**bench.to_dict(), "profile": found}))
+
+
+def _run_base(args: argparse.Namespace) -> int:
+    """FILE timed against its version at the base; one the same as there is not timed."""
+    selection = selected([args.file], args.base, changed=False)
+    version = only_version(selection)
+    try:
+        options = options_from_flags(args)
+    except ValueError as e:
+        raise CommandError(str(e)) from None
+
+    async def timed(report) -> base_comparison.BaseVerdict:
+        with base_comparison.base_folder() as folder:
+            async with Evaluator(options) as evaluator:
+                return await base_comparison.bench_file(evaluator, selection.base, version, folder,
+                                                   max_slowdown=args.max_slowdown, progress=report)  # fmt: skip
+
+    started = time.perf_counter()
+    if base_comparison.is_same(version):
+        verdict = base_comparison.same(selection.base, version, ": nothing to time")
+    else:
+        work_under_way()
+        try:
+            with status_reporter(enabled=not args.json) as report:
+                verdict = run_work(timed(report))
+        except (BadInput, WorkerStartError) as e:
+            raise CommandError(str(e)) from None
+    totals = base_check.summary([verdict])
+    if args.json:
+        print(json.dumps({"base": selection.base.to_dict(), "summary": totals,
+                          "wall_s": time.perf_counter() - started, "files": [verdict.to_dict()]}))  # fmt: skip
+    else:
+        print_base_verdicts(selection.base, [verdict], totals, time.perf_counter() - started, single=True)
+    return base_check.exit_code([verdict])

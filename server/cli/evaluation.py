@@ -115,6 +115,33 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--gpu", type=whole_number(0, "a GPU index (0, 1, ...)"), metavar="ID", help="GPU index to use")
 
 
+def max_slowdown(text: str) -> float:
+    """An argparse type: a finite factor of at least 1 (1.05: 5% slower)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 1 <= value < math.inf:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a slowdown factor of at least 1 (1.05: 5% slower)")
+    return value
+
+
+def add_base_arguments(parser: argparse.ArgumentParser, reference: argparse._MutuallyExclusiveGroup) -> None:
+    """`--base REV` (among the command's other references, `reference`) and `--max-slowdown X`."""
+    reference.add_argument(
+        "--base",
+        metavar="REV",
+        help="compare with the file as it is at a git revision (HEAD, HEAD~3, a branch, a tag, a commit), as "
+        "--against would with that version",
+    )
+    parser.add_argument(
+        "--max-slowdown",
+        type=max_slowdown,
+        metavar="X",
+        help="fail (exit 1) on a significant slowdown against the reference larger than X (1.05: 5%%; GPU only)",
+    )
+
+
 @dataclass(frozen=True)
 class EvalFlag:
     """One evaluation option of the command line: the argparse `dest` of its flag, the `EvalOptions` field it sets

@@ -16,6 +16,8 @@ from rich.table import Table
 from geak.evaluator import NOT_RUN_KINDS, BenchResult, CallTiming, CheckResult, ProfileResult
 
 if TYPE_CHECKING:
+    from ..base_comparison import BaseVerdict
+    from ..base_revision import Base
     from .check_many import FileVerdict
 
 
@@ -117,6 +119,54 @@ def print_check_summary(verdicts: list[FileVerdict], totals: dict[str, int], wal
         out.print(table)
     counts = ", ".join(f"{n} {k}" for k, n in totals.items() if k != "files" and n)
     out.print(f"[bold]{totals['files']} files[/bold]: {counts} ({wall_s:.0f} s)")
+
+
+BASE_VERDICTS = {
+    "pass": "[green]PASS[/green]",
+    "same": "[green]SAME[/green]",
+    "fail": "[red]FAIL[/red]",
+    "slower": "[red]SLOWER[/red]",
+    "not checkable": "[yellow]NOT CHECKABLE[/yellow]",
+    "bad input": "[red]BAD INPUT[/red]",
+}
+
+
+def print_base_verdicts(
+    base: Base, verdicts: list[BaseVerdict], totals: dict[str, int], wall_s: float, single: bool = False
+) -> None:
+    """Files against their versions at `base`: one file with its check's (or timing's) details, then its verdict;
+    several, a row each and the counts."""
+    out = console()
+    if single:
+        (v,) = verdicts
+        for result in (v.alone, v.result):
+            if result is not None:
+                print_check(result)
+        if v.bench is not None:
+            print_bench(v.bench)
+        out.print(f"{BASE_VERDICTS[v.verdict]} {escape(v.file)} vs {escape(base.name)}: {escape(v.message)}")
+        if v.note:
+            out.print(f"  [yellow]note:[/yellow] {escape(v.note)}")
+        return
+    table = Table(show_edge=False, pad_edge=False, title=f"against {escape(base.name)}", title_justify="left")
+    table.add_column("file", no_wrap=True)
+    table.add_column("verdict", no_wrap=True)
+    table.add_column("why", overflow="fold")
+    for v in verdicts:
+        why = _first_lines(v.message, 2) + (f" ({v.note})" if v.note else "")
+        table.add_row(escape(_shown_path(v.file)), BASE_VERDICTS[v.verdict], escape(why))
+    out.print(table)
+    counts = ", ".join(f"{n} {k}" for k, n in totals.items() if k != "files" and n)
+    out.print(f"[bold]{totals['files']} files[/bold]: {counts} ({wall_s:.0f} s)")
+
+
+def _shown_path(file: str) -> str:
+    """A path from the working directory where it is under it, else as given."""
+    path = Path(file)
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return file
 
 
 def print_bench(result: BenchResult) -> None:
