@@ -364,7 +364,10 @@ class Evaluator:
         if peaks is not None:
             peaks_cache.store(info, peaks)
         else:
-            peaks = peaks_cache.datasheet_peaks(str(info.device), int((found or {}).get("l2_bytes") or 0))
+            found = found or {}
+            peaks = peaks_cache.datasheet_peaks(
+                str(info.device), int(found.get("l2_bytes") or 0), int(found.get("units") or info.units or 0)
+            )
         return peaks
 
     def _bench_module(self, label: str, text: str, owner: TritonFile, job_dir: Path) -> dict[str, Any]:

@@ -235,6 +235,7 @@ class Peaks:
     l2_bytes: int = 0
     l2_gbps: float = 0.0  # copy bandwidth of data resident in L2 (the ceiling of hot-cache timings); 0 if unknown
     noise_margin: float = DEFAULT_NOISE_MARGIN  # A/A equivalence margin of a speedup on this device
+    units: int = 0  # compute units (SMs, CUs) the device showed: fewer than its model's in a partition; 0 if unknown
 
 
 @dataclass(frozen=True)
