@@ -168,7 +168,8 @@ class ProfileResult:
 class CompiledKernelFacts:
     """What the compiler made of one kernel: registers per thread, spilled registers, shared memory per block, warps
     and pipeline stages, and the occupancy they allow (resident warps over the SM's maximum; estimated from the
-    limits, None where unknown); where the vendor's profiler ran, what it measured (`measured`)."""
+    limits, None where unknown); where the vendor's profiler ran, what it measured (`measured`). On an AMD GPU
+    (`amd`) the same in its words: VGPRs per lane, LDS per workgroup, wavefronts, a compute unit's maximum."""
 
     kernel: str
     n_regs: int | None = None
@@ -177,7 +178,11 @@ class CompiledKernelFacts:
     num_warps: int | None = None
     num_stages: int | None = None
     occupancy: float | None = None
-    limited_by: str | None = None  # what bounds the occupancy: "registers", "shared memory" or "warps"
+    limited_by: str | None = None  # what bounds the occupancy: "registers", "shared memory" or "warps" (AMD: "LDS",
+    # "wavefronts")
+    waves_per_simd: int | None = None  # AMD: the wavefronts a SIMD keeps of it, as the compiler computed
+    scratch_bytes: int | None = None  # AMD: private (scratch) memory per lane, where registers spill
+    amd: bool = False  # compiled for an AMD GPU: its facts are named in AMD's words
     hash: str = ""  # the compiled kernel's hash, as the job reported it ("" where unknown): which kernels are the same
     measured: KernelProfile | None = None  # what the vendor's profiler measured of it (``slowness.with_profile``)
 
