@@ -152,9 +152,11 @@ class _Variant:
         self.costs: list[dict[str, Any]] = []
         self.samples: list[float] = []
         self.rung = 0
+        self.compile_failed = False  # its last failed run did not compile for the device (``run_calls``)
 
     def fail(self, message: str) -> None:
-        skipped = any(word in message for word in ("out of resource", "OutOfResources", "CompilationError"))
+        words = ("out of resource", "OutOfResources", "CompilationError")
+        skipped = self.compile_failed or any(word in message for word in words)
         self.status, self.message = ("skipped" if skipped else "failed"), message
 
     def run_calls(
@@ -180,7 +182,9 @@ class _Variant:
                     user_code.synchronize(gpu)
                     compiled += STATE.compiled
             except Exception as e:
-                return error_reports.describe_error(e, "", None)["message"]
+                described = error_reports.describe_error(e, "", None)
+                self.compile_failed = described["compile_error"]
+                return described["message"]
             if self.label == "reference" and not run:
                 self.costs.append({"bytes": bytes_moved(args, kwargs, ret), **_declared_costs(self, call, fn)})
             output = call_outputs(ret, *_untouched_marked(args, kwargs, before))
