@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 from .results import CallCost, CallTiming, CompiledKernelFacts, KernelProfile, Peaks, ProfileResult
-from .shared.amd_devices import VGPR_GRANULE
+from .shared.amd_devices import SIMDS_PER_CU, AmdArch, resident_workgroups
 
 LAUNCH_BOUND_MS = 0.01  # a call under ~10 µs is bound by launching, whatever its tiles
 NEAR_CEILING = 0.4  # a call achieving this share of a ceiling is bound by it; below both, by latency
@@ -63,24 +63,15 @@ def occupancy_of(facts: CompiledKernelFacts, limits: Mapping[str, int]) -> tuple
 
 
 def amd_occupancy(facts: CompiledKernelFacts, limits: Mapping[str, int]) -> tuple[float | None, str | None]:
-    """Resident wavefronts per compute unit over its maximum (SIMDs × wavefronts per SIMD), counted in workgroups of
-    `num_warps` wavefronts spread over the SIMDs: the compiler's own occupancy (wavefronts per SIMD its VGPRs, AGPRs
-    and SGPRs allow) where the assembly said it, else the unified VGPR file's share; LDS per workgroup against the
-    compute unit's."""
-    waves, simds = limits.get("max_waves_per_simd"), limits.get("simds_per_cu")
-    if not facts.num_warps or not waves or not simds:
+    """Resident wavefronts per compute unit over its maximum, counted in workgroups of `num_warps` wavefronts spread
+    over its SIMDs (``amd_devices.resident_workgroups``), and which resource bounds them."""
+    waves, per_lane, lds = limits.get("max_waves_per_simd"), limits.get("vgprs_per_lane"), limits.get("lds_per_cu")
+    if not facts.num_warps or not waves or not per_lane or not lds:
         return None, None
-    per_cu = waves * simds
-    workgroups = {"wavefronts": per_cu // facts.num_warps}
-    register_waves = facts.waves_per_simd
-    if register_waves is None and facts.n_regs and limits.get("vgprs_per_lane"):
-        register_waves = limits["vgprs_per_lane"] // (-(-facts.n_regs // VGPR_GRANULE) * VGPR_GRANULE)
-    if register_waves is not None:
-        workgroups["registers"] = min(register_waves, waves) * simds // facts.num_warps
-    if facts.shared_bytes and limits.get("lds_per_cu"):
-        workgroups["LDS"] = limits["lds_per_cu"] // facts.shared_bytes
+    arch = AmdArch("", 0, lds, per_lane, waves)
+    workgroups = resident_workgroups(arch, facts.num_warps, facts.n_regs, facts.shared_bytes, facts.waves_per_simd)
     limited_by = min(workgroups, key=lambda k: workgroups[k])
-    return min(1.0, workgroups[limited_by] * facts.num_warps / per_cu), limited_by
+    return min(1.0, workgroups[limited_by] * facts.num_warps / (waves * SIMDS_PER_CU)), limited_by
 
 
 def with_profile(
@@ -163,14 +154,14 @@ def kernel_line(k: CompiledKernelFacts) -> str:
 
 def measured_line(k: CompiledKernelFacts) -> str:
     """What the profiler measured of a kernel, in words: ``measured: achieved occupancy 62%, DRAM 85% of peak,
-    SM 6%`` (AMD: ``CU 6%``); "" where it did not run."""
+    SM 6%`` (AMD, from rocprofv3: ``VALU busy 6%``); "" where it did not run."""
     m = k.measured
     if m is None:
         return ""
     parts = [
         f"achieved occupancy {100 * m.achieved_occupancy:.0f}%" if m.achieved_occupancy is not None else "",
         f"DRAM {m.dram_pct:.0f}% of peak" if m.dram_pct is not None else "",
-        f"{'CU' if k.amd else 'SM'} {m.sm_pct:.0f}%" if m.sm_pct is not None else "",
+        f"{'VALU busy' if k.amd else 'SM'} {m.sm_pct:.0f}%" if m.sm_pct is not None else "",
     ]
     said = ", ".join(p for p in parts if p)
     return f"measured: {said}" if said else ""

@@ -80,7 +80,7 @@ def test_an_amd_kernel_is_described_in_amd_words():
     assert "warps" not in line and "shared" not in line
     measured = KernelProfile("matmul_kernel", "h", 1, 0.1, 0.125, 40.0, 30.0, 12.0, 2.0)
     said = slowness.measured_line(SimpleNamespace(**{**facts.__dict__, "measured": measured}))
-    assert "CU 30%" in said and "SM" not in said
+    assert "VALU busy 30%" in said and "SM" not in said
     peaks = Peaks("AMD Instinct MI300X", 4300.0, 1000.0, 120.0, "measured")
     cost = slowness.call_cost("f(f32[1M])", 1 << 20, None, None, 0.5, peaks)
     assert "wavefronts" in cost.why and "warps" not in cost.why

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..shared.amd_devices import SIMDS_PER_CU, amd_arch
+from ..shared.amd_devices import amd_arch
 from ..shared.protocol import ScreenJob, screen_output_file
 from ..shared.screening import ScreenPlan, survivors
 from .amd_assembly import assembly_facts, kernel_assembly
@@ -497,7 +497,7 @@ def limits_of(props: Any) -> dict[str, int]:
     arch = amd_arch(getattr(props, "gcnArchName", None))
     if arch is not None:
         limits |= {"max_waves_per_simd": arch.max_waves_per_simd, "vgprs_per_lane": arch.vgprs_per_lane,
-                   "lds_per_cu": arch.lds_per_cu, "simds_per_cu": SIMDS_PER_CU}  # fmt: skip
+                   "lds_per_cu": arch.lds_per_cu}  # fmt: skip
     return limits
 
 

@@ -53,3 +53,20 @@ def flush_bytes(last_level: int) -> int:
     """A buffer that, zeroed, evicts the inputs of the previous call: twice the last-level cache, at least 256 MB
     (what ``triton.testing.do_bench`` zeroes)."""
     return max(256 * MB, 2 * last_level)
+
+
+def resident_workgroups(
+    arch: AmdArch, wavefronts: int, vgprs: int | None, lds_bytes: int | None, waves_per_simd: int | None = None
+) -> dict[str, int]:
+    """Workgroups of `wavefronts` wavefronts a compute unit keeps resident, per resource that bounds them: its
+    wavefront slots, the registers (the compiler's occupancy `waves_per_simd` where known, else the unified VGPR
+    file's share of `vgprs` per lane) and the LDS. The occupancy is the least of them times `wavefronts` over
+    ``max_waves_per_simd * SIMDS_PER_CU``."""
+    found = {"wavefronts": arch.max_waves_per_simd * SIMDS_PER_CU // wavefronts}
+    if waves_per_simd is None and vgprs:
+        waves_per_simd = arch.vgprs_per_lane // (-(-vgprs // VGPR_GRANULE) * VGPR_GRANULE)
+    if waves_per_simd is not None:
+        found["registers"] = min(waves_per_simd, arch.max_waves_per_simd) * SIMDS_PER_CU // wavefronts
+    if lds_bytes:
+        found["LDS"] = arch.lds_per_cu // lds_bytes
+    return found
