@@ -331,7 +331,7 @@ class Evaluator:
             outcome = await self.pool.run(job, timeout_s=self.options.timeout_s * 2, on_event=relay(progress))
         finally:
             await removed(job_dir)
-        result = profile_stage.profile_result(outcome, label, owner, info.device)
+        result = profile_stage.profile_result(outcome, label, owner, info.device, info.units)
         return _with_duration(result, time.perf_counter() - started)
 
     def _kernel_section(self, code: str) -> str | None:

@@ -1,8 +1,10 @@
 """The profile job: each timed call's kernels measured by the vendor's profiler, inside the job's sandbox. Nsight
-Compute (`ncu`) starts a process of its own (``profile_target``) that captures the file's calls as a timing does and
-runs each once more, profiled; every launch of one of the file's kernels there is replayed for its counters:
-achieved occupancy (warps resident per active cycle over the SM's maximum), the occupancy its resources allow,
-DRAM and SM throughput against their peaks, and its duration.
+Compute (`ncu`) on NVIDIA, rocprofv3 on ROCm (``rocprof_profile``) starts a process of its own (``profile_target``)
+that captures the file's calls as a timing does and runs each once more, profiled; every launch of one of the file's
+kernels there is replayed for its counters: achieved occupancy (warps resident per active cycle over the SM's
+maximum), the occupancy its resources allow, DRAM and SM throughput against their peaks (rocprofv3: the bytes the
+kernel fetched and wrote, which the caller sets against the device's bandwidth, and VALU busy), its duration and its
+waves of thread blocks (workgroups).
 
 What it reports is for people and the model (the hover, the optimize report, the optimizer's prompt), never a
 verdict: the caller bounds every number it reads. The profiler leaves the GPU's clocks as it finds them, and the
@@ -54,10 +56,13 @@ def find_ncu() -> str | None:
 def run_profile(job: ProfileJob, info: Any, send) -> dict[str, Any]:
     """{"profiler", "calls": [{"signature", "launches": [{"kernel", "hash", metrics...}]}]}, {"unavailable": why}
     where no profiler can run here, or {"error": ...}."""
-    from . import device_grant
+    if info.backend == "rocm":
+        from .rocprof import rocprof_profile
 
+        return rocprof_profile(job, send)
     if info.backend != "cuda":
-        return {"unavailable": f"no vendor profiler is used on {info.backend} yet (Nsight Compute, on NVIDIA GPUs)"}
+        return {"unavailable": f"no vendor profiler runs on {info.backend} (Nsight Compute on NVIDIA, rocprofv3 on "
+                "AMD GPUs)"}  # fmt: skip
     ncu = find_ncu()
     if ncu is None:
         return {"unavailable": "Nsight Compute (ncu) is not installed where jobs run (looked for on PATH, in "
@@ -66,7 +71,6 @@ def run_profile(job: ProfileJob, info: Any, send) -> dict[str, Any]:
     if not kernels:
         return {"error": "the file has no Triton kernel to profile"}
     scratch = Path(job.scratch)
-    (scratch / SPEC_FILE).write_text(json.dumps(asdict(job)))
     command = [
         ncu,
         "--profile-from-start", "off",  # only what the target brackets: each call's profiled run
@@ -76,11 +80,36 @@ def run_profile(job: ProfileJob, info: Any, send) -> dict[str, Any]:
         "--launch-count", str(MAX_PROFILED),
         "--csv",
         "--log-file", str(scratch / CSV_FILE),
-        sys.executable, "-m", f"{__package__}.profile_target", str(scratch / SPEC_FILE),
+        *target_command(job),
     ]  # fmt: skip
+    ran = run_profiler(command, job, send, "profiling the kernels with Nsight Compute")
+    if "error" in ran:
+        return ran
+    try:
+        rows = profiled_launches((scratch / CSV_FILE).read_text(errors="replace"))
+    except OSError:
+        rows = []
+    if not rows:
+        return {"error": f"Nsight Compute measured no kernel (exit status {ran['status']}):\n{ran['output']}"}
+    return {"profiler": _version(ncu), "calls": joined(ran["calls"], rows)}
+
+
+def target_command(job: ProfileJob) -> list[str]:
+    """The profiled process: ``profile_target`` over the job's spec, written into its scratch directory."""
+    spec = Path(job.scratch) / SPEC_FILE
+    spec.write_text(json.dumps(asdict(job)))
+    return [sys.executable, "-m", f"{__package__}.profile_target", str(spec)]
+
+
+def run_profiler(command: list[str], job: ProfileJob, send, stage: str) -> dict[str, Any]:
+    """Run a profiler's `command` with the device alone: {"calls" (the target's record of each call's launches),
+    "status", "output" (its tail)}, or {"error": ...}."""
+    from . import device_grant
+
+    scratch = Path(job.scratch)
     package_root = str(Path(__file__).resolve().parents[2])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)}
-    send({"event": "progress", "stage": "profiling the kernels with Nsight Compute"})
+    send({"event": "progress", "stage": stage})
     device_grant.DEVICE_GRANTS.wait_alone()
     try:
         done = subprocess.run(
@@ -98,13 +127,7 @@ def run_profile(job: ProfileJob, info: Any, send) -> dict[str, Any]:
         return {"error": f"the profiled run did not finish (exit status {done.returncode}):\n{output}"}
     if launched.get("error"):
         return {"error": f"the profiled run failed: {launched['error']}", "error_detail": launched.get("detail")}
-    try:
-        rows = profiled_launches((scratch / CSV_FILE).read_text(errors="replace"))
-    except OSError:
-        rows = []
-    if not rows:
-        return {"error": f"Nsight Compute measured no kernel (exit status {done.returncode}):\n{output}"}
-    return {"profiler": _version(ncu), "calls": joined(launched.get("calls") or [], rows)}
+    return {"calls": launched.get("calls") or [], "status": done.returncode, "output": output}
 
 
 def profiled_launches(text: str) -> list[dict[str, Any]]:
