@@ -309,8 +309,8 @@ class Evaluator:
     ) -> ProfileResult:
         """Each kernel of the file measured by the vendor's profiler over the calls a timing would time (achieved
         occupancy, DRAM and SM throughput, duration), in a sandboxed job with the device alone. Informational: no
-        check runs here (check the file first); `unavailable` where no profiler can run (no GPU, no Nsight
-        Compute, ROCm)."""
+        check runs here (check the file first); `unavailable` where no profiler can run (no GPU; no Nsight
+        Compute on NVIDIA, no rocprofv3 on ROCm)."""
         started = time.perf_counter()
         label = str(file) if file is not None else CANDIDATE_LABEL
         try:

@@ -129,7 +129,8 @@ class KernelProfile:
     """One compiled kernel as the vendor's profiler measured it, over its profiled launches (each figure weighted by
     the launches' durations): achieved occupancy (warps resident per active cycle over the SM's maximum, 0-1), the
     occupancy its resources allow, DRAM and SM throughput (% of their peaks), its mean duration and waves of thread
-    blocks per SM. None where the profiler did not say."""
+    blocks per SM. From rocprofv3 on an AMD GPU: wavefronts per CU, VALU busy as `sm_pct`, waves of workgroups per
+    CU. None where the profiler did not say."""
 
     kernel: str
     hash: str
