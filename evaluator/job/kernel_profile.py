@@ -15,17 +15,16 @@ from __future__ import annotations
 import csv
 import glob
 import io
-import json
 import os
 import re
 import shutil
 import subprocess
-import sys
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from ..shared.protocol import ProfileJob
+from .profiler_run import MAX_PROFILED, joined, run_profiler, target_command
+from .rocprof import rocprof_profile
 
 # Nsight Compute's metric -> the report's field
 METRICS = {
@@ -36,9 +35,7 @@ METRICS = {
     "gpu__time_duration.sum": "duration_ns",
     "launch__waves_per_multiprocessor": "waves",
 }
-MAX_PROFILED = 64  # launches profiled at most in one job (each is replayed for its counters)
-SPEC_FILE, LAUNCHES_FILE, CSV_FILE = "profile_spec.json", "profile_launches.json", "profile.csv"
-OUTPUT_TAIL = 2000  # characters of the profiler's output kept for an error message
+CSV_FILE = "profile.csv"
 
 
 def find_ncu() -> str | None:
@@ -57,8 +54,6 @@ def run_profile(job: ProfileJob, info: Any, send) -> dict[str, Any]:
     """{"profiler", "calls": [{"signature", "launches": [{"kernel", "hash", metrics...}]}]}, {"unavailable": why}
     where no profiler can run here, or {"error": ...}."""
     if info.backend == "rocm":
-        from .rocprof import rocprof_profile
-
         return rocprof_profile(job, send)
     if info.backend != "cuda":
         return {"unavailable": f"no vendor profiler runs on {info.backend} (Nsight Compute on NVIDIA, rocprofv3 on "
@@ -94,42 +89,6 @@ def run_profile(job: ProfileJob, info: Any, send) -> dict[str, Any]:
     return {"profiler": _version(ncu), "calls": joined(ran["calls"], rows)}
 
 
-def target_command(job: ProfileJob) -> list[str]:
-    """The profiled process: ``profile_target`` over the job's spec, written into its scratch directory."""
-    spec = Path(job.scratch) / SPEC_FILE
-    spec.write_text(json.dumps(asdict(job)))
-    return [sys.executable, "-m", f"{__package__}.profile_target", str(spec)]
-
-
-def run_profiler(command: list[str], job: ProfileJob, send, stage: str) -> dict[str, Any]:
-    """Run a profiler's `command` with the device alone: {"calls" (the target's record of each call's launches),
-    "status", "output" (its tail)}, or {"error": ...}."""
-    from . import device_grant
-
-    scratch = Path(job.scratch)
-    package_root = str(Path(__file__).resolve().parents[2])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)}
-    send({"event": "progress", "stage": stage})
-    device_grant.DEVICE_GRANTS.wait_alone()
-    try:
-        done = subprocess.run(
-            command, cwd=scratch, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, timeout=job.timeout_s, text=True, errors="replace",
-        )  # fmt: skip
-    except subprocess.TimeoutExpired:
-        return {"error": f"the profiler's run took over its limit of {job.timeout_s:g} s"}
-    finally:
-        device_grant.DEVICE_GRANTS.release()
-    output = done.stdout[-OUTPUT_TAIL:]
-    try:
-        launched = json.loads((scratch / LAUNCHES_FILE).read_text())
-    except (OSError, ValueError):
-        return {"error": f"the profiled run did not finish (exit status {done.returncode}):\n{output}"}
-    if launched.get("error"):
-        return {"error": f"the profiled run failed: {launched['error']}", "error_detail": launched.get("detail")}
-    return {"calls": launched.get("calls") or [], "status": done.returncode, "output": output}
-
-
 def profiled_launches(text: str) -> list[dict[str, Any]]:
     """The launches of Nsight Compute's CSV (its "details" page: one row per launch and metric, after the lines it
     writes of itself), in profiling order: [{"kernel", metric fields...}]."""
@@ -143,23 +102,6 @@ def profiled_launches(text: str) -> list[dict[str, Any]]:
         if field is not None:
             entry[field] = _number(row.get("Metric Value"))
     return [launches[k] for k in sorted(launches, key=lambda k: int(k) if k.isdigit() else -1)]
-
-
-def joined(calls: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each call's launches (the target's record: kernel names and compiled hashes, in launch order) with the
-    profiler's rows, matched in order: the profiler saw exactly these launches, up to its `MAX_PROFILED`."""
-    remaining = iter(rows)
-    out, in_step = [], True
-    for call in calls:
-        launches = []
-        for launch in call.get("launches") or []:
-            row = next(remaining, None) if in_step else None
-            if row is None or row["kernel"] != launch.get("kernel"):
-                in_step = False  # past the profiler's cap, or out of step: nothing more is matched
-                break
-            launches.append({**row, "hash": str(launch.get("hash") or "")})
-        out.append({"signature": str(call.get("signature") or ""), "launches": launches})
-    return out
 
 
 def _number(value: str | None) -> float | None:

@@ -1,4 +1,4 @@
-"""The process Nsight Compute or rocprofv3 starts for a profile job (``kernel_profile``): `python -m
+"""The process Nsight Compute or rocprofv3 starts for a profile job (``profiler_run``): `python -m
 PACKAGE.job.profile_target SPEC`. It captures the file's calls as a timing does (``bench_capture``), runs each chosen
 call once to compile and tune it, then once more between the profiler's start and stop (CUDA's profiler calls; on
 ROCm, ROCTx's resume and pause, which rocprofv3 follows with ``--selected-regions``), and writes which of the file's
@@ -15,7 +15,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from .kernel_profile import LAUNCHES_FILE
+from .profiler_run import LAUNCHES_FILE
 
 
 def main(spec_path: str) -> int:

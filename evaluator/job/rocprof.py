@@ -21,7 +21,7 @@ from typing import Any
 
 from ..shared.amd_devices import SIMDS_PER_CU, amd_arch, resident_workgroups
 from ..shared.protocol import ProfileJob
-from .kernel_profile import MAX_PROFILED, joined, run_profiler, target_command
+from .profiler_run import MAX_PROFILED, joined, run_profiler, target_command
 
 # one pass per line: counters that one pass may not fit together are collected in passes of their own
 PASSES = (("OccupancyPercent", "VALUBusy"), ("FETCH_SIZE", "WRITE_SIZE"))
