@@ -309,8 +309,8 @@ class Evaluator:
     ) -> ProfileResult:
         """Each kernel of the file measured by the vendor's profiler over the calls a timing would time (achieved
         occupancy, DRAM and SM throughput, duration), in a sandboxed job with the device alone. Informational: no
-        check runs here (check the file first); `unavailable` where no profiler can run (no GPU, no Nsight
-        Compute, ROCm)."""
+        check runs here (check the file first); `unavailable` where no profiler can run (no GPU; no Nsight
+        Compute on NVIDIA, no rocprofv3 on ROCm)."""
         started = time.perf_counter()
         label = str(file) if file is not None else CANDIDATE_LABEL
         try:
@@ -331,7 +331,7 @@ class Evaluator:
             outcome = await self.pool.run(job, timeout_s=self.options.timeout_s * 2, on_event=relay(progress))
         finally:
             await removed(job_dir)
-        result = profile_stage.profile_result(outcome, label, owner, info.device)
+        result = profile_stage.profile_result(outcome, label, owner, info.device, info.units)
         return _with_duration(result, time.perf_counter() - started)
 
     def _kernel_section(self, code: str) -> str | None:
@@ -364,7 +364,10 @@ class Evaluator:
         if peaks is not None:
             peaks_cache.store(info, peaks)
         else:
-            peaks = peaks_cache.datasheet_peaks(str(info.device), int((found or {}).get("l2_bytes") or 0))
+            found = found or {}
+            peaks = peaks_cache.datasheet_peaks(
+                str(info.device), int(found.get("l2_bytes") or 0), int(found.get("units") or info.units or 0)
+            )
         return peaks
 
     def _bench_module(self, label: str, text: str, owner: TritonFile, job_dir: Path) -> dict[str, Any]:

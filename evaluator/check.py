@@ -16,7 +16,7 @@ from .reference_probes import ReferenceProbes, rejudged_after_rerun
 from .reproduction import Masks, differences, prefixed, two_runs
 from .results import FAILED_KINDS, NOT_RUN_KINDS, CheckResult, Comparison, Mismatch
 from .shared.probe_rules import KIND_WORDS, probe_where
-from .shared.protocol import CheckJob, output_file_of_test, probe_output_file
+from .shared.protocol import COMPILE_ERRORS, CheckJob, output_file_of_test, probe_output_file
 from .shared.test_ids import sanitized_test_id
 from .triton_file import TritonFile
 
@@ -143,20 +143,20 @@ def rerun_variation(ref_run: ReferenceRun, result: dict[str, Any], rerun_dir: Pa
     return found or changed
 
 
-# What Triton raises where a kernel does not compile for the device: the same with or without poisoned allocations.
-COMPILE_ERRORS = frozenset(
-    {"CompilationError", "CompileTimeAssertionFailure", "UnsupportedLanguageConstruct", "PTXASError", "OutOfResources"}
-)
-
-
 def failed_by_error(outcome: JobOutcome) -> bool:
     """Did a test of the job raise (not a wrong result, a crash or running out of time), with an error poisoned
-    allocations may explain: not a kernel that does not compile for the device (``COMPILE_ERRORS``), which fails
-    alike unpoisoned, so running it again would only double a long run of failing compiles?"""
+    allocations may explain: not a kernel that does not compile for the device (``COMPILE_ERRORS``, or what the job
+    found raised by a backend's compiler), which fails alike unpoisoned, so running it again would only double a long
+    run of failing compiles?"""
     tests = (outcome.result or {}).get("tests") or []
     return outcome.status == "ok" and any(
-        t.get("kind") == "error" and (t.get("error") or {}).get("type") not in COMPILE_ERRORS for t in tests
+        t.get("kind") == "error" and not _compile_failure(t.get("error")) for t in tests
     )
+
+
+def _compile_failure(error: Any) -> bool:
+    error = error if isinstance(error, dict) else {}
+    return error.get("type") in COMPILE_ERRORS or error.get("compile_error") is True
 
 
 def compile_at_end(progress: dict[str, Any] | None) -> str:

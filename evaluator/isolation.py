@@ -65,6 +65,10 @@ ENV_ALLOW = (
 )
 ENV_DENY = ("TRITON_CACHE_DIR", "TRITON_HOME", "TRITON_DUMP_DIR", "TRITON_OVERRIDE_DIR")  # set per job (``confine``)
 
+# The GPU toolkits a job's compiles use (ROCm's linker and device libraries, CUDA's ptxas), shown read-only where they
+# lie in a hidden folder (a ROCm installed under the home directory).
+TOOLKIT_PATHS = ("ROCM_PATH", "HIP_PATH", "CUDA_HOME", "CUDA_PATH")
+
 # System paths hidden behind an empty private tmpfs (writable, thrown away with the job).
 HIDDEN_SYSTEM = ("/home", "/root", "/run", "/var/run", "/var/tmp", "/tmp", "/mnt", "/media", "/srv")
 
@@ -99,7 +103,8 @@ def default_policy(extra_hidden: Iterable[str] = (), python_home: str | None = N
     """Hide the system's private places, the caller's working directory (the project), the temporary directory
     (every scratch directory of the evaluator) and `extra_hidden`; expose again, read-only, what Python needs: its
     installation, the folders on PYTHONPATH, and the environment (its prefix and site-packages), through
-    `python_home` where the zygote starts through a link to it (``job_package``). The evaluator's own code is not
+    `python_home` where the zygote starts through a link to it (``job_package``), and the GPU toolkits named by
+    ``TOOLKIT_PATHS``. The evaluator's own code is not
     exposed: job processes run what the zygote imported."""
     import tempfile
 
@@ -114,8 +119,9 @@ def default_policy(extra_hidden: Iterable[str] = (), python_home: str | None = N
         hidden.append(path)
     hidden = [p for p in hidden if not any(p != q and within(p, q) for q in hidden)]  # outermost only
     python_path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    toolkits = [os.environ[name] for name in TOOLKIT_PATHS if os.environ.get(name)]
     environment = [python_home] if python_home else _environment_paths()
-    needed = {*roots, *environment, *map(os.path.realpath, python_path)}
+    needed = {*roots, *environment, *map(os.path.realpath, [*python_path, *toolkits])}
     return Policy(tuple(hidden), _inside(needed, hidden))
 
 
@@ -161,7 +167,7 @@ def bwrap_command(policy: Policy, writable: Iterable[str], env: dict[str, str]) 
         "--dev",
         "/dev",
     ]
-    for path in gpu_nodes():
+    for path in gpu_nodes(env):
         cmd += ["--dev-bind", path, path]
     for path in policy.hidden:
         cmd += ["--tmpfs", path]

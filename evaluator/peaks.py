@@ -21,7 +21,7 @@ from .runtime_facts import RuntimeFacts
 from .shared.sequential import RoundPlan
 from .speedup import speedup_interval
 
-CACHE_VERSION = "v7"  # v7: the margin's floor raised to 1.5% (a margin kept under it is measured again)
+CACHE_VERSION = "v8"  # v8: keyed by the device's compute units and memory (an MI300X partition), AMD's last-level cache
 # The least margin a device's A/A measurement gives: the device's own A/A kernels can depart from 1 by a few tenths of a
 # percent where a real file of short calls timed against itself departs by more than a percent, and would be called
 # "slower" than itself against the narrower margin.
@@ -29,16 +29,21 @@ MIN_NOISE_MARGIN = DEFAULT_NOISE_MARGIN
 MAX_NOISE_MARGIN = 0.05
 AA_FACTOR = 3.0  # margin = this times the largest A/A departure from 1
 
-# Datasheet figures: (bandwidth GB/s, dense 16-bit TFLOP/s, fp32 TFLOP/s). Leads, not measurements.
+# Datasheet figures: (bandwidth GB/s, dense 16-bit TFLOP/s, fp32 TFLOP/s, compute units of the whole device). Leads,
+# not measurements. A device that shows fewer units (an MI300X in a CPX/DPX partition mode, an NVIDIA MIG slice) gets
+# the figures in proportion. Rows are per device as torch shows it: each GCD of an MI250/MI250X is one device, with
+# half of the module's figures (MI250X module: 3277 GB/s, 383 / 47.9 TFLOP/s, 220 CUs; MI250: 362 / 45.3, 208 CUs).
 DATASHEET = {
-    "H200": (4800.0, 989.0, 67.0),
-    "H100": (3350.0, 989.0, 67.0),
-    "A100": (2039.0, 312.0, 19.5),
-    "L40S": (864.0, 362.0, 91.6),
-    "MI300X": (5300.0, 1307.0, 163.4),
-    "MI325X": (6000.0, 1307.0, 163.4),
-    "MI250X": (3277.0, 383.0, 47.9),
-    "MI250": (3277.0, 362.0, 45.3),
+    "H200": (4800.0, 989.0, 67.0, 132),
+    "H100": (3350.0, 989.0, 67.0, 132),
+    "A100": (2039.0, 312.0, 19.5, 108),
+    "L40S": (864.0, 362.0, 91.6, 142),
+    "MI355X": (8000.0, 2516.6, 157.3, 256),
+    "MI350X": (8000.0, 2306.9, 144.2, 256),
+    "MI300X": (5300.0, 1307.0, 163.4, 304),
+    "MI325X": (6000.0, 1307.0, 163.4, 304),
+    "MI250X": (1638.4, 191.5, 23.95, 110),
+    "MI250": (1638.4, 181.0, 22.65, 104),
 }
 # Bounds for any GPU, and for a measurement against its datasheet figure (measured / datasheet).
 _ABSOLUTE = {"bandwidth_gbps": (20.0, 30_000.0), "tflops_16bit": (1.0, 10_000.0), "tflops_fp32": (0.1, 2_000.0)}
@@ -59,6 +64,9 @@ def cache_key(runtime: RuntimeFacts) -> str:
             f"torch {runtime.torch_version}",
             f"triton {runtime.triton_version}",
             str(runtime.backend),
+            # an MI300X partition (CPX: 38 CUs, NPS4: a quarter of the memory) is a device of its own
+            f"{runtime.units} units",
+            f"{runtime.memory_bytes} bytes",
         ]
     )
 
@@ -95,6 +103,7 @@ def measured_peaks(found: Any, device: str) -> Peaks | None:
     except (TypeError, ValueError, KeyError, ZeroDivisionError):
         return None
     entry = {f.name: found.get(f.name) for f in fields(Peaks)} | {"source": "measured", "noise_margin": margin}
+    entry["units"] = found.get("units", 0)  # a job that does not say how many units the device shows
     return validate(entry, device)
 
 
@@ -124,7 +133,7 @@ def validate(entry: Any, device: str) -> Peaks | None:
 
 def believable(peaks: Peaks) -> bool:
     """Whether measured ceilings are physically plausible for the named device."""
-    sheet = _datasheet_row(peaks.device)
+    sheet = _datasheet_row(peaks.device, peaks.units)
     for i, (name, (low, high)) in enumerate(_ABSOLUTE.items()):
         value = getattr(peaks, name)
         if not low <= value <= high:
@@ -135,23 +144,25 @@ def believable(peaks: Peaks) -> bool:
                 return False
     if peaks.l2_gbps and not 0.3 * peaks.bandwidth_gbps <= peaks.l2_gbps <= 40 * peaks.bandwidth_gbps:
         return False
-    if not 0 <= peaks.l2_bytes <= 1 << 30:
+    if not 0 <= peaks.l2_bytes <= 1 << 30 or not 0 <= peaks.units <= 1 << 16:
         return False
     return MIN_NOISE_MARGIN <= peaks.noise_margin <= MAX_NOISE_MARGIN
 
 
-def datasheet_peaks(name: str, l2: int = 0) -> Peaks:
-    row = _datasheet_row(name)
+def datasheet_peaks(name: str, l2: int = 0, units: int = 0) -> Peaks:
+    row = _datasheet_row(name, units)
     if row is not None:
         model = next(m for m in DATASHEET if m.lower() in name.lower())
-        return Peaks(name, *row, f"datasheet ({model})", l2, 0.0, DEFAULT_NOISE_MARGIN)
-    return Peaks(name, 0.0, 0.0, 0.0, "unknown device", l2, 0.0, DEFAULT_NOISE_MARGIN)
+        return Peaks(name, *row, f"datasheet ({model})", l2, 0.0, DEFAULT_NOISE_MARGIN, units)
+    return Peaks(name, 0.0, 0.0, 0.0, "unknown device", l2, 0.0, DEFAULT_NOISE_MARGIN, units)
 
 
-def _datasheet_row(name: str) -> tuple[float, float, float] | None:
-    for model, row in DATASHEET.items():
+def _datasheet_row(name: str, units: int = 0) -> tuple[float, float, float] | None:
+    """The named model's figures, in proportion to `units` where the device shows fewer than the model has."""
+    for model, (*figures, full) in DATASHEET.items():
         if model.lower() in name.lower():
-            return row
+            share = units / full if 0 < units < full else 1.0
+            return figures[0] * share, figures[1] * share, figures[2] * share
     return None
 
 

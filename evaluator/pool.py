@@ -51,6 +51,9 @@ class JobOutcome:
 
 
 DEVICE_MASKS = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
+# ROCm's own device mask, applied by its HSA runtime beneath HIP's: what ROCm advises for isolating a process's GPUs,
+# since HIP_VISIBLE_DEVICES leaves the others reachable through the runtime. HIP's masks then count within it.
+ROCR_MASK = "ROCR_VISIBLE_DEVICES"
 
 
 def cpu_threads_per_job(concurrent: int, cores: int | None = None) -> int | None:
@@ -73,9 +76,7 @@ def device_masks(environ: Mapping[str, str], hip: bool | None = None) -> dict[st
     each as its list of GPU entries. A mask that is set but empty shows no GPU, so it is kept, with no entries.
     `hip`: a ROCm build (default: as torch was built)."""
     read = DEVICE_MASKS if (_hip_build() if hip is None else hip) else DEVICE_MASKS[:1]
-    return {
-        name: [entry.strip() for entry in environ[name].split(",") if entry.strip()] for name in read if name in environ
-    }
+    return {name: _entries(environ[name]) for name in read if name in environ}
 
 
 def _hip_build() -> bool:
@@ -85,17 +86,43 @@ def _hip_build() -> bool:
 
 
 def pin_device(environ: Mapping[str, str], gpu_id: int, hip: bool | None = None) -> dict[str, str]:
-    """The device mask that shows a worker only GPU `gpu_id`, counted as the caller sees its GPUs: where the caller
-    already has a mask (CUDA_VISIBLE_DEVICES=2,3), id 0 is its first entry (2), not the machine's GPU 0."""
+    """The device masks that show a worker only GPU `gpu_id`, counted as the caller sees its GPUs: where the caller
+    already has a mask (CUDA_VISIBLE_DEVICES=2,3), id 0 is its first entry (2), not the machine's GPU 0. A ROCm build
+    is pinned through ``ROCR_MASK`` (``rocm_pin``)."""
+    hip = _hip_build() if hip is None else hip
+    if hip:
+        return rocm_pin(environ, gpu_id)
     masks = device_masks(environ, hip)
     if not masks:
         return dict.fromkeys(DEVICE_MASKS, str(gpu_id))
-    pinned = {}
-    for name, entries in masks.items():
-        if not 0 <= gpu_id < len(entries):
-            raise WorkerStartError(f"GPU {gpu_id} is not visible: {name}={environ[name]} shows {len(entries)} GPU(s)")
-        pinned[name] = entries[gpu_id]
-    return pinned
+    return {name: _entry(name, entries, gpu_id, environ) for name, entries in masks.items()}
+
+
+def rocm_pin(environ: Mapping[str, str], gpu_id: int) -> dict[str, str]:
+    """ROCm's masks for GPU `gpu_id` of those the caller sees: ROCR_VISIBLE_DEVICES names it (an index among the
+    machine's GPUs, or a UUID, as the caller's own ROCR mask has it), and HIP's masks show the one GPU left, 0. The
+    caller's HIP mask (HIP_VISIBLE_DEVICES, else CUDA_VISIBLE_DEVICES) counts within its ROCR mask; a HIP mask of
+    UUIDs under a ROCR mask cannot be resolved here, so it is pinned as it is, within that ROCR mask."""
+    rocr = device_masks(environ, True) | ({ROCR_MASK: _entries(environ[ROCR_MASK])} if ROCR_MASK in environ else {})
+    hip_name = next((name for name in ("HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES") if name in rocr), None)
+    index = str(gpu_id)
+    if hip_name is not None:
+        index = _entry(hip_name, rocr[hip_name], gpu_id, environ)
+        if not index.isdigit() and ROCR_MASK in rocr:
+            return {hip_name: index}
+    if ROCR_MASK in rocr:
+        index = _entry(ROCR_MASK, rocr[ROCR_MASK], int(index), environ)
+    return {ROCR_MASK: index} | dict.fromkeys(DEVICE_MASKS, "0")
+
+
+def _entries(mask: str) -> list[str]:
+    return [entry.strip() for entry in mask.split(",") if entry.strip()]
+
+
+def _entry(name: str, entries: list[str], gpu_id: int, environ: Mapping[str, str]) -> str:
+    if not 0 <= gpu_id < len(entries):
+        raise WorkerStartError(f"GPU {gpu_id} is not visible: {name}={environ[name]} shows {len(entries)} GPU(s)")
+    return entries[gpu_id]
 
 
 class WorkerPool:

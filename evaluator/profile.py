@@ -11,6 +11,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .peaks import datasheet_peaks
 from .pool import JobOutcome
 from .results import KernelProfile, ProfileResult
 from .shared.protocol import ProfileJob
@@ -39,7 +40,12 @@ def profile_job(module: dict[str, Any], owner: TritonFile, options: EvalOptions,
     )
 
 
-def profile_result(outcome: JobOutcome, label: str, owner: TritonFile, device: str | None) -> ProfileResult:
+def profile_result(
+    outcome: JobOutcome, label: str, owner: TritonFile, device: str | None, units: int | None = None
+) -> ProfileResult:
+    """The job's report read back. A profiler that counts the bytes a launch moved rather than its share of the peak
+    (rocprofv3) has them set against the datasheet bandwidth of `device` (its share where it shows `units` of its
+    compute units), the peak Nsight Compute's percentage is of."""
     base = {"file": label, "device": device}
     if outcome.status != "ok" or outcome.result is None:
         return ProfileResult(ok=False, message=f"the profile job failed: {outcome.message}", **base)
@@ -58,7 +64,8 @@ def profile_result(outcome: JobOutcome, label: str, owner: TritonFile, device: s
         for launch in (call.get("launches") or []) if isinstance(call, dict) else []:
             if isinstance(launch, dict) and launch.get("kernel") in known:
                 launches[(str(launch["kernel"]), str(launch.get("hash") or "")[:128])].append(launch)
-    kernels = tuple(_folded(kernel, digest, runs) for (kernel, digest), runs in launches.items())
+    bandwidth = datasheet_peaks(device or "", units=units or 0).bandwidth_gbps or None
+    kernels = tuple(_folded(kernel, digest, runs, bandwidth) for (kernel, digest), runs in launches.items())
     if not kernels:
         return ProfileResult(ok=False, message="the profiler measured none of the file's kernels", **base)
     profiler = str(result.get("profiler") or "the vendor's profiler")[:100]
@@ -72,9 +79,10 @@ def profile_result(outcome: JobOutcome, label: str, owner: TritonFile, device: s
     )
 
 
-def _folded(kernel: str, digest: str, runs: list[dict[str, Any]]) -> KernelProfile:
+def _folded(kernel: str, digest: str, runs: list[dict[str, Any]], bandwidth: float | None) -> KernelProfile:
     """One kernel's launches as one profile: each figure weighted by the launches' durations (equally where none
-    says its duration)."""
+    says its duration); the DRAM share from the bytes moved per second where the profiler gave those, against
+    `bandwidth` (GB/s)."""
     durations = [_bounded(r.get("duration_ns"), 1e15) for r in runs]
     weights = [d if d else 1.0 for d in durations]
 
@@ -83,6 +91,10 @@ def _folded(kernel: str, digest: str, runs: list[dict[str, Any]]) -> KernelProfi
         return sum(v * w for v, w in pairs) / sum(w for _, w in pairs) if pairs else None
 
     occupancy, allowed = mean("achieved_occupancy_pct", 100.0), mean("theoretical_occupancy_pct", 100.0)
+    dram = mean("dram_pct", 100.0)
+    moved = mean("dram_gbps", 1e6)
+    if dram is None and moved is not None and bandwidth:
+        dram = _bounded(100 * moved / bandwidth, 100.0)
     known_durations = [d for d in durations if d is not None]
     return KernelProfile(
         kernel=kernel,
@@ -90,7 +102,7 @@ def _folded(kernel: str, digest: str, runs: list[dict[str, Any]]) -> KernelProfi
         launches=len(runs),
         achieved_occupancy=None if occupancy is None else occupancy / 100,
         theoretical_occupancy=None if allowed is None else allowed / 100,
-        dram_pct=mean("dram_pct", 100.0),
+        dram_pct=dram,
         sm_pct=mean("sm_pct", 100.0),
         duration_us=sum(known_durations) / len(known_durations) / 1e3 if known_durations else None,
         waves=mean("waves", 1e9),

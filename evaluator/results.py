@@ -129,7 +129,8 @@ class KernelProfile:
     """One compiled kernel as the vendor's profiler measured it, over its profiled launches (each figure weighted by
     the launches' durations): achieved occupancy (warps resident per active cycle over the SM's maximum, 0-1), the
     occupancy its resources allow, DRAM and SM throughput (% of their peaks), its mean duration and waves of thread
-    blocks per SM. None where the profiler did not say."""
+    blocks per SM. From rocprofv3 on an AMD GPU: wavefronts per CU, VALU busy as `sm_pct`, waves of workgroups per
+    CU. None where the profiler did not say."""
 
     kernel: str
     hash: str
@@ -168,7 +169,8 @@ class ProfileResult:
 class CompiledKernelFacts:
     """What the compiler made of one kernel: registers per thread, spilled registers, shared memory per block, warps
     and pipeline stages, and the occupancy they allow (resident warps over the SM's maximum; estimated from the
-    limits, None where unknown); where the vendor's profiler ran, what it measured (`measured`)."""
+    limits, None where unknown); where the vendor's profiler ran, what it measured (`measured`). On an AMD GPU
+    (`amd`) the same in its words: VGPRs per lane, LDS per workgroup, wavefronts, a compute unit's maximum."""
 
     kernel: str
     n_regs: int | None = None
@@ -177,7 +179,11 @@ class CompiledKernelFacts:
     num_warps: int | None = None
     num_stages: int | None = None
     occupancy: float | None = None
-    limited_by: str | None = None  # what bounds the occupancy: "registers", "shared memory" or "warps"
+    limited_by: str | None = None  # what bounds the occupancy: "registers", "shared memory" or "warps" (AMD: "LDS",
+    # "wavefronts")
+    waves_per_simd: int | None = None  # AMD: the wavefronts a SIMD keeps of it, as the compiler computed
+    scratch_bytes: int | None = None  # AMD: private (scratch) memory per lane, where registers spill
+    amd: bool = False  # compiled for an AMD GPU: its facts are named in AMD's words
     hash: str = ""  # the compiled kernel's hash, as the job reported it ("" where unknown): which kernels are the same
     measured: KernelProfile | None = None  # what the vendor's profiler measured of it (``slowness.with_profile``)
 
@@ -235,6 +241,7 @@ class Peaks:
     l2_bytes: int = 0
     l2_gbps: float = 0.0  # copy bandwidth of data resident in L2 (the ceiling of hot-cache timings); 0 if unknown
     noise_margin: float = DEFAULT_NOISE_MARGIN  # A/A equivalence margin of a speedup on this device
+    units: int = 0  # compute units (SMs, CUs) the device showed: fewer than its model's in a partition; 0 if unknown
 
 
 @dataclass(frozen=True)

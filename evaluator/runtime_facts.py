@@ -18,6 +18,8 @@ class RuntimeFacts:
     backend: str | None = None  # cuda | rocm | interpreter
     device: str | None = None
     arch: str | None = None
+    units: int | None = None  # compute units (SMs, CUs) the device shows: an MI300X partition shows fewer
+    memory_bytes: int | None = None  # the device's memory: an MI300X memory partition (NPS4) shows a quarter
     torch_version: str | None = None
     triton_version: str | None = None
     isolation: str | None = None  # the mechanism that isolates each job (``isolation_policy.PROCESS_ONLY``: none)

@@ -1,6 +1,7 @@
-"""Why a kernel is slow: its compile facts against the SM's limits (occupancy), what the vendor's profiler measured
-of it where it ran (achieved occupancy, DRAM and SM throughput), and each timed call against the device's roofline
-(memory-, compute- or latency-bound). Pure functions of plain data, on the caller's side."""
+"""Why a kernel is slow: its compile facts against the SM's (AMD: the compute unit's) limits (occupancy), what the
+vendor's profiler measured of it where it ran (achieved occupancy, DRAM and SM/CU throughput), and each timed call
+against the device's roofline (memory-, compute- or latency-bound). Pure functions of plain data, on the caller's
+side."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 from .results import CallCost, CallTiming, CompiledKernelFacts, KernelProfile, Peaks, ProfileResult
+from .shared.amd_devices import SIMDS_PER_CU, AmdArch, resident_workgroups
 
 LAUNCH_BOUND_MS = 0.01  # a call under ~10 µs is bound by launching, whatever its tiles
 NEAR_CEILING = 0.4  # a call achieving this share of a ceiling is bound by it; below both, by latency
@@ -31,9 +33,12 @@ def kernel_facts(raw: Mapping[str, Any], limits: Mapping[str, int]) -> CompiledK
         num_warps=number("num_warps"),
         num_stages=number("num_stages"),
         hash=str(raw.get("hash") or "")[:128],
+        waves_per_simd=number("waves_per_simd"),
+        scratch_bytes=number("scratch_bytes"),
+        amd="max_waves_per_simd" in limits,
     )
-    occupancy, limited_by = occupancy_of(facts, limits)
-    return CompiledKernelFacts(**{**facts.__dict__, "occupancy": occupancy, "limited_by": limited_by})
+    occupancy, limited_by = (amd_occupancy if facts.amd else occupancy_of)(facts, limits)
+    return replace(facts, occupancy=occupancy, limited_by=limited_by)
 
 
 def occupancy_of(facts: CompiledKernelFacts, limits: Mapping[str, int]) -> tuple[float | None, str | None]:
@@ -55,6 +60,18 @@ def occupancy_of(facts: CompiledKernelFacts, limits: Mapping[str, int]) -> tuple
     limited_by = min(blocks, key=lambda k: blocks[k])
     resident = min(min(blocks.values()), MAX_BLOCKS_PER_SM)
     return min(1.0, resident * facts.num_warps / max_warps), limited_by
+
+
+def amd_occupancy(facts: CompiledKernelFacts, limits: Mapping[str, int]) -> tuple[float | None, str | None]:
+    """Resident wavefronts per compute unit over its maximum, counted in workgroups of `num_warps` wavefronts spread
+    over its SIMDs (``amd_devices.resident_workgroups``), and which resource bounds them."""
+    waves, per_lane, lds = limits.get("max_waves_per_simd"), limits.get("vgprs_per_lane"), limits.get("lds_per_cu")
+    if not facts.num_warps or not waves or not per_lane or not lds:
+        return None, None
+    arch = AmdArch("", 0, lds, per_lane, waves)
+    workgroups = resident_workgroups(arch, facts.num_warps, facts.n_regs, facts.shared_bytes, facts.waves_per_simd)
+    limited_by = min(workgroups, key=lambda k: workgroups[k])
+    return min(1.0, workgroups[limited_by] * facts.num_warps / (waves * SIMDS_PER_CU)), limited_by
 
 
 def with_profile(
@@ -102,8 +119,9 @@ def call_cost(
         return CallCost(**base, **pct, bound="latency", why=f"{ms * 1e3:.1f} µs a call: launch-bound ({where})")
     if share is not None and share >= NEAR_CEILING:
         return CallCost(**base, **pct, bound=side, why=f"{side}-bound: {where}")
-    return CallCost(**base, **pct, bound="latency", why=f"latency-bound: only {where} (too few programs in flight, "
-                                                        "or stalls that more warps or stages would hide)")  # fmt: skip
+    warps = "wavefronts" if peaks.device.startswith("AMD") else "warps"  # torch names every AMD GPU "AMD ..."
+    why = f"latency-bound: only {where} (too few programs in flight, or stalls that more {warps} or stages would hide)"
+    return CallCost(**base, **pct, bound="latency", why=why)
 
 
 def timing_cost(call: CallTiming, peaks: Peaks | None) -> CallCost:
@@ -118,13 +136,16 @@ def _pct(share: float | None) -> float | None:
 
 def kernel_line(k: CompiledKernelFacts) -> str:
     """What the compiler made of one kernel, in words: ``8 warps, 3 stages, 128 registers/thread, 12 spilled, 64 KB
-    shared, occupancy 25% (registers)``, and what the profiler measured of it where it ran (``measured_line``)."""
+    shared, occupancy 25% (registers)`` (AMD: ``4 wavefronts, 2 stages, 112 VGPRs/lane, 32 KB LDS, occupancy 50%
+    (registers)``), and what the profiler measured of it where it ran (``measured_line``)."""
+    unit, registers, shared = ("wavefronts", "VGPRs/lane", "LDS") if k.amd else ("warps", "registers/thread", "shared")
     parts = [
-        f"{k.num_warps} warps" if k.num_warps else "",
+        f"{k.num_warps} {unit}" if k.num_warps else "",
         f"{k.num_stages} stages" if k.num_stages else "",
-        f"{k.n_regs} registers/thread" if k.n_regs is not None else "",
+        f"{k.n_regs} {registers}" if k.n_regs is not None else "",
         f"{k.n_spills} spilled" if k.n_spills else "",
-        f"{k.shared_bytes / 1024:.0f} KB shared" if k.shared_bytes else "",
+        f"{k.scratch_bytes} B scratch/lane" if k.scratch_bytes else "",
+        f"{k.shared_bytes / 1024:.0f} KB {shared}" if k.shared_bytes else "",
         f"occupancy {100 * k.occupancy:.0f}% ({k.limited_by})" if k.occupancy is not None else "",
         measured_line(k),
     ]
@@ -133,14 +154,14 @@ def kernel_line(k: CompiledKernelFacts) -> str:
 
 def measured_line(k: CompiledKernelFacts) -> str:
     """What the profiler measured of a kernel, in words: ``measured: achieved occupancy 62%, DRAM 85% of peak,
-    SM 6%``; "" where it did not run."""
+    SM 6%`` (AMD, from rocprofv3: ``VALU busy 6%``); "" where it did not run."""
     m = k.measured
     if m is None:
         return ""
     parts = [
         f"achieved occupancy {100 * m.achieved_occupancy:.0f}%" if m.achieved_occupancy is not None else "",
         f"DRAM {m.dram_pct:.0f}% of peak" if m.dram_pct is not None else "",
-        f"SM {m.sm_pct:.0f}%" if m.sm_pct is not None else "",
+        f"{'VALU busy' if k.amd else 'SM'} {m.sm_pct:.0f}%" if m.sm_pct is not None else "",
     ]
     said = ", ".join(p for p in parts if p)
     return f"measured: {said}" if said else ""

@@ -199,7 +199,8 @@ def test_a_gpu_id_counts_among_the_gpus_the_caller_sees(monkeypatch):
     assert pin_device({}, 1) == {"CUDA_VISIBLE_DEVICES": "1", "HIP_VISIBLE_DEVICES": "1"}
     assert pin_device({"CUDA_VISIBLE_DEVICES": "2,3"}, 0) == {"CUDA_VISIBLE_DEVICES": "2"}
     assert pin_device({"CUDA_VISIBLE_DEVICES": "2, 3"}, 1) == {"CUDA_VISIBLE_DEVICES": "3"}
-    assert pin_device({"HIP_VISIBLE_DEVICES": "1,0"}, 0, hip=True) == {"HIP_VISIBLE_DEVICES": "1"}
+    rocm = {"ROCR_VISIBLE_DEVICES": "1", "CUDA_VISIBLE_DEVICES": "0", "HIP_VISIBLE_DEVICES": "0"}
+    assert pin_device({"HIP_VISIBLE_DEVICES": "1,0"}, 0, hip=True) == rocm  # ROCm: pinned through its own mask
     # a CUDA build does not read HIP_VISIBLE_DEVICES: one left over from a ROCm setup hides nothing
     both = {"CUDA_VISIBLE_DEVICES": "0", "HIP_VISIBLE_DEVICES": "0"}
     assert pin_device({"HIP_VISIBLE_DEVICES": ""}, 0, hip=False) == both

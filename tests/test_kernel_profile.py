@@ -111,11 +111,14 @@ def test_the_measurement_joins_the_compile_facts_of_the_same_compiled_kernel():
     assert slowness.with_profile(facts, None) == facts
 
 
-def test_without_nsight_compute_or_on_rocm_the_job_says_why_and_runs_nothing(monkeypatch, tmp_path):
+def test_without_nsight_compute_or_rocprofv3_the_job_says_why_and_runs_nothing(monkeypatch, tmp_path):
+    from geak.evaluator.job import rocprof
+
     job = SimpleNamespace(modules=[{"kernels": ["k"]}], scratch=str(tmp_path), timeout_s=10.0)
     sent = []
+    monkeypatch.setattr(rocprof, "find_rocprofv3", lambda: None)
     rocm = kernel_profile.run_profile(job, SimpleNamespace(backend="rocm"), sent.append)
-    assert "no vendor profiler is used on rocm" in rocm["unavailable"]
+    assert "rocprofv3 is not installed" in rocm["unavailable"] and "Nsight" not in rocm["unavailable"]
     monkeypatch.setattr(kernel_profile, "find_ncu", lambda: None)
     missing = kernel_profile.run_profile(job, SimpleNamespace(backend="cuda"), sent.append)
     assert "Nsight Compute (ncu) is not installed" in missing["unavailable"]

@@ -10,6 +10,8 @@ READY = {  # a "ready" message's facts, as the pool keeps them (``zygote.ZygoteL
     "backend": "cuda",
     "device": "NVIDIA H100 80GB HBM3",
     "arch": "90",
+    "units": 132,
+    "memory_bytes": 85_045_231_616,
     "torch_version": "2.9.0",
     "triton_version": "3.5.0",
     "isolation": "namespaces",

@@ -2,8 +2,9 @@
 (the caller turns it into `Peaks`, judges the A/A rounds and caches the result: ``peaks.py``).
 
 * copy bandwidth (bytes read + written) of a 1 GiB device-to-device copy, L2 flushed by its size;
-* copy bandwidth of data resident in L2 (graph replay of copies of a buffer a quarter of the L2's size): the
-  ceiling of hot-cache timings;
+* copy bandwidth of data resident in the last-level cache (graph replay of copies of a buffer a quarter of its size:
+  the L2, or on AMD Instinct GPUs the Infinity Cache behind it, ``shared/amd_devices``): the ceiling of hot-cache
+  timings;
 * dense matmul rates through torch (16-bit: the better of fp16 and bf16; fp32 without TF32);
 * the A/A rounds: two identical, separately compiled Triton kernels timed against each other through the
   evaluator's own timing path at a small (graph) and a large (flushed) size; the caller's equivalence margin is a
@@ -23,6 +24,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ..shared.amd_devices import last_level_cache
 from ..shared.sequential import RoundPlan
 from . import timing
 
@@ -31,11 +33,10 @@ AA_SIZES = (1 << 16, 1 << 26)
 
 
 def measure(measure: bool = True) -> dict[str, Any]:
-    """The current device's name and L2 size and, when `measure`, its ceilings and A/A rounds, as the caller reads
-    them (``peaks.measured_peaks``)."""
-    props = torch.cuda.get_device_properties(torch.cuda.current_device())
-    l2 = int(getattr(props, "L2_cache_size", 0) or 0)
-    found: dict[str, Any] = {"device": props.name, "l2_bytes": l2}
+    """The current device's name, last-level cache size and compute units and, when `measure`, its ceilings and A/A
+    rounds, as the caller reads them (``peaks.measured_peaks``)."""
+    found = device_facts(torch.cuda.get_device_properties(torch.cuda.current_device()))
+    l2 = found["l2_bytes"]
     if not measure:
         return found
     return {
@@ -46,6 +47,14 @@ def measure(measure: bool = True) -> dict[str, Any]:
         "l2_gbps": l2_copy_gbps(l2),
         "aa_rounds": aa_rounds(),
     }
+
+
+def device_facts(props: Any) -> dict[str, Any]:
+    """The name, the last-level cache (what a hot timing's data fits in) and the compute units of a device, from its
+    torch properties."""
+    l2 = int(getattr(props, "L2_cache_size", 0) or 0)
+    cache = last_level_cache(l2, getattr(props, "gcnArchName", None))
+    return {"device": props.name, "l2_bytes": cache, "units": int(getattr(props, "multi_processor_count", 0) or 0)}
 
 
 def warm_up() -> None:
@@ -66,7 +75,7 @@ def warm_up() -> None:
 def copy_gbps() -> float:
     import triton.testing
 
-    n = 256 * 1024 * 1024  # 1 GiB of fp32: far beyond any L2
+    n = 256 * 1024 * 1024  # 1 GiB of fp32: four times the largest last-level cache (256 MB)
     src = torch.randn(n, device="cuda")
     dst = torch.empty_like(src)
     ms = triton.testing.do_bench(lambda: dst.copy_(src), warmup=25, rep=200, return_mode="median")
@@ -74,12 +83,12 @@ def copy_gbps() -> float:
 
 
 def l2_copy_gbps(l2_bytes: int) -> float:
-    """Copy bandwidth of a buffer that stays in L2 (0 when the L2 size is unknown)."""
+    """Copy bandwidth of a buffer that stays in the last-level cache of `l2_bytes` (0 when its size is unknown)."""
     import triton.testing
 
     if l2_bytes <= 0:
         return 0.0
-    n = max(1 << 16, l2_bytes // 4 // 2 // 4)  # src + dst = a quarter of the L2, fp32
+    n = l2_probe_elements(l2_bytes)
     src = torch.randn(n, device="cuda")
     dst = torch.empty_like(src)
     repeat = 100
@@ -90,6 +99,12 @@ def l2_copy_gbps(l2_bytes: int) -> float:
 
     ms = triton.testing.do_bench_cudagraph(copies, rep=100, return_mode="median") / repeat
     return 2 * n * 4 / (ms * 1e-3) / 1e9
+
+
+def l2_probe_elements(l2_bytes: int) -> int:
+    """fp32 elements of each of the L2 probe's two buffers: together a quarter of the cache, enough bytes that a copy
+    is timed by the cache's bandwidth rather than by its launch."""
+    return max(1 << 16, l2_bytes // 4 // 2 // 4)
 
 
 def matmul_tflops(dtype: torch.dtype) -> float:

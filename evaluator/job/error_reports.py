@@ -9,7 +9,12 @@ import traceback
 from types import ModuleType
 from typing import Any
 
+from ..shared.protocol import COMPILE_ERRORS
 from .kernel_names import kernel_name
+
+# Triton's AMD backend: a RuntimeError of its passes or of the linker, an AssertionError of its options, raised in
+# its compiler (its driver's errors are launches', not compiles')
+AMD_BACKEND = os.path.join("triton", "backends", "amd", "")
 
 FATAL_GPU_ERRORS = (
     "illegal memory access",
@@ -40,13 +45,34 @@ def describe_error(exc: BaseException, user_file: str, module: ModuleType | None
                 frames.append({"line": fs.lineno, "func": fs.name, "code": fs.line or ""})
         cur = cur.__cause__ or cur.__context__
     text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    compile_error = compile_failure(exc)
     return {
         "type": type(exc).__name__,
         "message": text,
         "frames": frames,
         "compile_location": _compile_location(exc, module),
-        "is_assertion": isinstance(exc, AssertionError),
+        # a test's own assertion (a wrong result), not one of the AMD compiler's (a kernel that does not compile)
+        "is_assertion": isinstance(exc, AssertionError) and not compile_error,
+        "compile_error": compile_error,
     }
+
+
+def compile_failure(exc: BaseException) -> bool:
+    """Whether `exc` (or an error it was raised from) says a kernel does not compile for the device: one of Triton's
+    compile errors (``COMPILE_ERRORS``), or an error raised inside the AMD backend's compiler, which raises plain
+    RuntimeErrors and AssertionErrors."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if type(cur).__name__ in COMPILE_ERRORS:
+            return True
+        frames = traceback.extract_tb(cur.__traceback__)
+        innermost = frames[-1].filename if frames else ""
+        if AMD_BACKEND in innermost and os.path.basename(innermost) != "driver.py":
+            return True
+        cur = cur.__cause__ or cur.__context__
+    return False
 
 
 def _def_line(jit_fn: Any) -> int:

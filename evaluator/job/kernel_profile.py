@@ -1,8 +1,10 @@
 """The profile job: each timed call's kernels measured by the vendor's profiler, inside the job's sandbox. Nsight
-Compute (`ncu`) starts a process of its own (``profile_target``) that captures the file's calls as a timing does and
-runs each once more, profiled; every launch of one of the file's kernels there is replayed for its counters:
-achieved occupancy (warps resident per active cycle over the SM's maximum), the occupancy its resources allow,
-DRAM and SM throughput against their peaks, and its duration.
+Compute (`ncu`) on NVIDIA, rocprofv3 on ROCm (``rocprof_profile``) starts a process of its own (``profile_target``)
+that captures the file's calls as a timing does and runs each once more, profiled; every launch of one of the file's
+kernels there is replayed for its counters: achieved occupancy (warps resident per active cycle over the SM's
+maximum), the occupancy its resources allow, DRAM and SM throughput against their peaks (rocprofv3: the bytes the
+kernel fetched and wrote, which the caller sets against the device's bandwidth, and VALU busy), its duration and its
+waves of thread blocks (workgroups).
 
 What it reports is for people and the model (the hover, the optimize report, the optimizer's prompt), never a
 verdict: the caller bounds every number it reads. The profiler leaves the GPU's clocks as it finds them, and the
@@ -13,17 +15,16 @@ from __future__ import annotations
 import csv
 import glob
 import io
-import json
 import os
 import re
 import shutil
 import subprocess
-import sys
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from ..shared.protocol import ProfileJob
+from .profiler_run import MAX_PROFILED, joined, run_profiler, target_command
+from .rocprof import rocprof_profile
 
 # Nsight Compute's metric -> the report's field
 METRICS = {
@@ -34,9 +35,7 @@ METRICS = {
     "gpu__time_duration.sum": "duration_ns",
     "launch__waves_per_multiprocessor": "waves",
 }
-MAX_PROFILED = 64  # launches profiled at most in one job (each is replayed for its counters)
-SPEC_FILE, LAUNCHES_FILE, CSV_FILE = "profile_spec.json", "profile_launches.json", "profile.csv"
-OUTPUT_TAIL = 2000  # characters of the profiler's output kept for an error message
+CSV_FILE = "profile.csv"
 
 
 def find_ncu() -> str | None:
@@ -54,10 +53,11 @@ def find_ncu() -> str | None:
 def run_profile(job: ProfileJob, info: Any, send) -> dict[str, Any]:
     """{"profiler", "calls": [{"signature", "launches": [{"kernel", "hash", metrics...}]}]}, {"unavailable": why}
     where no profiler can run here, or {"error": ...}."""
-    from . import device_grant
-
+    if info.backend == "rocm":
+        return rocprof_profile(job, send)
     if info.backend != "cuda":
-        return {"unavailable": f"no vendor profiler is used on {info.backend} yet (Nsight Compute, on NVIDIA GPUs)"}
+        return {"unavailable": f"no vendor profiler runs on {info.backend} (Nsight Compute on NVIDIA, rocprofv3 on "
+                "AMD GPUs)"}  # fmt: skip
     ncu = find_ncu()
     if ncu is None:
         return {"unavailable": "Nsight Compute (ncu) is not installed where jobs run (looked for on PATH, in "
@@ -66,7 +66,6 @@ def run_profile(job: ProfileJob, info: Any, send) -> dict[str, Any]:
     if not kernels:
         return {"error": "the file has no Triton kernel to profile"}
     scratch = Path(job.scratch)
-    (scratch / SPEC_FILE).write_text(json.dumps(asdict(job)))
     command = [
         ncu,
         "--profile-from-start", "off",  # only what the target brackets: each call's profiled run
@@ -76,35 +75,18 @@ def run_profile(job: ProfileJob, info: Any, send) -> dict[str, Any]:
         "--launch-count", str(MAX_PROFILED),
         "--csv",
         "--log-file", str(scratch / CSV_FILE),
-        sys.executable, "-m", f"{__package__}.profile_target", str(scratch / SPEC_FILE),
+        *target_command(job),
     ]  # fmt: skip
-    package_root = str(Path(__file__).resolve().parents[2])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)}
-    send({"event": "progress", "stage": "profiling the kernels with Nsight Compute"})
-    device_grant.DEVICE_GRANTS.wait_alone()
-    try:
-        done = subprocess.run(
-            command, cwd=scratch, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, timeout=job.timeout_s, text=True, errors="replace",
-        )  # fmt: skip
-    except subprocess.TimeoutExpired:
-        return {"error": f"the profiler's run took over its limit of {job.timeout_s:g} s"}
-    finally:
-        device_grant.DEVICE_GRANTS.release()
-    output = done.stdout[-OUTPUT_TAIL:]
-    try:
-        launched = json.loads((scratch / LAUNCHES_FILE).read_text())
-    except (OSError, ValueError):
-        return {"error": f"the profiled run did not finish (exit status {done.returncode}):\n{output}"}
-    if launched.get("error"):
-        return {"error": f"the profiled run failed: {launched['error']}", "error_detail": launched.get("detail")}
+    ran = run_profiler(command, job, send, "profiling the kernels with Nsight Compute")
+    if "error" in ran:
+        return ran
     try:
         rows = profiled_launches((scratch / CSV_FILE).read_text(errors="replace"))
     except OSError:
         rows = []
     if not rows:
-        return {"error": f"Nsight Compute measured no kernel (exit status {done.returncode}):\n{output}"}
-    return {"profiler": _version(ncu), "calls": joined(launched.get("calls") or [], rows)}
+        return {"error": f"Nsight Compute measured no kernel (exit status {ran['status']}):\n{ran['output']}"}
+    return {"profiler": _version(ncu), "calls": joined(ran["calls"], rows)}
 
 
 def profiled_launches(text: str) -> list[dict[str, Any]]:
@@ -120,23 +102,6 @@ def profiled_launches(text: str) -> list[dict[str, Any]]:
         if field is not None:
             entry[field] = _number(row.get("Metric Value"))
     return [launches[k] for k in sorted(launches, key=lambda k: int(k) if k.isdigit() else -1)]
-
-
-def joined(calls: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each call's launches (the target's record: kernel names and compiled hashes, in launch order) with the
-    profiler's rows, matched in order: the profiler saw exactly these launches, up to its `MAX_PROFILED`."""
-    remaining = iter(rows)
-    out, in_step = [], True
-    for call in calls:
-        launches = []
-        for launch in call.get("launches") or []:
-            row = next(remaining, None) if in_step else None
-            if row is None or row["kernel"] != launch.get("kernel"):
-                in_step = False  # past the profiler's cap, or out of step: nothing more is matched
-                break
-            launches.append({**row, "hash": str(launch.get("hash") or "")})
-        out.append({"signature": str(call.get("signature") or ""), "launches": launches})
-    return out
 
 
 def _number(value: str | None) -> float | None:

@@ -1,17 +1,21 @@
-"""The process Nsight Compute starts for a profile job (``kernel_profile``): `python -m PACKAGE.job.profile_target
-SPEC`. It captures the file's calls as a timing does (``bench_capture``), runs each chosen call once to compile and
-tune it, then once more between the profiler's start and stop, and writes which of the file's kernels each call
-launched, in order (the profiler's rows are matched with them)."""
+"""The process Nsight Compute or rocprofv3 starts for a profile job (``profiler_run``): `python -m
+PACKAGE.job.profile_target SPEC`. It captures the file's calls as a timing does (``bench_capture``), runs each chosen
+call once to compile and tune it, then once more between the profiler's start and stop (CUDA's profiler calls; on
+ROCm, ROCTx's resume and pause, which rocprofv3 follows with ``--selected-regions``), and writes which of the file's
+kernels each call launched, in order (the profiler's rows are matched with them)."""
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from .kernel_profile import LAUNCHES_FILE
+from .profiler_run import LAUNCHES_FILE
 
 
 def main(spec_path: str) -> int:
@@ -37,7 +41,10 @@ def profiled_calls(spec: dict[str, Any]) -> dict[str, Any]:
     if "error" in captured:
         return {"error": captured["error"], "detail": captured.get("error_detail")}
     kernels = set(module_spec["kernels"])
-    cudart = torch.cuda.cudart()
+    brackets = profiler_brackets(bool(torch.version.hip))
+    if brackets is None:
+        return {"error": "ROCTx (librocprofiler-sdk-roctx.so) could not be loaded: rocprofv3 would count every launch"}
+    start, stop = brackets
     calls = []
     for call in calls_to_time(captured["calls"], job.max_calls).calls:
         fn = captured["recorder"].originals[call.wrapper]
@@ -46,18 +53,38 @@ def profiled_calls(spec: dict[str, Any]) -> dict[str, Any]:
             sets.call(fn, 0)  # compiled and tuned before it is profiled
             torch.cuda.synchronize()
             with launch_modes.compiled_kept():
-                cudart.cudaProfilerStart()
+                start()
                 try:
                     sets.call(fn, 0)
                     torch.cuda.synchronize()
                 finally:
-                    cudart.cudaProfilerStop()
+                    stop()
                 launched = [(name, kernel) for name, kernel in STATE.compiled if name in kernels]
         except Exception as e:
             return {"error": f"its call {call.signature} failed", "detail": error_reports.describe_error(e, "", None)}
         launches = [{"kernel": name, "hash": str(getattr(kernel, "hash", "") or "")} for name, kernel in launched]
         calls.append({"signature": call.signature, "launches": launches})
     return {"calls": calls}
+
+
+def profiler_brackets(hip: bool) -> tuple[Callable[[], Any], Callable[[], Any]] | None:
+    """The calls that start and stop the profiler's collection: CUDA's profiler API, or on ROCm ROCTx's resume and
+    pause of every thread (HIP's profiler calls are no-ops there); None where ROCTx cannot be loaded."""
+    if not hip:
+        import torch
+
+        cudart = torch.cuda.cudart()
+        return cudart.cudaProfilerStart, cudart.cudaProfilerStop
+    for name in ("librocprofiler-sdk-roctx.so", "librocprofiler-sdk-roctx.so.1"):
+        try:
+            roctx = ctypes.CDLL(name)
+        except OSError:
+            continue
+        every_thread = ctypes.c_uint64(0)
+        return functools.partial(roctx.roctxProfilerResume, every_thread), functools.partial(
+            roctx.roctxProfilerPause, every_thread
+        )
+    return None
 
 
 if __name__ == "__main__":

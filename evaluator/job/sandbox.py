@@ -180,7 +180,13 @@ def _describe_gpu() -> dict[str, Any] | None:
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     hip = getattr(torch.version, "hip", None)
     arch = getattr(props, "gcnArchName", None) if hip else f"sm_{props.major}{props.minor}"
-    return {"backend": "rocm" if hip else "cuda", "device": props.name, "arch": arch}
+    return {
+        "backend": "rocm" if hip else "cuda",
+        "device": props.name,
+        "arch": arch,
+        "units": int(props.multi_processor_count),
+        "memory_bytes": int(props.total_memory),
+    }
 
 
 def _exit_words(code: int) -> str:

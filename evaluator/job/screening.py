@@ -31,8 +31,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..shared.amd_devices import amd_arch
 from ..shared.protocol import ScreenJob, screen_output_file
 from ..shared.screening import ScreenPlan, survivors
+from .amd_assembly import assembly_facts, kernel_assembly
 
 ROUGH_TOLERANCE = 0.05  # the job's own output check: relative to the reference's RMS (ranking only)
 PROGRESS_EVERY = 8  # variants run between two progress reports
@@ -150,9 +152,11 @@ class _Variant:
         self.costs: list[dict[str, Any]] = []
         self.samples: list[float] = []
         self.rung = 0
+        self.compile_failed = False  # its last failed run did not compile for the device (``run_calls``)
 
     def fail(self, message: str) -> None:
-        skipped = any(word in message for word in ("out of resource", "OutOfResources", "CompilationError"))
+        words = ("out of resource", "OutOfResources", "CompilationError")
+        skipped = self.compile_failed or any(word in message for word in words)
         self.status, self.message = ("skipped" if skipped else "failed"), message
 
     def run_calls(
@@ -178,7 +182,9 @@ class _Variant:
                     user_code.synchronize(gpu)
                     compiled += STATE.compiled
             except Exception as e:
-                return error_reports.describe_error(e, "", None)["message"]
+                described = error_reports.describe_error(e, "", None)
+                self.compile_failed = described["compile_error"]
+                return described["message"]
             if self.label == "reference" and not run:
                 self.costs.append({"bytes": bytes_moved(args, kwargs, ret), **_declared_costs(self, call, fn)})
             output = call_outputs(ret, *_untouched_marked(args, kwargs, before))
@@ -456,7 +462,7 @@ def kernel_facts(name: str, kernel: Any) -> dict[str, Any]:
     def number(value: Any) -> int | None:
         return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
-    return {
+    facts = {
         "kernel": name,
         "hash": str(getattr(kernel, "hash", "") or ""),
         "n_regs": number(getattr(kernel, "n_regs", None)),
@@ -465,16 +471,34 @@ def kernel_facts(name: str, kernel: Any) -> dict[str, Any]:
         "num_warps": number(getattr(metadata, "num_warps", None)),
         "num_stages": number(getattr(metadata, "num_stages", None)),
     }
+    text = kernel_assembly(kernel)
+    if text is None:
+        return facts
+    # ROCm: the assembly's own counts (a driver may report 0 registers and spills), and the compiler's occupancy
+    said = assembly_facts(text)
+    renamed = {"vgprs": "n_regs", "spills": "n_spills", "waves_per_simd": "waves_per_simd",
+               "scratch_bytes": "scratch_bytes"}  # fmt: skip
+    return facts | {ours: said[theirs] for theirs, ours in renamed.items() if theirs in said}
 
 
 def device_limits() -> dict[str, Any]:
-    """The streaming multiprocessor's limits, for the caller's occupancy estimate."""
+    """The streaming multiprocessor's (compute unit's) limits, for the caller's occupancy estimate."""
     import torch
 
-    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    return limits_of(torch.cuda.get_device_properties(torch.cuda.current_device()))
+
+
+def limits_of(props: Any) -> dict[str, int]:
+    """A device's limits from its torch properties; on an AMD architecture ``shared/amd_devices`` knows, the compute
+    unit's own (wavefronts per SIMD, the VGPR file, LDS), which the caller's occupancy estimate then uses."""
     names = ("multi_processor_count", "regs_per_multiprocessor", "max_threads_per_multi_processor",
              "shared_memory_per_multiprocessor", "shared_memory_per_block_optin", "warp_size")  # fmt: skip
-    return {name: int(getattr(props, name)) for name in names if isinstance(getattr(props, name, None), int)}
+    limits = {name: int(getattr(props, name)) for name in names if isinstance(getattr(props, name, None), int)}
+    arch = amd_arch(getattr(props, "gcnArchName", None))
+    if arch is not None:
+        limits |= {"max_waves_per_simd": arch.max_waves_per_simd, "vgprs_per_lane": arch.vgprs_per_lane,
+                   "lds_per_cu": arch.lds_per_cu}  # fmt: skip
+    return limits
 
 
 def _copied(value: Any) -> Any:

@@ -33,6 +33,7 @@ from typing import Any
 
 import torch
 
+from ..shared.amd_devices import flush_bytes, last_level_cache
 from ..shared.sequential import RoundPlan
 from . import device_grant, launch_modes
 from .launch_modes import STATE
@@ -50,7 +51,6 @@ HOST_CALLS = 3  # calls whose host time (median) sizes that cover
 MAX_COVER_MS = 2.0  # at most: a host-bound wrapper (tens of ms a call) would spend the rounds' time spinning
 TUNING_CALLS = 7  # timed calls per config when an autotuned kernel tunes in a job (``tuning_bench``)
 MAX_INPUT_SETS = 4
-FLUSH_BYTES = 256 << 20  # what do_bench zeroes before each call: far beyond any L2
 BUSY_GRACE_MS = 0.5  # an empty kernel's round trip beyond this: the device serves other work (time slices ~2 ms)
 GUARD_RETRY = 3  # a lagging guard measures again over this many times its round trips before it rejects
 ESCAPE_TOLERANCE_MS = 0.002  # side-stream work may end this long after the timed stream's end event
@@ -68,6 +68,8 @@ _elapsed_ms = getattr(_EventBase, "elapsed_time", None)  # (start, end)
 _wait_for = getattr(_EventBase, "synchronize", None)  # (event)
 _current_stream = torch.cuda.current_stream
 _synchronize = torch.cuda.synchronize
+_device_properties = torch.cuda.get_device_properties  # sizes the flush: a forged one could shrink it
+_current_device = torch.cuda.current_device
 _host_clock = time.perf_counter
 _zero = torch.Tensor.zero_  # the L2 flush before each flushed call, and the busy-device control (``guard``)
 _spin = torch.cuda._sleep  # a kernel that keeps the device busy for a number of its clock cycles
@@ -498,7 +500,15 @@ def _graph_get_nodes() -> Any:
 
 @functools.cache
 def _flush_buffer() -> torch.Tensor:
-    return torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+    size = device_flush_bytes(_device_properties(_current_device()))
+    return torch.empty(size // 4, dtype=torch.int32, device="cuda")
+
+
+def device_flush_bytes(props: Any) -> int:
+    """What is zeroed before a flushed call: twice the device's last-level cache, at least do_bench's 256 MB (an
+    MI300X's 256 MB Infinity Cache would keep part of the inputs a buffer of its own size was to evict)."""
+    l2 = int(getattr(props, "L2_cache_size", 0) or 0)
+    return flush_bytes(last_level_cache(l2, getattr(props, "gcnArchName", None)))
 
 
 @functools.cache

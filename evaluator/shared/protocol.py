@@ -18,6 +18,11 @@ HEARTBEAT_S = 1.0  # a job on the interpreter reports how many programs it ran a
 # keys of a progress message that says a step lives, not that one starts: the programs the interpreter ran, a
 # compile that lasts and its end (``job.compile.watch``)
 HEARTBEAT_KEYS = frozenset({"programs", "compiling", "compiled"})
+# What Triton raises where a kernel does not compile for the device (a job also reports an error its AMD backend's
+# compiler raised as a compile error: ``job/error_reports.compile_failure``).
+COMPILE_ERRORS = frozenset(
+    {"CompilationError", "CompileTimeAssertionFailure", "UnsupportedLanguageConstruct", "PTXASError", "OutOfResources"}
+)
 
 
 def output_file_of_test(test: str, run: str = "") -> str:
