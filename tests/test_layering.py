@@ -12,6 +12,7 @@
   loop ← batch; within the server, the language server and the service import nothing of the command line nor of
   each other.
 - The agent and the server reach the evaluator only through its public surface (`geak.evaluator`'s ``__all__``).
+- No module is over 700 lines, no class over 350.
 """
 
 from __future__ import annotations
@@ -260,3 +261,18 @@ def test_the_servers_front_ends_point_one_way(part: str, forbidden: tuple[str, .
         if any(_within(target, f) for f in forbidden)
     ]
     assert not wrong, f"{part} must not depend on {' or '.join(forbidden)}:\n" + "\n".join(wrong)
+
+
+MAX_MODULE_LINES, MAX_CLASS_LINES = 700, 350  # past these a module or class holds more than one thing: split it
+
+
+def test_no_module_or_class_outgrows_one_responsibility():
+    wrong = []
+    for module in MODULES.values():
+        text = module.path.read_text(encoding="utf-8")
+        if (lines := len(text.splitlines())) > MAX_MODULE_LINES:
+            wrong.append(f"{module.path.relative_to(ROOT)}: {lines} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ClassDef) and (size := node.end_lineno - node.lineno + 1) > MAX_CLASS_LINES:
+                wrong.append(f"{module.path.relative_to(ROOT)}:{node.lineno}: class {node.name}, {size} lines")
+    assert not wrong, "\n".join(wrong)
