@@ -28,6 +28,7 @@ from .options import EvalOptions
 from .pool import WorkerPool, usable_cores
 from .progress import Progress, relay, say
 from .reference_runs import ReferenceRuns
+from .repo_tests import ModuleTests, as_module
 from .results import BenchResult, CheckResult, Diagnostic, Peaks, ProfileResult, ScreenedVariant, ScreenResult
 from .runtime_facts import RuntimeFacts
 from .shared.protocol import PeaksJob, cache_request
@@ -40,7 +41,11 @@ from .verdict import UNPOISONED_CAVEAT
 class Evaluator:
     """Checks and times Triton files. Reuse one Evaluator: workers stay warm and reference runs are cached."""
 
-    def __init__(self, options: EvalOptions | None = None, pool: WorkerPool | None = None):
+    def __init__(
+        self, options: EvalOptions | None = None, pool: WorkerPool | None = None, readable: tuple[str, ...] = ()
+    ):
+        """`readable`: folders jobs may read (never write) although the sandbox hides them: the repositories of the
+        modules `check_module` checks."""
         self.options = options or EvalOptions()
         self.pool = pool or WorkerPool(
             backend=self.options.backend,
@@ -50,6 +55,7 @@ class Evaluator:
             gpu_id=self.options.gpu_id,
             isolation=self.options.isolation,
             compile_cache=self.options.compile_cache,
+            show=readable,
         )
         self._folders = JobFolders()
         self._scratch = self._folders.scratch
@@ -94,16 +100,36 @@ class Evaluator:
         except TritonFileError as e:
             if e.kind != "syntax" and reference is None:
                 raise BadInput(str(e)) from e
-            return CheckResult(
-                ok=False,
-                stage="parse",
-                backend=None,
-                file=label,
-                message=str(e),
-                diagnostics=(Diagnostic(e.line, e.column, "error", str(e), file=label),),
-                reference=str(against) if against else None,
-                duration_s=time.perf_counter() - started,
-            )
+            return _unparsed(e, label, against, started)
+        ref_run = await self._references.run(reference, progress) if reference is not None else None
+        async with self._references.held(ref_run):
+            return await self._candidates.verdict(candidate, reference, ref_run, label, progress, started)
+
+    async def check_module(
+        self,
+        target: ModuleTests,
+        *,
+        source: str | None = None,
+        against: str | Path | None = None,
+        progress: Progress | None = None,
+    ) -> CheckResult:
+        """`check` for a module of a repository, judged by the repository's tests (`target`: ``repo_tests``): the
+        candidate's text (`source`, default: the module's own) in the module's place; with `against` (a file: the
+        module's original, say), that text runs the same tests as the reference, and the kernels' calls the tests
+        make must give its outputs on its fresh and probe inputs. Jobs must be able to read the repository
+        (`readable`)."""
+        started = time.perf_counter()
+        label = str(target.path)
+        try:
+            reference = as_module(target, source_text(against), str(against)) if against is not None else None
+        except TritonFileError as e:
+            raise BadInput(f"reference {against}: {e}") from e
+        try:
+            candidate = as_module(target, source if source is not None else source_text(target.path), label)
+        except TritonFileError as e:
+            if e.kind != "syntax":
+                raise BadInput(str(e)) from e
+            return _unparsed(e, label, against, started)
         ref_run = await self._references.run(reference, progress) if reference is not None else None
         async with self._references.held(ref_run):
             return await self._candidates.verdict(candidate, reference, ref_run, label, progress, started)
@@ -378,6 +404,20 @@ class Evaluator:
             "wrappers": list(owner.entry_points),
             "kernels": [k.name for k in owner.kernels],
         }
+
+
+def _unparsed(error: TritonFileError, label: str, against: str | Path | None, started: float) -> CheckResult:
+    """The verdict on a candidate that does not parse."""
+    return CheckResult(
+        ok=False,
+        stage="parse",
+        backend=None,
+        file=label,
+        message=str(error),
+        diagnostics=(Diagnostic(error.line, error.column, "error", str(error), file=label),),
+        reference=str(against) if against else None,
+        duration_s=time.perf_counter() - started,
+    )
 
 
 def _import_in_background(module: str) -> None:

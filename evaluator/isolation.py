@@ -95,12 +95,15 @@ def _through(value: str, python_home: str | None) -> str:
     )
 
 
-def default_policy(extra_hidden: Iterable[str] = (), python_home: str | None = None) -> Policy:
+def default_policy(
+    extra_hidden: Iterable[str] = (), python_home: str | None = None, shown: Iterable[str] = ()
+) -> Policy:
     """Hide the system's private places, the caller's working directory (the project), the temporary directory
     (every scratch directory of the evaluator) and `extra_hidden`; expose again, read-only, what Python needs: its
     installation, the folders on PYTHONPATH, and the environment (its prefix and site-packages), through
-    `python_home` where the zygote starts through a link to it (``job_package``). The evaluator's own code is not
-    exposed: job processes run what the zygote imported."""
+    `python_home` where the zygote starts through a link to it (``job_package``), and `shown` (a repository whose
+    tests judge a module of it). The evaluator's own code is not exposed: job processes run what the zygote
+    imported."""
     import tempfile
 
     candidates = [*HIDDEN_SYSTEM, os.path.expanduser("~"), tempfile.gettempdir(), os.getcwd(), *extra_hidden]
@@ -115,7 +118,7 @@ def default_policy(extra_hidden: Iterable[str] = (), python_home: str | None = N
     hidden = [p for p in hidden if not any(p != q and within(p, q) for q in hidden)]  # outermost only
     python_path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     environment = [python_home] if python_home else _environment_paths()
-    needed = {*roots, *environment, *map(os.path.realpath, python_path)}
+    needed = {*roots, *environment, *map(os.path.realpath, [*python_path, *shown])}
     return Policy(tuple(hidden), _inside(needed, hidden))
 
 

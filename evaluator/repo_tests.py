@@ -23,11 +23,12 @@ import configparser
 import fnmatch
 import os
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from .python_source import parse
+from .triton_file import TritonFile, _asserts, parse_triton_file
 
 MARKERS = ("pyproject.toml", "pytest.ini", "setup.cfg", "tox.ini", ".git")
 # pytest's own `norecursedirs` default, and the folders of an environment or a build
@@ -55,6 +56,7 @@ class Repository:
 class FoundTest:
     node: str  # a pytest node id relative to the repository's root: `test/test_x.py::test_y`, `...::TestK::test_z`
     why: str
+    asserts: bool = True  # its body asserts something (else it only shows that the kernels run)
 
 
 @dataclass(frozen=True)
@@ -84,9 +86,33 @@ class ModuleTests:
             "nodes": [t.node for t in self.tests],
         }
 
+    def to_dict(self) -> dict[str, Any]:
+        """What was found and why, as data (`geak check --json`)."""
+        return {
+            "module": self.module,
+            "repository": str(self.repository.root),
+            "source": self.source,
+            "searched": [str(p) for p in self.searched],
+            "tests": [{"node": t.node, "why": t.why} for t in self.tests],
+        }
+
     def describe(self) -> list[str]:
         """One line per test: its node id and why it was chosen."""
         return [f"{t.node}: {t.why}" for t in self.tests]
+
+
+def as_module(target: ModuleTests, text: str, label: str) -> TritonFile:
+    """`text` as the module under check (the original or a candidate): its kernels and entry points as a file's,
+    its tests the repository's (pytest runs them), carried to the job with where the repository lies."""
+    parsed = parse_triton_file(text, label, require_tests=False)
+    return replace(
+        parsed,
+        tests=tuple(t.node for t in target.tests),
+        benches=(),
+        test_style="pytest",
+        asserting_tests=tuple(t.node for t in target.tests if t.asserts),
+        repository=target.to_job(),
+    )
 
 
 # ----------------------------------------------------------------------------------------- the repository
@@ -178,12 +204,13 @@ def module_tests(path: Path, chosen: list[str] | None = None) -> ModuleTests:
     dotted, import_root = module_name(path)
     if chosen:
         tests = tuple(_chosen_test(repo, spec) for spec in chosen)
-        return ModuleTests(path, dotted, import_root, repo, _expanded(repo, tests), "--tests", ())
+        return ModuleTests(path, dotted, import_root, repo, _judged(repo, _expanded(repo, tests)), "--tests", ())
     relative = path.relative_to(repo.root).as_posix()
     for key in (dotted, relative):
         if key in repo.geak_tests:
-            tests = tuple(FoundTest(n, f"[tool.geak.tests] {key!r} in pyproject.toml") for n in repo.geak_tests[key])
-            return ModuleTests(path, dotted, import_root, repo, _expanded(repo, tests), "[tool.geak]", ())
+            why = f"[tool.geak.tests] {key!r} in pyproject.toml"
+            tests = _judged(repo, _expanded(repo, tuple(FoundTest(n, why) for n in repo.geak_tests[key])))
+            return ModuleTests(path, dotted, import_root, repo, tests, "[tool.geak]", ())
     searched = repo.testpaths or (repo.root,)
     graph = ImportGraph((import_root, *repo.pythonpath, repo.root))
     found: list[FoundTest] = []
@@ -195,7 +222,31 @@ def module_tests(path: Path, chosen: list[str] | None = None) -> ModuleTests:
             f"no test of {dotted} found: no pytest file ({' or '.join(repo.python_files)}) under {where} imports it "
             "or a name that leads to it; name them with --tests PATH[::NODE] or [tool.geak.tests] in pyproject.toml"
         )
-    return ModuleTests(path, dotted, import_root, repo, tuple(found), "imports", tuple(searched))
+    return ModuleTests(path, dotted, import_root, repo, _judged(repo, tuple(found)), "imports", tuple(searched))
+
+
+def _judged(repo: Repository, tests: tuple[FoundTest, ...]) -> tuple[FoundTest, ...]:
+    """The tests, each marked by whether its function asserts anything (one it cannot find is taken to)."""
+    out = []
+    for test in tests:
+        file, _, node = test.node.partition("::")
+        tree = _parsed(repo.root / file)
+        function = _function(tree, node.split("[", 1)[0]) if tree is not None else None
+        out.append(replace(test, asserts=function is None or _asserts(function)))
+    return tuple(out)
+
+
+def _function(tree: ast.Module, node: str) -> ast.AST | None:
+    """The test function a node id tail names (`test_x`, `TestK::test_y`)."""
+    scope: list[ast.stmt] = tree.body
+    found = None
+    for part in node.split("::"):
+        found = next((s for s in scope if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                      and s.name == part), None)  # fmt: skip
+        if found is None:
+            return None
+        scope = found.body
+    return found
 
 
 def _chosen_test(repo: Repository, spec: str) -> FoundTest:
