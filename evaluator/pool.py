@@ -162,7 +162,14 @@ class WorkerPool:
         self.hide = (*hide, self._triton_cache) if self._kept_cache else tuple(hide)
         self.bwrap = os.geteuid() != 0 if bwrap is None else bwrap
         self._launcher = ZygoteLauncher(
-            backend, python, isolation, self.hide, self.bwrap, self._triton_cache, self._pinned, startup_timeout_s,
+            backend,
+            python,
+            isolation,
+            self.hide,
+            self.bwrap,
+            self._triton_cache,
+            self._pinned,
+            startup_timeout_s,
             shown=tuple(show),
         )
         self._semaphore = asyncio.Semaphore(self.max_concurrent)

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .python_source import parse
-from .triton_file import TritonFile, _asserts, parse_triton_file
+from .triton_file import TritonFile, TritonFileError, _asserts, parse_triton_file
 
 MARKERS = ("pyproject.toml", "pytest.ini", "setup.cfg", "tox.ini", ".git")
 # pytest's own `norecursedirs` default, and the folders of an environment or a build
@@ -194,6 +194,15 @@ def module_name(path: Path) -> tuple[str, Path]:
 
 
 # ----------------------------------------------------------------------------------------- finding the tests
+
+
+def needs_repository_tests(path: Path) -> bool:
+    """Is `path` a module with Triton kernels and no test of its own (so the repository's tests judge it)?"""
+    try:
+        parsed = parse_triton_file(path.read_text(), str(path), require_tests=False)
+    except (TritonFileError, OSError, UnicodeDecodeError):
+        return False  # not a kernel module: the file's own check says why
+    return not parsed.tests and not parsed.benches
 
 
 def module_tests(path: Path, chosen: list[str] | None = None) -> ModuleTests:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from geak.evaluator import BadInput, WorkerStartError
 
+from . import module_check
 from .check_many import FileVerdict, check_many, summary, triton_files
 from .ctrl_c import run_work, work_under_way
 from .evaluation import add_eval_arguments, add_service_argument, options_from_flags, run_evaluation
@@ -43,6 +44,7 @@ def register(commands) -> None:
         help="files checked at once (default: 1 for one file, else min(4, CPU cores))",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    module_check.add_arguments(parser)  # a repository's module: judged by the repository's tests
     add_eval_arguments(parser)
     add_service_argument(parser)
     parser.set_defaults(run=run)
@@ -51,6 +53,10 @@ def register(commands) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.jobs is not None and args.jobs < 1:
         raise CommandError("--jobs must be at least 1")
+    if module_check.is_module_check(args):
+        return module_check.run(args)
+    if args.tests:
+        raise CommandError("--tests names the tests of one module: give one file")
     single = len(args.paths) == 1 and not Path(args.paths[0]).is_dir() and not args.against_self
     if single:
         args.file = args.paths[0]
