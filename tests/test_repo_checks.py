@@ -101,3 +101,17 @@ def test_geak_check_module_with_tests_named_on_the_command_line(repo):
     assert result["ok"] and len(result["tests"]) == 6
     assert {t["name"].split("[")[0] for t in result["tests"]} == {"tests/test_scale.py::test_scale"}
     assert result["repository_tests"]["source"] == "--tests"
+
+
+def test_a_conftest_that_cannot_be_imported_fails_the_check_saying_so(tmp_path):
+    repo = shutil.copytree(FIXTURES / "tinyops", tmp_path / "tinyops")
+    with (repo / "tests" / "conftest.py").open("a") as f:
+        f.write("\nimport a_package_this_environment_lacks  # noqa\n")
+    p = subprocess.run(
+        [sys.executable, "-m", "geak.server.cli", "check", str(MODULE), "--backend", "interpreter", "--json"],
+        capture_output=True, text=True, timeout=300, cwd=repo,
+    )  # fmt: skip
+    assert p.returncode == 1, p.stderr
+    result = json.loads(p.stdout)
+    assert not result["ok"] and "could not load the repository's tests" in result["message"]
+    assert "a_package_this_environment_lacks" in result["output_tail"]

@@ -172,7 +172,10 @@ def _run_pytest(job: CheckJob, module, recorder, gpu: bool, record, starting, be
     from . import repository  # a repository's tests, in its own files
 
     plugin = CasePlugin(module, path, plan, recorder, gpu, **hooks, name_of=repository.case_name)
-    return run_session(plugin, Path(job.scratch), repository.session_args(job.repository, Path(job.scratch)))
+    try:
+        return run_session(plugin, Path(job.scratch), repository.session_args(job.repository, Path(job.scratch)))
+    except RuntimeError:  # the repository's configuration or a conftest.py failed: no test could run
+        return [{"name": "collection", "kind": "error", "message": repository.unloadable()}]
 
 
 def _run_test(module, name: str, path: str, recorder, gpu: bool) -> tuple[dict[str, Any], BaseException | None]:

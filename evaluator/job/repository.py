@@ -91,3 +91,11 @@ def case_name(nodeid: str) -> str:
     """A repository's case is named by its node id, file included (`tests/test_x.py::test_y[4]`): its tests live in
     several files."""
     return nodeid
+
+
+def unloadable() -> str:
+    """Why none of the repository's tests ran where pytest could not start its session."""
+    return (
+        "pytest could not load the repository's tests: its configuration, a conftest.py or what they import failed "
+        "(a package missing from this environment?); the output says which"
+    )
