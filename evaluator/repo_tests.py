@@ -237,9 +237,12 @@ def module_tests(path: Path, chosen: list[str] | None = None) -> ModuleTests:
 def _judged(repo: Repository, tests: tuple[FoundTest, ...]) -> tuple[FoundTest, ...]:
     """The tests, each marked by whether its function asserts anything (one it cannot find is taken to)."""
     out = []
+    trees: dict[str, ast.Module | None] = {}
     for test in tests:
         file, _, node = test.node.partition("::")
-        tree = _parsed(repo.root / file)
+        if file not in trees:
+            trees[file] = _parsed(repo.root / file)
+        tree = trees[file]
         function = _function(tree, node.split("[", 1)[0]) if tree is not None else None
         out.append(replace(test, asserts=function is None or _asserts(function)))
     return tuple(out)
@@ -431,15 +434,25 @@ class ImportGraph:
     def __init__(self, roots: tuple[Path, ...]):
         self.roots = tuple(dict.fromkeys(r.resolve() for r in roots if r.is_dir()))
         self._trees: dict[str, ast.Module | None] = {}
+        self._files: dict[str, Path | None] = {}
+        self._bindings: dict[str, dict[str, tuple[str, str | None]]] = {}
+        self._definitions: dict[str, dict[str, ast.stmt]] = {}
         self._memo: dict[tuple[str, str | None, str], str | None] = {}
 
     def file_of(self, module: str) -> Path | None:
-        parts = module.split(".")
-        for root in self.roots:
-            for candidate in (root.joinpath(*parts).with_suffix(".py"), root.joinpath(*parts, "__init__.py")):
-                if candidate.is_file():
-                    return candidate
-        return None
+        if module not in self._files:
+            parts = module.split(".")
+            candidates = [(r.joinpath(*parts).with_suffix(".py"), r.joinpath(*parts, "__init__.py"))
+                          for r in self.roots]  # fmt: skip
+            self._files[module] = next((c for pair in candidates for c in pair if c.is_file()), None)
+        return self._files[module]
+
+    def bindings(self, module: str, tree: ast.Module) -> dict[str, tuple[str, str | None]]:
+        """The module's top-level import bindings (``_bindings``), relative imports resolved."""
+        if module not in self._bindings:
+            package = module if self._is_package(module) else module.rpartition(".")[0]
+            self._bindings[module] = _bindings(tree, package)
+        return self._bindings[module]
 
     def name_of(self, path: Path) -> str | None:
         """The dotted name `path` imports as under one of the roots (its packages' `__init__.py` aside)."""
@@ -477,14 +490,15 @@ class ImportGraph:
         tree = self._tree(module)
         if tree is None:
             return None
-        package = module if self._is_package(module) else module.rpartition(".")[0]
-        bindings = _bindings(tree, package)
+        bindings = self.bindings(module, tree)
         if name in bindings:
             why = self.reaches(bindings[name], target)
             return f"comes from {bindings[name][0]}, and {why}" if why else None
         if self._is_package(module) and self.file_of(f"{module}.{name}") is not None:
             return self.reaches((f"{module}.{name}", None), target)
-        definition = _definitions(tree).get(name)
+        if module not in self._definitions:
+            self._definitions[module] = _definitions(tree)
+        definition = self._definitions[module].get(name)
         if definition is not None:  # a function, class or assignment of the module: what its code uses
             for used in sorted(_used(definition) - {name}):
                 why = self.reaches((module, used), target)
