@@ -92,15 +92,15 @@ def test_the_candidate_cannot_write_the_repository(check, repo):
 
 def test_geak_check_module_with_tests_named_on_the_command_line(repo):
     p = subprocess.run(
-        [sys.executable, "-m", "geak.server.cli", "check", str(MODULE), "--tests", "tests/test_scale.py::test_scale",
-         "--backend", "interpreter", "--json"],
+        [sys.executable, "-m", "geak.server.cli", "-v", "check", str(MODULE), "--tests",
+         "tests/test_scale.py::test_scale", "--backend", "interpreter"],
         capture_output=True, text=True, timeout=300, cwd=repo,
     )  # fmt: skip
     assert p.returncode == 0, p.stderr
-    result = json.loads(p.stdout)
-    assert result["ok"] and len(result["tests"]) == 6
-    assert {t["name"].split("[")[0] for t in result["tests"]} == {"tests/test_scale.py::test_scale"}
-    assert result["repository_tests"]["source"] == "--tests"
+    assert "tinyops.ops.scale in " in p.stderr and "1 test(s) named with --tests" in p.stderr  # -v: what and why
+    assert "tests/test_scale.py::test_scale: named with --tests" in p.stderr
+    assert "PASS" in p.stdout and "6 test(s) passed" in p.stdout
+    assert "test_scaler_backward" not in p.stdout
 
 
 def test_a_conftest_that_cannot_be_imported_fails_the_check_saying_so(tmp_path):
@@ -115,3 +115,10 @@ def test_a_conftest_that_cannot_be_imported_fails_the_check_saying_so(tmp_path):
     result = json.loads(p.stdout)
     assert not result["ok"] and "could not load the repository's tests" in result["message"]
     assert "a_package_this_environment_lacks" in result["output_tail"]
+    found = result["repository_tests"]  # what was found and why, beside the verdict
+    assert found["source"] == "imports" and found["module"] == "tinyops.ops.scale"
+    assert [t["node"] for t in found["tests"]] == [
+        "tests/test_scale.py::test_scale",
+        "tests/test_scale.py::test_scaler_backward",
+    ]
+    assert all(t["why"] for t in found["tests"])
