@@ -3,6 +3,7 @@ configuration, the import graph name by name, the user's choice, and what is sai
 
 from __future__ import annotations
 
+import argparse
 import shutil
 import subprocess
 import sys
@@ -135,3 +136,22 @@ def test_liger_kernel_modules_find_their_tests(module, found, not_found):
     assert target.sys_path[0] == str((LIGER / "src").resolve())  # pythonpath = ["src", "."]
     assert found in nodes(target)
     assert not any(n.startswith(not_found) for n in nodes(target))
+
+
+@pytest.mark.parametrize(
+    "paths, against, tests, module",
+    [
+        ([SCALE], None, None, True),  # kernels, no test: the repository's tests judge it
+        ([SCALE], FIXTURES / "repos" / "candidates" / "scale_right.py", None, True),  # ...against its original
+        ([FIXTURES / "add_native.py"], None, None, False),  # a file with its own tests
+        ([FIXTURES / "repos" / "candidates" / "scale_right.py"], FIXTURES / "add_native.py", None, False),  # a
+        # candidate's kernels run the reference's own test
+        ([FIXTURES / "add_native.py"], None, ["tests/test_scale.py"], True),  # tests named: a module
+        ([SCALE, ADD], None, None, False),  # several files: each as a file
+    ],
+)
+def test_geak_check_routes_a_module_without_tests_to_its_repository(paths, against, tests, module):
+    from geak.server.cli import module_check
+
+    args = argparse.Namespace(paths=[str(p) for p in paths], against=str(against) if against else None, tests=tests)
+    assert module_check.is_module_check(args) is module

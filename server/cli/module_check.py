@@ -37,10 +37,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def is_module_check(args: argparse.Namespace) -> bool:
-    """Does `geak check` judge a repository's module: one file given, with --tests, or with kernels and no test?"""
+    """Does `geak check` judge a repository's module: one file given, with --tests, or with kernels and no test,
+    unless a reference with a test of its own is given (a candidate's kernels run the reference's test)?"""
     if len(args.paths) != 1 or Path(args.paths[0]).is_dir():
         return False
-    return bool(args.tests) or needs_repository_tests(Path(args.paths[0]))
+    if args.tests:
+        return True
+    reference_tests = args.against is not None and not needs_repository_tests(Path(args.against))
+    return needs_repository_tests(Path(args.paths[0])) and not reference_tests
 
 
 def run(args: argparse.Namespace) -> int:
