@@ -64,6 +64,10 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "separator_index": ("triton_file", "separator_index"),
     "statement_span": ("triton_file", "statement_span"),
     "parse_python": ("python_source", "parse"),
+    "ModuleTests": ("repo_tests", "ModuleTests"),
+    "RepositoryError": ("repo_tests", "RepositoryError"),
+    "module_tests": ("repo_tests", "module_tests"),
+    "needs_repository_tests": ("repo_tests", "needs_repository_tests"),
 }
 
 __all__ = sorted(_EXPORTS)

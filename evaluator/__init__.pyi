@@ -14,6 +14,10 @@ from .progress import Progress as Progress
 from .python_source import parse as parse_python
 from .redaction import register_secret as register_secret
 from .reference_costs import longest_first as longest_first
+from .repo_tests import ModuleTests as ModuleTests
+from .repo_tests import RepositoryError as RepositoryError
+from .repo_tests import module_tests as module_tests
+from .repo_tests import needs_repository_tests as needs_repository_tests
 from .results import NOT_RUN_KINDS as NOT_RUN_KINDS
 from .results import BenchResult as BenchResult
 from .results import CallCost as CallCost
@@ -63,8 +67,10 @@ __all__ = [
     "EvalOptions",
     "Evaluator",
     "KernelInfo",
+    "ModuleTests",
     "ProfileResult",
     "Progress",
+    "RepositoryError",
     "ScreenResult",
     "ScreenedVariant",
     "TritonFile",
@@ -84,6 +90,8 @@ __all__ = [
     "kernel_line",
     "longest_first",
     "looks_like_triton",
+    "module_tests",
+    "needs_repository_tests",
     "parse_python",
     "parse_tolerance_overrides",
     "parse_triton_file",

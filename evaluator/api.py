@@ -13,24 +13,25 @@ import importlib
 import sys
 import threading
 import time
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from . import bench as bench_stage
 from . import job_package, screening_verdict
-from . import peaks as peaks_cache
 from . import profile as profile_stage
 from .candidate_runs import CANDIDATE_LABEL, CandidateRuns
+from .device_peaks import DevicePeaks
 from .inputs import BadInput, read_file, source_text, text_key
 from .job_folders import JobFolders, removed
 from .options import EvalOptions
 from .pool import WorkerPool, usable_cores
 from .progress import Progress, relay, say
 from .reference_runs import ReferenceRuns
+from .repo_tests import ModuleTests, as_module
 from .results import BenchResult, CheckResult, Diagnostic, Peaks, ProfileResult, ScreenedVariant, ScreenResult
 from .runtime_facts import RuntimeFacts
-from .shared.protocol import PeaksJob, cache_request
+from .shared.protocol import cache_request
 from .shared.screening import ScreenPlan
 from .timing_rules import CROSSOVER_WITHIN, REMEASURE_ABOVE, BatchClock
 from .triton_file import TritonFile, TritonFileError, parse_triton_file
@@ -40,7 +41,11 @@ from .verdict import UNPOISONED_CAVEAT
 class Evaluator:
     """Checks and times Triton files. Reuse one Evaluator: workers stay warm and reference runs are cached."""
 
-    def __init__(self, options: EvalOptions | None = None, pool: WorkerPool | None = None):
+    def __init__(
+        self, options: EvalOptions | None = None, pool: WorkerPool | None = None, readable: tuple[str, ...] = ()
+    ):
+        """`readable`: folders jobs may read (never write) although the sandbox hides them: the repositories of the
+        modules `check_module` checks."""
         self.options = options or EvalOptions()
         self.pool = pool or WorkerPool(
             backend=self.options.backend,
@@ -50,13 +55,13 @@ class Evaluator:
             gpu_id=self.options.gpu_id,
             isolation=self.options.isolation,
             compile_cache=self.options.compile_cache,
+            show=readable,
         )
         self._folders = JobFolders()
         self._scratch = self._folders.scratch
         self._references = ReferenceRuns(self.pool, self.options, self._folders)
         self._candidates = CandidateRuns(self.pool, self.options, self._folders, self._references)
-        self._peaks: Peaks | None = None
-        self._measuring_peaks = asyncio.Lock()  # timings started together wait for one measurement of the device
+        self._peaks = DevicePeaks(self.pool, self.options)
         _import_in_background("torch")  # read outputs with it later; meanwhile the workers start
 
     async def __aenter__(self) -> Evaluator:
@@ -94,16 +99,36 @@ class Evaluator:
         except TritonFileError as e:
             if e.kind != "syntax" and reference is None:
                 raise BadInput(str(e)) from e
-            return CheckResult(
-                ok=False,
-                stage="parse",
-                backend=None,
-                file=label,
-                message=str(e),
-                diagnostics=(Diagnostic(e.line, e.column, "error", str(e), file=label),),
-                reference=str(against) if against else None,
-                duration_s=time.perf_counter() - started,
-            )
+            return _unparsed(e, label, against, started)
+        ref_run = await self._references.run(reference, progress) if reference is not None else None
+        async with self._references.held(ref_run):
+            return await self._candidates.verdict(candidate, reference, ref_run, label, progress, started)
+
+    async def check_module(
+        self,
+        target: ModuleTests,
+        *,
+        source: str | None = None,
+        against: str | Path | None = None,
+        progress: Progress | None = None,
+    ) -> CheckResult:
+        """`check` for a module of a repository, judged by the repository's tests (`target`: ``repo_tests``): the
+        candidate's text (`source`, default: the module's own) in the module's place; with `against` (a file: the
+        module's original, say), that text runs the same tests as the reference, and the kernels' calls the tests
+        make must give its outputs on its fresh and probe inputs. Jobs must be able to read the repository
+        (`readable`)."""
+        started = time.perf_counter()
+        label = str(target.path)
+        try:
+            reference = as_module(target, source_text(against), str(against)) if against is not None else None
+        except TritonFileError as e:
+            raise BadInput(f"reference {against}: {e}") from e
+        try:
+            candidate = as_module(target, source if source is not None else source_text(target.path), label)
+        except TritonFileError as e:
+            if e.kind != "syntax":
+                raise BadInput(str(e)) from e
+            return _unparsed(e, label, against, started)
         ref_run = await self._references.run(reference, progress) if reference is not None else None
         async with self._references.held(ref_run):
             return await self._candidates.verdict(candidate, reference, ref_run, label, progress, started)
@@ -341,34 +366,8 @@ class Evaluator:
             return None
 
     async def device_peaks(self, progress: Progress | None = None) -> Peaks:
-        """The device's ceilings and noise margin: validated cache, else measured once in a job that runs no user
-        code (and cached by this process only), else the datasheet's. Callers at once wait for the one measurement,
-        rather than each measuring the device alone, one after another, before any timing starts."""
-        if self._peaks is not None:
-            return self._peaks
-        async with self._measuring_peaks:
-            if self._peaks is None:
-                self._peaks = await self._device_peaks(progress)
-        return self._peaks
-
-    async def _device_peaks(self, progress: Progress | None) -> Peaks:
-        info = RuntimeFacts.from_dict(await self.pool.runtime_info())
-        cached = peaks_cache.read_cached(info) if self.options.measure_peaks else None
-        if cached is not None:
-            return cached
-        say(progress, "measuring the device's peaks and noise floor (once per device)")
-        job = asdict(PeaksJob(kind="peaks", measure=self.options.measure_peaks))
-        outcome = await self.pool.run(job, timeout_s=self.options.timeout_s, on_event=relay(progress))
-        found = (outcome.result or {}).get("peaks") if outcome.status == "ok" else None
-        peaks = peaks_cache.measured_peaks(found, str(info.device))
-        if peaks is not None:
-            peaks_cache.store(info, peaks)
-        else:
-            found = found or {}
-            peaks = peaks_cache.datasheet_peaks(
-                str(info.device), int(found.get("l2_bytes") or 0), int(found.get("units") or info.units or 0)
-            )
-        return peaks
+        """The device's ceilings and noise margin (``device_peaks.DevicePeaks``)."""
+        return await self._peaks.get(progress)
 
     def _bench_module(self, label: str, text: str, owner: TritonFile, job_dir: Path) -> dict[str, Any]:
         module_name = self._folders.module_name()
@@ -381,6 +380,20 @@ class Evaluator:
             "wrappers": list(owner.entry_points),
             "kernels": [k.name for k in owner.kernels],
         }
+
+
+def _unparsed(error: TritonFileError, label: str, against: str | Path | None, started: float) -> CheckResult:
+    """The verdict on a candidate that does not parse."""
+    return CheckResult(
+        ok=False,
+        stage="parse",
+        backend=None,
+        file=label,
+        message=str(error),
+        diagnostics=(Diagnostic(error.line, error.column, "error", str(error), file=label),),
+        reference=str(against) if against else None,
+        duration_s=time.perf_counter() - started,
+    )
 
 
 def _import_in_background(module: str) -> None:

@@ -58,7 +58,8 @@ def check_job(
             cwd=str(Path(owner.path).resolve().parent) if Path(owner.path).exists() else None,
             probe_stall_s=options.probe_stall_s,
             stop_kinds=sorted(stop_kinds),
-            compile_workers=compile_workers(options),
+            compile_workers=compile_workers(options) if owner.repository is None else 0,  # the dry pass imports a file
+            repository=owner.repository,
         )
     )
 

@@ -99,12 +99,14 @@ def _through(value: str, python_home: str | None) -> str:
     )
 
 
-def default_policy(extra_hidden: Iterable[str] = (), python_home: str | None = None) -> Policy:
+def default_policy(
+    extra_hidden: Iterable[str] = (), python_home: str | None = None, shown: Iterable[str] = ()
+) -> Policy:
     """Hide the system's private places, the caller's working directory (the project), the temporary directory
     (every scratch directory of the evaluator) and `extra_hidden`; expose again, read-only, what Python needs: its
     installation, the folders on PYTHONPATH, and the environment (its prefix and site-packages), through
-    `python_home` where the zygote starts through a link to it (``job_package``), and the GPU toolkits named by
-    ``TOOLKIT_PATHS``. The evaluator's own code is not
+    `python_home` where the zygote starts through a link to it (``job_package``), the GPU toolkits named by
+    ``TOOLKIT_PATHS``, and `shown` (a repository whose tests judge a module of it). The evaluator's own code is not
     exposed: job processes run what the zygote imported."""
     import tempfile
 
@@ -121,7 +123,7 @@ def default_policy(extra_hidden: Iterable[str] = (), python_home: str | None = N
     python_path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     toolkits = [os.environ[name] for name in TOOLKIT_PATHS if os.environ.get(name)]
     environment = [python_home] if python_home else _environment_paths()
-    needed = {*roots, *environment, *map(os.path.realpath, [*python_path, *toolkits])}
+    needed = {*roots, *environment, *map(os.path.realpath, [*python_path, *toolkits, *shown])}
     return Policy(tuple(hidden), _inside(needed, hidden))
 
 

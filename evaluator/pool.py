@@ -143,6 +143,7 @@ class WorkerPool:
     `bwrap`: start the zygotes under bubblewrap when it is installed and works; None: only when not running as root
     (root's jobs get the same view from their own namespaces, with one fork less per job). `compile_cache`: where
     isolated jobs' trusted compilations are kept between runs (``compile_store``); None: a folder of the pool's own.
+    `show`: folders jobs may read although hidden (a repository whose tests judge a module of it), never write.
     """
 
     def __init__(
@@ -159,6 +160,7 @@ class WorkerPool:
         hide: tuple[str, ...] = (),
         bwrap: bool | None = None,
         compile_cache: str | None = None,
+        show: tuple[str, ...] = (),
     ):
         if backend not in ("auto", "gpu", "interpreter"):
             raise ValueError(f"backend must be auto, gpu or interpreter, not {backend!r}")
@@ -187,7 +189,15 @@ class WorkerPool:
         self.hide = (*hide, self._triton_cache) if self._kept_cache else tuple(hide)
         self.bwrap = os.geteuid() != 0 if bwrap is None else bwrap
         self._launcher = ZygoteLauncher(
-            backend, python, isolation, self.hide, self.bwrap, self._triton_cache, self._pinned, startup_timeout_s
+            backend,
+            python,
+            isolation,
+            self.hide,
+            self.bwrap,
+            self._triton_cache,
+            self._pinned,
+            startup_timeout_s,
+            shown=tuple(show),
         )
         self._semaphore = asyncio.Semaphore(self.max_concurrent)
         self._device = DeviceShare(f"GPU {gpu_id}") if gpu_id is not None else DeviceShare()

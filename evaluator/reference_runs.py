@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import secrets
 import shutil
 import time
@@ -47,7 +48,8 @@ class ReferenceRuns:
         """The kept run of `reference`, else its first run (shared with the checks that ask for it meanwhile);
         BadInput where the reference fails its own test."""
         composed = reference.compose()
-        key = text_key(composed.text)
+        tests = json.dumps(reference.repository, sort_keys=True) if reference.repository else ""  # a module's, chosen
+        key = text_key(composed.text + tests)
         cached = self._kept.get(key)
         if cached is not None:
             return cached

@@ -85,6 +85,7 @@ class TritonFile:
     def_lines: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
     test_style: TestStyle = "call"
     output_source: OutputSource = "return"
+    repository: dict | None = field(default=None, compare=False)  # a repository's module: ``repo_tests.to_job``
 
     @property
     def entry_points(self) -> tuple[str, ...]:

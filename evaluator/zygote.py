@@ -140,6 +140,7 @@ class ZygoteLauncher:
     pinned: dict[str, str]
     startup_timeout_s: float
     bwrap_checked: tuple[bool, str] | None = None
+    shown: tuple[str, ...] = ()  # folders inside hidden ones that jobs may read (a repository under check)
 
     async def start(self, threads: int | None) -> Zygote:
         """A fork server, started and ready (its runtime facts in `info`); `threads`: the CPU threads each of its
@@ -207,7 +208,11 @@ class ZygoteLauncher:
         if self.backend != "interpreter":
             env.pop("TRITON_INTERPRET", None)
         env.update(self.pinned)
-        policy = None if self.isolation == "process" else sandboxing.default_policy(self.hide, launch.python_home)
+        policy = (
+            None
+            if self.isolation == "process"
+            else sandboxing.default_policy(self.hide, launch.python_home, self.shown)
+        )
         prefix: list[str] = []
         if policy is not None and self.bwrap:
             if self.bwrap_checked is None:

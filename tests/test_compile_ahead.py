@@ -43,7 +43,7 @@ def job_for(path: Path, scratch: Path, **fields: Any) -> CheckJob:
         kind="check", scratch=str(scratch), path=str(path), module_name="cases_under_dry_pass", tests=["test_rows"],
         test_style="pytest", output_source="return", benchmarks=["test_performance"], wrappers=[],
         outputs_dir=str(scratch / "outputs"), max_calls=8, seed=42, probes=None, repeat_tests=False, poison=False,
-        cache=None, cwd=None, probe_stall_s=60.0, stop_kinds=[], compile_workers=8,
+        cache=None, cwd=None, probe_stall_s=60.0, stop_kinds=[], compile_workers=8, repository=None,
     )  # fmt: skip
     return replace(base, **fields)
 

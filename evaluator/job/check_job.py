@@ -61,15 +61,22 @@ def _run_check(job: CheckJob, info: Any, send, running: dict[str, Any]) -> dict[
         interpreter_shims.report_programs(heartbeat, HEARTBEAT_S)
     trusted_cache.reuse_autotuning(gpu)
     send({"event": "progress", "stage": f"importing {Path(path).name}"})  # the job's process and context are ready
+    # Only a reference's run draws probes from its calls; another check replays the probes it is given.
+    making = "make" in (job.probes or {})
+    recording = lambda m: CallRecorder(m, job.wrappers, keep_args="integers", limit=RECORDED_CALLS if making else 0)
+    recorder = None
     try:
         user_code.seed_everything(seed)
-        module = user_code.load_module(path, job.module_name)
+        if job.repository is not None:  # a repository's module: its wrappers recorded before the package binds them
+            from .repository import import_candidate
+
+            module, recorder = import_candidate(job.repository, path, recording)
+        else:
+            module = user_code.load_module(path, job.module_name)
     except BaseException as e:
         result["import_error"] = error_reports.describe_error(e, path, None)
         return result
-    # Only a reference's run draws probes from its calls; another check replays the probes it is given.
-    making = "make" in (job.probes or {})
-    recorder = CallRecorder(module, job.wrappers, keep_args="integers", limit=RECORDED_CALLS if making else 0)
+    recorder = recorder or recording(module)
     fatal = ended = None  # why nothing more can run; why nothing more is run (``CheckJob.stop_kinds``)
 
     def record(entry: dict[str, Any], error: BaseException | None) -> str | None:
@@ -159,8 +166,16 @@ def _run_pytest(job: CheckJob, module, recorder, gpu: bool, record, starting, be
 
     plan = SessionPlan(frozenset(job.tests), frozenset(job.benchmarks), job.output_source)
     path = Path(job.path)
-    plugin = CasePlugin(module, path, plan, recorder, gpu, on_case=record, before_test=before_test, on_start=starting)
-    return run_session(plugin, Path(job.scratch))
+    hooks = {"on_case": record, "before_test": before_test, "on_start": starting}
+    if job.repository is None:
+        return run_session(CasePlugin(module, path, plan, recorder, gpu, **hooks), Path(job.scratch))
+    from . import repository  # a repository's tests, in its own files
+
+    plugin = CasePlugin(module, path, plan, recorder, gpu, **hooks, name_of=repository.case_name)
+    try:
+        return run_session(plugin, Path(job.scratch), repository.session_args(job.repository, Path(job.scratch)))
+    except RuntimeError:  # the repository's configuration or a conftest.py failed: no test could run
+        return [{"name": "collection", "kind": "error", "message": repository.unloadable()}]
 
 
 def _run_test(module, name: str, path: str, recorder, gpu: bool) -> tuple[dict[str, Any], BaseException | None]:

@@ -81,6 +81,7 @@ class CasePlugin:
         on_case: OnCase,
         before_test: Callable[[], None] | None = None,
         on_start: Callable[[str], None] | None = None,
+        name_of: Callable[[str], str] | None = None,
     ):
         self.module = module
         self.path = path.resolve()
@@ -90,6 +91,7 @@ class CasePlugin:
         self.on_case = on_case
         self.before_test = before_test
         self.on_start = on_start
+        self.name_of = name_of or case_id  # a case's name from its node id (a repository's: the node id itself)
         self.selected: list[str] = []
         self.benchmarks: list[str] = []
         self.finished: set[str] = set()
@@ -111,13 +113,13 @@ class CasePlugin:
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
             self.collect_errors.append(
-                {"name": case_id(report.nodeid) or "collection", "kind": "error", "message": _longrepr(report)}
+                {"name": self.name_of(report.nodeid) or "collection", "kind": "error", "message": _longrepr(report)}
             )
 
     def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config, items: list) -> None:
         keep, benchmarks, dropped = [], [], []
         for item in items:
-            function = test_function(case_id(item.nodeid))
+            function = test_function(self.name_of(item.nodeid))
             if function in self.plan.tests:
                 keep.append(item)
             elif function in self.plan.benchmarks:
@@ -127,8 +129,8 @@ class CasePlugin:
         if benchmarks or dropped:
             config.hook.pytest_deselected(items=benchmarks + dropped)
         items[:] = keep
-        self.selected = [case_id(i.nodeid) for i in keep]
-        self.benchmarks = [case_id(i.nodeid) for i in benchmarks]
+        self.selected = [self.name_of(i.nodeid) for i in keep]
+        self.benchmarks = [self.name_of(i.nodeid) for i in benchmarks]
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         for name in self.benchmarks:
@@ -139,7 +141,7 @@ class CasePlugin:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None):
-        name = case_id(item.nodeid)
+        name = self.name_of(item.nodeid)
         if self.on_start is not None:
             self.on_start(name)
         STATE.launches.clear()
@@ -234,11 +236,12 @@ def case_id(nodeid: str) -> str:
     return nodeid.split("::", 1)[1] if "::" in nodeid else ""
 
 
-def run_session(plugin: CasePlugin, scratch: Path) -> list[dict[str, Any]]:
-    """Run pytest on the plugin's file; returns entries for what did not run as a case (collection errors, cases
-    left after a stop, selected tests pytest never collected)."""
+def run_session(plugin: CasePlugin, scratch: Path, args: list[str] | None = None) -> list[dict[str, Any]]:
+    """Run pytest on the plugin's file (or with `args`: a repository's tests, ``repository.session_args``); returns
+    entries for what did not run as a case (collection errors, cases left after a stop, selected tests pytest never
+    collected)."""
     basetemp = scratch / "pytest-tmp"
-    args = [
+    args = args or [
         str(plugin.path),
         "-q",
         "-s",  # no capture: output goes to the job log

@@ -49,6 +49,7 @@ PRELOAD = (
     ".timing",
     ".device_ceilings",
     ".pytest_plugin",
+    ".repository",
     ".rocm_bench",
     ".screening",
     ".check_job",

@@ -104,6 +104,9 @@ class CheckJob:
     # Processes the job may compile in ahead of its tests (``job/compile/dry_pass``): its share of the host's cores;
     # 0: none (many jobs share the host, or the interpreter).
     compile_workers: int
+    # A module of a repository judged by the repository's tests (``job/repository.py``): its root, configuration file,
+    # dotted name, the folders put first on sys.path and the tests' node ids; None: a file with its own tests.
+    repository: dict[str, Any] | None
 
 
 @dataclass(frozen=True)

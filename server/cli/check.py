@@ -13,7 +13,7 @@ from pathlib import Path
 from geak.evaluator import BadInput, WorkerStartError
 
 from ..base_comparison import BaseVerdict
-from . import base_check
+from . import base_check, module_check
 from .base_files import DEFAULT_BASE, only_version, selected
 from .check_many import FileVerdict, check_many, summary, triton_files
 from .ctrl_c import run_work, work_under_way
@@ -63,6 +63,7 @@ def register(commands) -> None:
         help="files checked at once (default: 1 for one file, else min(4, CPU cores))",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    module_check.add_arguments(parser)  # a repository's module: judged by the repository's tests
     add_eval_arguments(parser)
     add_service_argument(parser)
     parser.set_defaults(run=run)
@@ -79,6 +80,10 @@ def run(args: argparse.Namespace) -> int:
         return _run_base(args)
     if not args.paths:
         raise CommandError("give a Triton file or folder to check (or --changed)")
+    if module_check.is_module_check(args):
+        return module_check.run(args)
+    if args.tests:
+        raise CommandError("--tests names the tests of one module: give one file")
     single = len(args.paths) == 1 and not Path(args.paths[0]).is_dir() and not args.against_self
     if single:
         args.file = args.paths[0]
