@@ -65,7 +65,7 @@ if [ -n "$PLAN" ]; then
     echo "$PIP $(torch_args)"
     [ "$TORCH_MACHINE" = cpu ] && extra=,triton || extra=
   fi
-  echo "$PIP -c .venv/constraints.txt -e .[test$extra]"
+  echo "$PIP -c .venv/constraints.txt -e \".[test$extra]\""
   exit 0
 fi
 

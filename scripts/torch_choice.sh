@@ -55,7 +55,8 @@ nvidia_gpu() {
   fi
 }
 
-# Prints what shows an AMD GPU (its gfx target where rocminfo names it); fails where nothing does.
+# Prints what shows an AMD GPU (its gfx target where rocminfo names it); fails where nothing does. rocm-smi's output
+# is read whole, not piped to `grep -q`: under pipefail, its SIGPIPE when grep stops reading would fail the test.
 amd_gpu() {
   local target
   target=$(rocminfo 2>/dev/null | grep -oE '\bgfx[0-9a-f]+\b' | head -n 1) || true
@@ -63,7 +64,7 @@ amd_gpu() {
     echo "rocminfo: $target"
   elif [ -e "$1/kfd" ]; then
     echo "$1/kfd"
-  elif rocm-smi --showproductname 2>/dev/null | grep -q '^GPU\['; then
+  elif [[ $(rocm-smi --showproductname 2>/dev/null) == *"GPU["* ]]; then
     echo "rocm-smi"
   else
     return 1

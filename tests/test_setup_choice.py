@@ -80,9 +80,13 @@ class Machine:
         self.rocm = root / "rocm"
         self.env = {"PATH": str(self.bin), "GEAK_DEV_DIR": str(self.dev), "ROCM_PATH": str(self.rocm)}
 
-    def tool(self, name: str, output: str, status: int = 0) -> None:
-        """A fake `name` that prints `output` and exits with `status`, whatever its arguments."""
+    def tool(self, name: str, output: str, status: int = 0, later: str = "") -> None:
+        """A fake `name` that prints `output` and exits with `status`, whatever its arguments; `later`: more output
+        after a pause (as a tool's output comes while it asks each GPU)."""
         lines = "".join(f"printf '%s\\n' '{line}'\n" for line in output.splitlines())
+        if later:
+            (self.bin / "sleep").symlink_to(shutil.which("sleep"))
+            lines += f"sleep 0.5\nprintf '%s\\n' '{later}'\n"
         script = self.bin / name
         script.write_text(f"#!/bin/sh\n{lines}exit {status}\n")
         script.chmod(0o755)
@@ -120,7 +124,7 @@ def torch_command(index: str | None) -> str:
 
 
 def geak_command(extras: str) -> str:
-    return f"{PIP} -c .venv/constraints.txt -e .[{extras}]"
+    return f'{PIP} -c .venv/constraints.txt -e ".[{extras}]"'
 
 
 def test_an_nvidia_gpu_gets_pypis_torch_which_brings_its_triton(machine: Machine) -> None:
@@ -158,7 +162,7 @@ def test_an_amd_gpu_seen_by_its_kfd_node_with_the_version_from_hipconfig(machine
 
 
 def test_an_amd_gpu_seen_by_rocm_smi_without_a_rocm_version_gets_the_default_index(machine: Machine) -> None:
-    machine.tool("rocm-smi", ROCM_SMI_PRODUCT)
+    machine.tool("rocm-smi", ROCM_SMI_PRODUCT, later="GPU[1]\t\t: Card Series: \t\tAMD Instinct MI300X OAM")
     first, torch, _ = machine.plan()
     assert first.startswith("setup: an AMD GPU (rocm-smi), no ROCm version found")
     assert first.endswith(f"ROCm {DEFAULT_ROCM} assumed")
