@@ -100,9 +100,7 @@ class Evaluator:
             if e.kind != "syntax" and reference is None:
                 raise BadInput(str(e)) from e
             return _unparsed(e, label, against, started)
-        ref_run = await self._references.run(reference, progress) if reference is not None else None
-        async with self._references.held(ref_run):
-            return await self._candidates.verdict(candidate, reference, ref_run, label, progress, started)
+        return await self._judged(candidate, reference, label, progress, started)
 
     async def check_module(
         self,
@@ -129,6 +127,12 @@ class Evaluator:
             if e.kind != "syntax":
                 raise BadInput(str(e)) from e
             return _unparsed(e, label, against, started)
+        return await self._judged(candidate, reference, label, progress, started)
+
+    async def _judged(
+        self, candidate: TritonFile, reference: TritonFile | None, label: str, progress: Progress | None, started: float
+    ) -> CheckResult:
+        """The candidate's verdict, against the reference's kept run (made first where there is none)."""
         ref_run = await self._references.run(reference, progress) if reference is not None else None
         async with self._references.held(ref_run):
             return await self._candidates.verdict(candidate, reference, ref_run, label, progress, started)

@@ -213,7 +213,7 @@ class WorkerPool:
     @property
     def facts(self) -> RuntimeFacts:
         """`info`, typed (every fact None before a zygote has started)."""
-        return RuntimeFacts.from_dict(self.info)
+        return RuntimeFacts.from_dict(self.info, strict=False)
 
     async def runtime_info(self) -> dict[str, Any]:
         """Backend, device name and architecture, as reported by a warm zygote (the spares start meanwhile)."""

@@ -48,8 +48,7 @@ class ReferenceRuns:
         """The kept run of `reference`, else its first run (shared with the checks that ask for it meanwhile);
         BadInput where the reference fails its own test."""
         composed = reference.compose()
-        tests = json.dumps(reference.repository, sort_keys=True) if reference.repository else ""  # a module's, chosen
-        key = text_key(composed.text + tests)
+        key = _key(reference, composed.text)
         cached = self._kept.get(key)
         if cached is not None:
             return cached
@@ -95,7 +94,7 @@ class ReferenceRuns:
 
     async def forget(self, reference: TritonFile) -> None:
         """Drop the kept run of `reference` (``Evaluator.forget_reference``)."""
-        ref_run = self._kept.pop(text_key(reference.compose().text), None)
+        ref_run = self._kept.pop(_key(reference, reference.compose().text), None)
         if ref_run is None:
             return
         ref_run.forgotten = True
@@ -111,7 +110,8 @@ class ReferenceRuns:
             return known
         for path in references:
             with contextlib.suppress(BadInput):
-                seconds = costs.get(text_key(read_file(path, "reference").compose().text))
+                reference = read_file(path, "reference")
+                seconds = costs.get(_key(reference, reference.compose().text))
                 if seconds is not None:
                     known[path] = seconds
         return known
@@ -281,3 +281,10 @@ def usable_probes(ref_run: ReferenceRun) -> int:
 def is_twin(composed: Composed, ref_run: ReferenceRun) -> bool:
     """Is the candidate's composed program the reference's, byte for byte (its code exactly the reference's)?"""
     return composed.text == ref_run.tfile.compose().text
+
+
+def _key(reference: TritonFile, composed_text: str) -> str:
+    """What a reference's run is kept, forgotten and costed under: its composed text, and for a repository's module
+    the tests chosen to judge it."""
+    tests = json.dumps(reference.repository, sort_keys=True) if reference.repository else ""
+    return text_key(composed_text + tests)

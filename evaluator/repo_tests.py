@@ -22,11 +22,13 @@ import ast
 import configparser
 import fnmatch
 import os
+import tempfile
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from .compile_store import default_root
 from .python_source import parse
 from .triton_file import TritonFile, TritonFileError, _asserts, parse_triton_file
 
@@ -119,12 +121,26 @@ def as_module(target: ModuleTests, text: str, label: str) -> TritonFile:
 
 
 def find_repository(path: Path) -> Repository:
-    """The repository holding `path`: the nearest folder up with one of `MARKERS`, with its pytest configuration."""
+    """The repository holding `path`: the nearest folder up with one of `MARKERS`, with its pytest configuration. Jobs
+    read the whole repository, so a folder that holds a place they must never read (the home folder, the temporary
+    directory, the compile cache: a home kept as a git repository, say) is refused as one."""
     path = path.resolve()
     for folder in path.parents:
         if any((folder / marker).exists() for marker in MARKERS):
+            private = next((p for p in _private_places() if p == folder or folder in p.parents), None)
+            if private is not None:
+                raise RepositoryError(
+                    f"{path}: its nearest repository marker is in {folder}, which holds {private}; jobs never read "
+                    "that: give the module's repository a pyproject.toml or pytest.ini of its own"
+                )
             return _read_configuration(folder)
     raise RepositoryError(f"{path}: no repository around it (no {', '.join(MARKERS)} in any folder above it)")
+
+
+def _private_places() -> list[Path]:
+    """What the sandbox hides from every job and a repository shown to jobs must not hold."""
+    places = [os.path.expanduser("~"), tempfile.gettempdir(), default_root()]
+    return [Path(p).resolve() for p in places if p]
 
 
 def _read_configuration(root: Path) -> Repository:

@@ -27,13 +27,14 @@ class RuntimeFacts:
     grants: bool | None = None  # the fork server passes the device to a timing job alone (``pool.run``)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> RuntimeFacts:
-        """The facts in `data` (the dict the job writes); a key that names no fact is a ValueError."""
+    def from_dict(cls, data: Mapping[str, Any], *, strict: bool = True) -> RuntimeFacts:
+        """The facts in `data` (the dict the job writes). A key that names no fact is a ValueError, or, not `strict`
+        (what a running fork server reports: a fact added on its side alone must not stop every verdict), left out."""
         known = {f.name for f in fields(cls)}
         unknown = sorted(str(k) for k in data if k not in known)
-        if unknown:
+        if unknown and strict:
             raise ValueError(f"unknown runtime fact(s): {', '.join(unknown)} (known: {', '.join(sorted(known))})")
-        return cls(**data)
+        return cls(**{k: v for k, v in data.items() if k in known})
 
     def to_dict(self) -> dict[str, Any]:
         """The facts as the job writes them (every field, None where not reported)."""

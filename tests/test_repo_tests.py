@@ -93,6 +93,17 @@ def test_no_test_found_says_where_it_looked(tmp_path):
     assert "--tests" in str(e.value)
 
 
+def test_a_home_kept_as_a_repository_is_not_shown_to_jobs(tmp_path, monkeypatch):
+    """Jobs read a module's whole repository: the nearest marker in the home folder (dotfiles kept in git) would
+    show them the home folder, which the sandbox hides from every job."""
+    home = tmp_path / "home"
+    (home / ".git").mkdir(parents=True)
+    module = shutil.copytree(REPO / "src", home / "work" / "src") / "tinyops" / "ops" / "scale.py"
+    monkeypatch.setenv("HOME", str(home))
+    with pytest.raises(RepositoryError, match=r"holds .*home.*pyproject\.toml or pytest\.ini of its own"):
+        find_repository(module)
+
+
 def test_a_module_with_kernels_and_no_test_is_routed_to_its_repository():
     assert needs_repository_tests(SCALE)
     assert not needs_repository_tests(FIXTURES / "add_native.py")  # a file with its own tests

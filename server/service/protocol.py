@@ -6,8 +6,9 @@ One service per user, GEAK build and job environment: a command whose GEAK code,
 talks to a service of its own. The socket lives in a directory only its user may enter.
 
 Lines are JSON. The command sends one request ``{"method": "check"|"bench"|"profile", "file", "against", "options"}``
-(`options`: the evaluation options as data, ``EvalOptions.to_dict``); the service answers with ``{"progress": text}``
-lines, then ``{"result": {...}}`` or ``{"error": kind, "message": text}`` (kind: bad_input, worker_start, internal).
+(`options`: every evaluation option as data, ``EvalOptions.to_dict``, as the command worked them out: a service
+serves only commands of its own user, build and environment, so their defaults are its own); the service answers
+with ``{"progress": text}`` lines, then ``{"result": {...}}`` or ``{"error": kind, "message": text}`` (kind: bad_input, worker_start, internal).
 A command that goes away cancels its request.
 """
 
