@@ -8,8 +8,8 @@ talks to a service of its own. The socket lives in a directory only its user may
 Lines are JSON. The command sends one request ``{"method": "check"|"bench"|"profile", "file", "against", "options"}``
 (`options`: every evaluation option as data, ``EvalOptions.to_dict``, as the command worked them out: a service
 serves only commands of its own user, build and environment, so their defaults are its own); the service answers
-with ``{"progress": text}`` lines, then ``{"result": {...}}`` or ``{"error": kind, "message": text}`` (kind: bad_input, worker_start, internal).
-A command that goes away cancels its request.
+with ``{"progress": text}`` lines, then ``{"result": {...}}`` or ``{"error": kind, "message": text}`` (kind:
+bad_input, worker_start, internal). A command that goes away cancels its request.
 """
 
 from __future__ import annotations
