@@ -14,7 +14,7 @@ from . import prompts
 from .code_extraction import extract_code, extract_strategy
 from .config import AgentConfig
 from .evaluation import CandidateEvaluator
-from .llm import ChatModel, LLMError, ModelUnusable
+from .llm import ChatModel, ChatReply, LLMError, ModelUnusable
 from .memory import Candidate, ChainState, Evaluation, ProblemMemory
 from .retrieval import KernelCorpus
 
@@ -48,9 +48,7 @@ class ModelSteps:
                 state,
                 "optimizer: a strategy",
             )
-            if isinstance(reply, Candidate):
-                return reply
-            strategy = extract_strategy(reply.text) or reply.text.strip()[:2000]
+            strategy = extract_strategy(reply.text)
             state.last_strategy = strategy
             best = ancestors[0]
             messages = prompts.implement(self.ctx, best, strategy, self._one_shot(best.code))
@@ -63,13 +61,46 @@ class ModelSteps:
         return await self._generate(state, "generate", messages, parent=base.id if base else None)
 
     async def reflect(self, state: ChainState, failed: Candidate) -> Candidate:
-        code = failed.code or (self.instruction if self.instruction is not None else self.memory.original_code)
-        messages = prompts.reflect(self.ctx, failed, self._one_shot(code))
-        return await self._generate(state, "reflect", messages, parent=failed.id)
+        """Reflexion on a failed candidate. One whose reply had no usable code (cut off, a wrapper missing) is
+        asked again with the task and the code it was to start from, since there is no code to reflect on."""
+        if failed.code:
+            messages = prompts.reflect(self.ctx, failed, self._one_shot(failed.code))
+        else:
+            start = self._start_of(failed)
+            task = self.instruction if self.instruction is not None and start is None else None
+            one_shot = self._one_shot(start or task or self.memory.original_code)
+            messages = prompts.reflect_on_reply(self.ctx, failed, start, task, one_shot)
+        return await self._generate(state, "reflect", messages, parent=failed.id, strategy=failed.strategy)
 
-    async def _ask(self, messages, state: ChainState, purpose: str):
-        """A model reply, or a failed Candidate recording why there is none. Raises `ModelUnusable` once the model
-        is given up. While waiting, a `waiting` event every `waiting_report_s` says for how long."""
+    def _start_of(self, failed: Candidate) -> str | None:
+        """The code a candidate without code was to be written from: its nearest ancestor's with code, else the
+        original's (None in generate mode, which starts from the instruction)."""
+        parent = self.memory.get(failed.parent)
+        while parent is not None and not parent.code:
+            parent = self.memory.get(parent.parent)
+        if parent is not None:
+            return parent.code
+        return None if self.instruction is not None else self.memory.original_code
+
+    async def _ask(self, messages, state: ChainState, purpose: str) -> ChatReply:
+        """The model's reply. A request that failed (an `LLMError`: time-out, server error, a body that is no chat
+        completion) is no attempt of the model's: it is asked again, and `ModelHealth` decides when the model is
+        given up (`ModelUnusable`, raised). While waiting, a `waiting` event every `waiting_report_s` says for how
+        long."""
+        while True:
+            try:
+                return await self._request(messages, state, purpose)
+            except ModelUnusable:
+                raise
+            except LLMError as e:
+                self.emit(
+                    "waiting",
+                    f"chain {state.chain}, round {state.round + 1}: the request failed ({e}); asking the model again",
+                    chain=state.chain,
+                    round=state.round,
+                )
+
+    async def _request(self, messages, state: ChainState, purpose: str) -> ChatReply:
         request = asyncio.ensure_future(self.model.complete(messages))
         started = time.monotonic()
         try:
@@ -82,36 +113,15 @@ class ModelSteps:
                     round=state.round,
                 )
             return request.result()
-        except ModelUnusable:
-            raise
-        except LLMError as e:
-            candidate = Candidate(
-                self.memory.next_id(state.chain),
-                state.chain,
-                state.round,
-                "generate",
-                "",
-                note=f"model call failed: {e}",
-            )
-            candidate.evaluation = Evaluation(False, "reply", f"no reply from the model: {e}")
-            self.memory.candidates.append(candidate)
-            self.emit(
-                "candidate",
-                f"{candidate.id}: {candidate.evaluation.message}",
-                chain=state.chain,
-                candidate=candidate.id,
-            )
-            return candidate
         finally:
             request.cancel()
 
     async def _generate(self, state, origin, messages, *, parent=None, strategy="") -> Candidate:
         purpose = f"{origin} of c{state.chain}.{sum(c.chain == state.chain for c in self.memory.candidates) + 1}"
         reply = await self._ask(messages, state, purpose + (f" from {parent}" if parent else ""))
-        if isinstance(reply, Candidate):
-            return reply
-        public = [w for w in self.ctx.original.wrappers if not w.startswith("_")]
-        extraction = extract_code(reply.text, required_names=public, finish_reason=reply.finish_reason)
+        extraction = extract_code(
+            reply.text, required_names=self.ctx.contract.required, finish_reason=reply.finish_reason
+        )
         candidate = Candidate(
             self.memory.next_id(state.chain),
             state.chain,

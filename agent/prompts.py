@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from geak.evaluator.triton_file import TritonFile
 
+from .contract import Contract, contract_of
 from .memory import Candidate
 
 Messages = list[dict[str, str]]
@@ -23,9 +25,9 @@ class Context:
     focus: str | None = None  # the one kernel to optimize (None: all of them)
     diagnosis: str = ""  # why the original is slow: its calls on the roofline, its kernels' compile facts
 
-    @property
-    def wrappers(self) -> str:
-        return ", ".join(f"{w}()" for w in self.original.wrappers if not w.startswith("_")) or "(none)"
+    @cached_property
+    def contract(self) -> Contract:
+        return contract_of(self.original)
 
 
 def system_prompt(ctx: Context) -> str:
@@ -33,8 +35,8 @@ def system_prompt(ctx: Context) -> str:
         "You are an expert Triton GPU kernel engineer. You write correct, fast Triton kernels "
         f"for {ctx.device}.\n"
         "Rules for every module you write:\n"
-        f"- Keep the public wrapper functions with the same names and signatures: {ctx.wrappers}. "
-        "They are called by a fixed unit test.\n"
+        "- Keep these with the same names and signatures (a fixed unit test uses them):\n"
+        f"{ctx.contract.describe()}\n"
         "- The work must be done by @triton.jit kernels launched from the wrappers: no PyTorch compute "
         "fallbacks, no try/except around launches, no side streams or threads.\n"
         "- Write ONE complete, self-contained Python module (imports, kernels, wrappers) in a single "
@@ -67,11 +69,15 @@ def _shared_sections(ctx: Context, one_shot: str | None) -> str:
     return "\n\n".join(parts)
 
 
+def _rewrite_task(ctx: Context) -> str:
+    goal = "faster" if ctx.timing else "correct and efficient (no GPU is visible, so speed cannot be measured)"
+    return f"Rewrite this Triton code so that it stays correct and becomes {goal} on {ctx.device}."
+
+
 def generate(ctx: Context, code: str, one_shot: str | None, note: str = "") -> Messages:
     """First attempt, or a fresh start: rewrite the original for speed."""
-    goal = "faster" if ctx.timing else "correct and efficient (no GPU is visible, so speed cannot be measured)"
     user = (
-        f"## Task\nRewrite this Triton code so that it stays correct and becomes {goal} on {ctx.device}.\n"
+        f"## Task\n{_rewrite_task(ctx)}\n"
         + (f"{note}\n" if note else "")
         + f"\n## Current code\n{_fence(code)}\n\n{_shared_sections(ctx, one_shot)}\n\n"
         "Reply with a short analysis of the bottleneck and your plan, then the complete module."
@@ -106,6 +112,24 @@ def reflect(ctx: Context, failed: Candidate, one_shot: str | None) -> Messages:
         + f"## The code that failed\n{_fence(failed.code)}\n\n{_shared_sections(ctx, one_shot)}\n\n"
         "First write a section '## Reflection': the root cause of the failure, traced to the code, and what "
         "must change. Then give the complete corrected module."
+    )
+    return [{"role": "system", "content": system_prompt(ctx)}, {"role": "user", "content": user}]
+
+
+def reflect_on_reply(
+    ctx: Context, failed: Candidate, start: str | None, instruction: str | None, one_shot: str | None
+) -> Messages:
+    """The previous reply had no usable code (cut off, a function missing, no code block): the task again, with the
+    code to start from (`start`; in generate mode, None and the `instruction`) and the strategy it was to follow."""
+    why = (failed.evaluation.message if failed.evaluation else "") or failed.note or "no usable code in the reply"
+    task = instruction.strip() if instruction is not None else _rewrite_task(ctx)
+    strategy = f"## The strategy to implement\n{failed.strategy.strip()}\n\n" if failed.strategy else ""
+    code = f"## The code to start from\n{_fence(start)}\n\n" if start is not None else ""
+    user = (
+        f"## Your previous reply could not be used\n{why}\n"
+        "Keep the analysis short, so that the complete module fits in the reply.\n\n"
+        f"## Task\n{task}\n\n{strategy}{code}{_shared_sections(ctx, one_shot)}\n\n"
+        "Reply with one or two sentences on your plan, then the complete module."
     )
     return [{"role": "system", "content": system_prompt(ctx)}, {"role": "user", "content": user}]
 

@@ -29,14 +29,15 @@ def test_an_unusable_model_stops_the_run_without_the_search(tmp_path):
     assert not any(c.origin == "search" for c in kept.candidates)  # no fall-back to the search
 
 
-def test_broken_json_is_a_failed_attempt_and_the_run_goes_on(scripted_llm, tmp_path):
+def test_broken_json_is_asked_again_and_the_run_goes_on(scripted_llm, tmp_path):
     scripted_llm.reply(reply(code(0.9)))
     scripted_llm.raw('{"id": "x", choices: [')
+    scripted_llm.reply("## Strategy\nlarger blocks")
     scripted_llm.reply(reply(code(0.5)))
-    result, _ = asyncio.run(run_agent(config(scripted_llm, tmp_path, max_iteration=3)))
-    _, broken, good = result.candidates
-    assert broken.evaluation.stage == "reply" and "did not answer with a chat completion" in broken.note
-    assert good.passed and result.best is good
+    result, events = asyncio.run(run_agent(config(scripted_llm, tmp_path, max_iteration=2)))
+    _, good = result.candidates
+    assert any("did not answer with a chat completion" in e.message for e in events)
+    assert good.passed and result.best is good and "larger blocks" in good.strategy
 
 
 def test_waiting_for_a_slow_model_is_reported(scripted_llm, tmp_path):

@@ -1,0 +1,108 @@
+"""What the loop makes of a real model's replies and what it tells the model (scripted server on loopback, the real
+openai client, real checks in Triton's interpreter; timing from `MarkedTiming`'s markers)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from test_agent_loop import MarkedTiming, code, config, reply, run_agent
+
+from geak.agent.llm import ChatModel
+from geak.agent.loop import GeakAgent
+from geak.evaluator.api import EvalOptions, Evaluator
+
+
+def prompts_sent(llm) -> list[str]:
+    return [r["messages"][-1]["content"] for r in llm.requests]
+
+
+def test_the_strategy_after_a_long_analysis_reaches_the_implementer(scripted_llm, tmp_path):
+    scripted_llm.reply(reply(code(0.8)))
+    analysis = "## Analysis\n" + "The loads are coalesced but the grid is small. " * 60  # ~2,800 characters
+    scripted_llm.reply(f"{analysis}\n\n## Strategy\n1. Give each program 4096 elements (FUSE-MARK).\n")
+    scripted_llm.reply(reply(code(0.5)))
+    result, _ = asyncio.run(run_agent(config(scripted_llm, tmp_path, max_iteration=2)))
+    implemented = result.candidates[-1]
+    assert implemented.origin == "optimize" and "FUSE-MARK" in implemented.strategy
+    assert "FUSE-MARK" in prompts_sent(scripted_llm)[2]
+
+
+def test_a_reply_cut_inside_thinking_is_no_candidate(scripted_llm, tmp_path):
+    draft = f"<think>\nA first draft:\n```python\n{code(0.5)}```\nNow check the masks and"
+    scripted_llm.reply(draft, finish_reason="length")
+    scripted_llm.reply(draft, finish_reason="length")  # asked again with a larger budget, cut again
+    result, _ = asyncio.run(run_agent(config(scripted_llm, tmp_path, max_iteration=1)))
+    [cut] = result.candidates
+    assert not cut.passed and cut.evaluation.stage == "reply" and not cut.code
+    assert "truncated" in cut.note
+
+
+def test_a_reply_without_code_is_reflected_on_with_the_task_and_the_original(scripted_llm, tmp_path):
+    scripted_llm.reply("I would tile the loop.")  # no code
+    scripted_llm.reply(reply(code(0.7)))
+    result, _ = asyncio.run(run_agent(config(scripted_llm, tmp_path, max_iteration=2)))
+    assert [c.origin for c in result.candidates] == ["generate", "reflect"] and result.candidates[1].passed
+    second = prompts_sent(scripted_llm)[1]
+    assert "## Task\nRewrite this Triton code" in second and "no Python code block" in second
+    assert "def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):" in second  # the original to start from
+    assert "```python\n\n```" not in second
+
+
+def test_a_failed_request_is_asked_again_and_is_no_attempt(scripted_llm, tmp_path):
+    for _ in range(2):  # HTTP 500, the client's one retry too: one failed request
+        scripted_llm.reply("overloaded", status=500, headers={"retry-after-ms": "5"})
+    scripted_llm.reply(reply(code(0.7)))
+    result, events = asyncio.run(run_agent(config(scripted_llm, tmp_path, max_iteration=1, max_perf_debug_num=1)))
+    [good] = result.candidates
+    assert good.origin == "generate" and good.passed and result.best is good
+    assert any("asking the model again" in e.message for e in events)
+    assert not any("debugging trap" in e.message for e in events)
+
+
+TEST_LAUNCHED = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def scale_kernel(x_ptr, out_ptr, n, factor, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * factor, mask=mask)
+
+
+def _scale(x, factor):
+    out = torch.empty_like(x)
+    scale_kernel[(triton.cdiv(x.numel(), 128),)](x, out, x.numel(), factor, BLOCK=128)
+    return out
+
+
+def test_scale():
+    x = torch.randn(1000, device="cuda")
+    out = torch.empty_like(x)
+    scale_kernel[(8,)](x, out, x.numel(), 2.0, BLOCK=128)
+    return out, _scale(x, 3.0)
+'''
+
+
+def test_the_contract_names_private_wrappers_and_the_kernels_the_test_launches(scripted_llm, tmp_path):
+    original = tmp_path / "scale.py"
+    original.write_text(TEST_LAUNCHED)
+    without_wrapper = TEST_LAUNCHED.split("def _scale")[0]
+    scripted_llm.reply(reply(without_wrapper))
+    result, _ = asyncio.run(_run_on(original, config(scripted_llm, tmp_path, max_iteration=1)))
+    [attempt] = result.candidates
+    assert attempt.evaluation.stage == "reply" and "`_scale`" in attempt.note  # required at extraction
+    system = scripted_llm.requests[0]["messages"][0]["content"]
+    assert "`def scale_kernel(x_ptr, out_ptr, n, factor, BLOCK: tl.constexpr):`  (kernel launched by the test" in system
+    assert "`def _scale(x, factor):`  (called by the test)" in system
+
+
+async def _run_on(original: Path, cfg):
+    options = EvalOptions(backend="interpreter", timeout_s=60, spares=0)
+    async with Evaluator(options) as evaluator, ChatModel(cfg) as model:
+        agent = GeakAgent(cfg, MarkedTiming(evaluator, original), model)
+        return await agent.optimize(), None
+
+
