@@ -204,7 +204,7 @@ class GeakAgent:
         """Token counts of the whole run, resumed runs included."""
         usage = dict(run.usage_before)
         if self.model is not None:
-            for k, v in vars(self.model.usage).items():
+            for k, v in self.model.usage_counts().items():
                 usage[k] = usage.get(k, 0) + v
         return usage
 
@@ -389,7 +389,7 @@ class GeakAgent:
             call_accuracy=sum(bool(c.evaluation and c.evaluation.called) for c in llm) / len(llm) if llm else None,
             exec_accuracy=sum(c.passed for c in llm) / len(llm) if llm else None,
             usage=self._total_usage(run) if self.model is not None or run.usage_before else {},
-            usage_this_run=dict(vars(self.model.usage)) if self.model is not None else {},
+            usage_this_run=self.model.usage_counts() if self.model is not None else {},
             checkpoint=str(run.store.paths.latest),
             stopped=self._stop,
             search=run.search,

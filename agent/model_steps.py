@@ -47,6 +47,7 @@ class ModelSteps:
                 ),
                 state,
                 "optimizer: a strategy",
+                "optimizer",
             )
             strategy = extract_strategy(reply.text)
             state.last_strategy = strategy
@@ -82,14 +83,14 @@ class ModelSteps:
             return parent.code
         return None if self.instruction is not None else self.memory.original_code
 
-    async def _ask(self, messages, state: ChainState, purpose: str) -> ChatReply:
+    async def _ask(self, messages, state: ChainState, purpose: str, role: str) -> ChatReply:
         """The model's reply. A request that failed (an `LLMError`: time-out, server error, a body that is no chat
         completion) is no attempt of the model's: it is asked again, and `ModelHealth` decides when the model is
         given up (`ModelUnusable`, raised). While waiting, a `waiting` event every `waiting_report_s` says for how
         long."""
         while True:
             try:
-                return await self._request(messages, state, purpose)
+                return await self._request(messages, state, purpose, role)
             except ModelUnusable:
                 raise
             except LLMError as e:
@@ -100,8 +101,8 @@ class ModelSteps:
                     round=state.round,
                 )
 
-    async def _request(self, messages, state: ChainState, purpose: str) -> ChatReply:
-        request = asyncio.ensure_future(self.model.complete(messages))
+    async def _request(self, messages, state: ChainState, purpose: str, role: str) -> ChatReply:
+        request = asyncio.ensure_future(self.model.complete(messages, role=role))
         started = time.monotonic()
         try:
             while not (await asyncio.wait({request}, timeout=self.waiting_report_s))[0]:
@@ -118,7 +119,8 @@ class ModelSteps:
 
     async def _generate(self, state, origin, messages, *, parent=None, strategy="") -> Candidate:
         purpose = f"{origin} of c{state.chain}.{sum(c.chain == state.chain for c in self.memory.candidates) + 1}"
-        reply = await self._ask(messages, state, purpose + (f" from {parent}" if parent else ""))
+        role = "reflector" if origin == "reflect" else "generator"
+        reply = await self._ask(messages, state, purpose + (f" from {parent}" if parent else ""), role)
         extraction = extract_code(
             reply.text, required_names=self.ctx.contract.required, finish_reason=reply.finish_reason
         )

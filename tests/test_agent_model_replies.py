@@ -106,3 +106,13 @@ async def _run_on(original: Path, cfg):
         return await agent.optimize(), None
 
 
+
+
+def test_a_cut_reply_is_asked_again_with_a_larger_budget_before_it_counts(scripted_llm, tmp_path):
+    scripted_llm.reply(f"<think>\nThe loads are coalesced; maybe {code(0.5)[:300]}", finish_reason="length")
+    scripted_llm.reply(reply(code(0.6)), reasoning_tokens=900)
+    result, _ = asyncio.run(run_agent(config(scripted_llm, tmp_path, max_iteration=1, max_tokens=4000)))
+    [candidate] = result.candidates
+    assert candidate.passed and result.best is candidate
+    assert [r["max_tokens"] for r in scripted_llm.requests] == [4000, 8000]
+    assert result.usage["generator.requests"] == 2 and result.usage["generator.reasoning_tokens"] == 900
