@@ -131,7 +131,19 @@ class GeakAgent:
             else "a GPU (none is visible here: kernels run in Triton's CPU interpreter, speed is not measured)"
         )
         knowledge = knowledge_for(runtime.get("backend"), runtime.get("arch"), cfg.target_gpu) if cfg.knowledge else ""
-        context = prompts.Context(original, device, knowledge, timing, self.kernel, self.candidates.diagnosis)
+        context = prompts.Context(
+            original,
+            device,
+            knowledge,
+            timing,
+            self.kernel,
+            self.candidates.diagnosis,
+            baseline_ms=self.candidates.baseline_ms,
+            timed_calls=self.candidates.baseline_costs,
+            fresh_inputs=cfg.fresh_inputs > 0,
+            probe_variants=cfg.probe_variants,
+            search_after=cfg.search,
+        )
         run = _Run(memory, context, store, usage_before)
         base = f"baseline {self.candidates.baseline_ms:.4f} ms" if self.candidates.baseline_ms else "no timing"
         focus = f" (kernel {self.kernel})" if self.kernel else ""

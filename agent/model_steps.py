@@ -37,13 +37,16 @@ class ModelSteps:
     waiting_report_s: float
 
     async def improve(self, state: ChainState, base: Candidate | None, note: str) -> Candidate:
-        """Optimizer + Generator when timed passing candidates exist, else the Generator from the original."""
+        """Optimizer + Generator when timed passing candidates exist, else the Generator from the original. The
+        original is an ancestor too (1.00x), so that no candidate slower than it becomes the base."""
         memory = self.memory
         ancestors = [c for c in memory.passing() if c.evaluation and c.evaluation.timed][: self.config.ancestor_num]
         if self.ctx.timing and ancestors:
+            if self.instruction is None and self.candidates.baseline_ms:  # generate mode never shows the original
+                ancestors = sorted([*ancestors, self._original()], key=lambda c: c.evaluation.sort_key)
             reply = await self._ask(
                 prompts.optimizer(
-                    self.ctx, ancestors, self.candidates.baseline_ms, avoid=state.last_strategy if note else ""
+                    self.ctx, ancestors, prompts.ledger(memory.candidates), avoid=state.last_strategy if note else ""
                 ),
                 state,
                 "optimizer: a strategy",
@@ -53,7 +56,8 @@ class ModelSteps:
             state.last_strategy = strategy
             best = ancestors[0]
             messages = prompts.implement(self.ctx, best, strategy, self._one_shot(best.code))
-            return await self._generate(state, "optimize", messages, parent=best.id, strategy=strategy)
+            parent = best.id if best.origin != "original" else None
+            return await self._generate(state, "optimize", messages, parent=parent, strategy=strategy)
         if base is None and self.instruction is not None:
             messages = prompts.from_instruction(self.ctx, self.instruction, self._one_shot(self.instruction), note)
             return await self._generate(state, "generate", messages)
@@ -65,13 +69,28 @@ class ModelSteps:
         """Reflexion on a failed candidate. One whose reply had no usable code (cut off, a wrapper missing) is
         asked again with the task and the code it was to start from, since there is no code to reflect on."""
         if failed.code:
-            messages = prompts.reflect(self.ctx, failed, self._one_shot(failed.code))
+            messages = prompts.reflect(self.ctx, failed, self._one_shot(failed.code), self._fixes_before(failed))
         else:
             start = self._start_of(failed)
             task = self.instruction if self.instruction is not None and start is None else None
             one_shot = self._one_shot(start or task or self.memory.original_code)
             messages = prompts.reflect_on_reply(self.ctx, failed, start, task, one_shot)
         return await self._generate(state, "reflect", messages, parent=failed.id, strategy=failed.strategy)
+
+    def _original(self) -> Candidate:
+        """The original as a measured candidate: the 1.00x ancestor."""
+        baseline = Evaluation(True, "perf", "the original", timed=True, latency_ms=self.candidates.baseline_ms)
+        baseline.speedup, baseline.speedup_verdict = 1.0, "the baseline"
+        return Candidate("original", -1, 0, "original", self.memory.original_code, evaluation=baseline)
+
+    def _fixes_before(self, failed: Candidate) -> list[Candidate]:
+        """The failed attempts `failed` descends from through fixes (its line of attack), oldest first."""
+        line = []
+        parent = self.memory.get(failed.parent) if failed.origin == "reflect" else None
+        while parent is not None and not parent.passed:
+            line.append(parent)
+            parent = self.memory.get(parent.parent) if parent.origin == "reflect" else None
+        return line[::-1]
 
     def _start_of(self, failed: Candidate) -> str | None:
         """The code a candidate without code was to be written from: its nearest ancestor's with code, else the
