@@ -20,7 +20,7 @@ from . import checkpoint, prompts
 from .config import AgentConfig
 from .evaluation import CandidateEvaluator
 from .file_edit import merged_file, unified_diff
-from .knowledge import knowledge_for
+from .knowledge import for_code, knowledge_for
 from .llm import ChatModel
 from .memory import Candidate, ChainState, Evaluation, ProblemMemory
 from .model_steps import ModelSteps
@@ -131,6 +131,7 @@ class GeakAgent:
             else "a GPU (none is visible here: kernels run in Triton's CPU interpreter, speed is not measured)"
         )
         knowledge = knowledge_for(runtime.get("backend"), runtime.get("arch"), cfg.target_gpu) if cfg.knowledge else ""
+        knowledge = for_code(knowledge, original.kernel_section)
         context = prompts.Context(
             original,
             device,

@@ -84,12 +84,13 @@ class ModelSteps:
         return Candidate("original", -1, 0, "original", self.memory.original_code, evaluation=baseline)
 
     def _fixes_before(self, failed: Candidate) -> list[Candidate]:
-        """The failed attempts `failed` descends from through fixes (its line of attack), oldest first."""
+        """A failed fix's line of attack, oldest first: the failed attempt it began with, and each fix since (itself
+        included, with its diagnosis); none for a first failure."""
         line = []
-        parent = self.memory.get(failed.parent) if failed.origin == "reflect" else None
-        while parent is not None and not parent.passed:
-            line.append(parent)
-            parent = self.memory.get(parent.parent) if parent.origin == "reflect" else None
+        at = failed if failed.origin == "reflect" else None
+        while at is not None and not at.passed:
+            line.append(at)
+            at = self.memory.get(at.parent) if at.origin == "reflect" else None
         return line[::-1]
 
     def _start_of(self, failed: Candidate) -> str | None:

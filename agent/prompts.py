@@ -10,7 +10,7 @@ from geak.evaluator.triton_file import TritonFile
 
 from .contract import Contract, contract_of
 from .memory import Candidate
-from .test_excerpt import test_excerpt
+from .trimmed_test import trimmed_test
 
 Messages = list[dict[str, str]]
 MAX_ERROR_CHARS = 4000
@@ -40,8 +40,8 @@ class Context:
         return contract_of(self.original)
 
     @cached_property
-    def test_excerpt(self) -> str:
-        return test_excerpt(self.original)
+    def trimmed_test(self) -> str:
+        return trimmed_test(self.original)
 
 
 def system_prompt(ctx: Context) -> str:
@@ -114,7 +114,7 @@ def _shared_sections(ctx: Context, one_shot: str | None, *, facts: bool = False)
         parts.append(f"## A related, well-written Triton kernel (for reference only)\n{_fence(one_shot)}")
     parts.append(
         "## The unit test (fixed: it is re-attached to your code; shown here trimmed to what the checks and the "
-        f"timing run)\n{_fence(ctx.test_excerpt)}"
+        f"timing run)\n{_fence(ctx.trimmed_test)}"
     )
     return "\n\n".join(parts)
 
@@ -188,8 +188,8 @@ def from_instruction(ctx: Context, instruction: str, one_shot: str | None, note:
 
 
 def reflect(ctx: Context, failed: Candidate, one_shot: str | None, tried: list[Candidate] = ()) -> Messages:
-    """Reflexion: explain the failure from its trace, then fix it. `tried`: the failed fixes before this one, oldest
-    first (the code they fixed is the same line of attack)."""
+    """Reflexion: explain the failure from its trace, then fix it. `tried`: this line of attack's failed attempts so
+    far, oldest first, each with its diagnosis."""
     ev = failed.evaluation
     error = (ev.message if ev else failed.note) or "no usable code in the reply"
     details = "\n".join(

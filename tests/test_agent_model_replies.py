@@ -6,11 +6,12 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from test_agent_loop import MarkedTiming, code, config, reply, run_agent
+from test_agent_loop import ORIGINAL, MarkedTiming, code, config, reply, run_agent
 
 from geak.agent.llm import ChatModel
 from geak.agent.loop import GeakAgent
 from geak.evaluator.api import EvalOptions, Evaluator
+from geak.evaluator.results import CallCost
 
 
 def prompts_sent(llm) -> list[str]:
@@ -99,13 +100,13 @@ def test_the_contract_names_private_wrappers_and_the_kernels_the_test_launches(s
     assert "`def _scale(x, factor):`  (called by the test)" in system
 
 
-async def _run_on(original: Path, cfg):
+async def _run_on(original: Path, cfg, timing=MarkedTiming, *, stop_before_search=False):
     options = EvalOptions(backend="interpreter", timeout_s=60, spares=0)
     async with Evaluator(options) as evaluator, ChatModel(cfg) as model:
-        agent = GeakAgent(cfg, MarkedTiming(evaluator, original), model)
+        agent = GeakAgent(cfg, timing(evaluator, original), model)
+        if stop_before_search:  # the model's rounds only: stopped once its last candidate is in
+            agent.progress = lambda event: event.kind == "candidate" and agent.stop()
         return await agent.optimize(), None
-
-
 
 
 def test_a_cut_reply_is_asked_again_with_a_larger_budget_before_it_counts(scripted_llm, tmp_path):
@@ -116,3 +117,63 @@ def test_a_cut_reply_is_asked_again_with_a_larger_budget_before_it_counts(script
     assert candidate.passed and result.best is candidate
     assert [r["max_tokens"] for r in scripted_llm.requests] == [4000, 8000]
     assert result.usage["generator.requests"] == 2 and result.usage["generator.reasoning_tokens"] == 900
+
+
+def test_a_slower_candidate_never_becomes_the_base(scripted_llm, tmp_path):
+    scripted_llm.reply(reply(code(1.25)))  # correct but slower than the original
+    scripted_llm.reply("## Strategy\n1. Process two elements per lane.")
+    scripted_llm.reply(reply(code(0.5)))
+    result, _ = asyncio.run(run_agent(config(scripted_llm, tmp_path, max_iteration=2)))
+    _, implemented = result.candidates
+    optimizer, implement = prompts_sent(scripted_llm)[1:]
+    assert "### Candidate original (original): 1.0000 ms, speedup 1.00x over the original" in optimizer
+    assert implemented.parent is None and "# latency: 1.25" not in implement  # built on the original
+    assert implemented.passed and result.best is implemented
+
+
+def test_the_ledger_reaches_the_reflector_and_the_optimizer(scripted_llm, tmp_path):
+    scripted_llm.reply(reply(code(wrong=True)))
+    scripted_llm.reply(reply(code(wrong=True), "## Reflection\nThe mask was off by one (MARK-1)."))
+    scripted_llm.reply(reply(code(0.8), "## Reflection\nThe sign was wrong."))
+    scripted_llm.reply("## Strategy\n1. Wider loads.")
+    scripted_llm.reply(reply(code(0.6)))
+    asyncio.run(run_agent(config(scripted_llm, tmp_path, max_iteration=4)))
+    _, first_fix, second_fix, optimizer, _ = prompts_sent(scripted_llm)
+    assert "Fixes already tried" not in first_fix
+    assert "## Fixes already tried on this line of attack" in second_fix
+    assert "- c0.2 (reflect from c0.1); failed at the exec stage" in second_fix and "MARK-1" in second_fix
+    assert "1| " in second_fix and "do not copy them" in second_fix  # the failing code with line numbers
+    assert "## Every attempt so far, oldest first" in optimizer
+    assert "- c0.1 (generate); failed at the exec stage" in optimizer
+    assert "- c0.3 (reflect from c0.2); correct, 1.25x the original's speed, faster" in optimizer
+
+
+class TimedCalls(MarkedTiming):
+    """`MarkedTiming` with the original's timed calls as a GPU's bench reports them."""
+
+    async def start(self, progress=None, profile=False):
+        ev = await super().start()
+        self.baseline_costs = (
+            CallCost("add(x=f32[16777216], y=f32[16777216])", 201326592, None, None, 1.0, 62.0, None, "memory", ""),
+        )
+        return ev
+
+
+def test_the_generate_and_implement_prompts_state_what_is_measured(scripted_llm, tmp_path):
+    scripted_llm.reply(reply(code(0.8)))
+    scripted_llm.reply("## Strategy\n1. Wider loads.")
+    scripted_llm.reply(reply(code(0.6)))
+    asyncio.run(_run_on(ORIGINAL, config(scripted_llm, tmp_path, max_iteration=2), TimedCalls))
+    generate, _, implement = prompts_sent(scripted_llm)
+    for prompt in (generate, implement):
+        assert "- Objective: the total time of all calls that `bench_add` make; the original takes 1.0000 ms" in prompt
+        assert "`add(x=f32[16777216], y=f32[16777216])`: 1.0000 ms, memory-bound" in prompt
+        assert "on fresh random values, at other sizes and on other value ranges" in prompt
+        assert "tuned by measurement after you" not in prompt  # no search configured
+
+
+def test_the_prompts_say_what_the_search_tunes_afterwards(scripted_llm, tmp_path):
+    scripted_llm.reply(reply(code(0.8)))
+    cfg = config(scripted_llm, tmp_path, max_iteration=1, search=True, search_time_s=1)
+    asyncio.run(_run_on(ORIGINAL, cfg, TimedCalls, stop_before_search=True))
+    assert "Block sizes, num_warps and num_stages are tuned by measurement after you" in prompts_sent(scripted_llm)[0]

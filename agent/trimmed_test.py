@@ -16,7 +16,7 @@ from geak.evaluator.triton_file import TritonFile, defined_names, is_benchmark_t
 Statement = ast.stmt
 
 
-def test_excerpt(original: TritonFile) -> str:
+def trimmed_test(original: TritonFile) -> str:
     """The test section reduced to the tests and timing functions, what they use, and the imports; as written."""
     text = original.test_section
     try:
@@ -51,8 +51,40 @@ def test_excerpt(original: TritonFile) -> str:
         joint = "\n" if isinstance(stmt, ast.Import | ast.ImportFrom) else "\n\n"
         excerpt += (joint if excerpt else "") + source
     omitted = len([s for s in tree.body if s not in kept])
-    note = f"# ({omitted} statements of harness the checks do not run are omitted)\n" if omitted else ""
-    return note + excerpt
+    note = f"# ({omitted} statements of harness the checks do not run are omitted, and comments)\n" if omitted else ""
+    return note + _without_comments(excerpt)
+
+
+def _without_comments(code: str) -> str:
+    """`code` without its comment lines and docstrings (what it runs stays as written)."""
+    try:
+        tree = parse(code)
+    except SyntaxError:
+        return code
+    drop = {
+        line
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+        and isinstance(node.body[0].value.value, str)
+        and len(node.body) > 1
+        for line in range(node.body[0].lineno, (node.body[0].end_lineno or node.body[0].lineno) + 1)
+    }
+    strings = {  # lines inside multi-line strings are kept whatever they start with
+        line
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+        for line in range(node.lineno + 1, (node.end_lineno or node.lineno) + 1)
+    }
+    lines = code.split("\n")
+    kept = [
+        line
+        for number, line in enumerate(lines, 1)
+        if number not in drop and (number in strings or not line.lstrip().startswith("#"))
+    ]
+    return "\n".join(kept)
 
 
 def _names_read(stmt: Statement, *, header_only: bool) -> set[str]:
