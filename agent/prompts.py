@@ -72,15 +72,14 @@ def _fence(code: str) -> str:
 
 def _facts(ctx: Context) -> str:
     """What is measured and checked, and what is left to the search: the facts a kernel engineer asks first."""
-    timed = ", ".join(f"`{name}`" for name in ctx.original.timed_functions) or "the test"
+    names = ctx.original.timed_functions
+    timed = (", ".join(f"`{name}`" for name in names) or "the test") + (" makes" if len(names) == 1 else " make")
     lines = []
     if ctx.timing:
         total = f"; the original takes {ctx.baseline_ms:.4f} ms in total" if ctx.baseline_ms else ""
-        lines.append(f"- Objective: the total time of all calls that {timed} make{total}. Every call counts.")
+        lines.append(f"- Objective: the total time of all calls that {timed}{total}. Every call counts.")
     else:
-        lines.append(
-            f"- Speed is not measured here; on a GPU the objective is the total time of all calls that {timed} make."
-        )
+        lines.append(f"- Speed is not measured here; on a GPU, the objective is the total time of the calls {timed}.")
     calls = [c for c in ctx.timed_calls if c.ms]
     if calls:
         lines.append("- The original's timed calls (argument shapes and dtypes, time, what bounds them):")
@@ -102,6 +101,11 @@ def _facts(ctx: Context) -> str:
             "- Block sizes, num_warps and num_stages are tuned by measurement after you (a launch-configuration "
             "search): do not spend the attempt on them; change the algorithm, memory access, fusion or the work per "
             "program instead."
+            + (
+                " The launches the test makes itself keep the test's configuration."
+                if ctx.contract.launched_by_test
+                else ""
+            )
         )
     return "## What is measured and checked\n" + "\n".join(lines)
 

@@ -166,7 +166,7 @@ def test_the_generate_and_implement_prompts_state_what_is_measured(scripted_llm,
     asyncio.run(_run_on(ORIGINAL, config(scripted_llm, tmp_path, max_iteration=2), TimedCalls))
     generate, _, implement = prompts_sent(scripted_llm)
     for prompt in (generate, implement):
-        assert "- Objective: the total time of all calls that `bench_add` make; the original takes 1.0000 ms" in prompt
+        assert "- Objective: the total time of all calls that `bench_add` makes; the original takes 1.0000 ms" in prompt
         assert "`add(x=f32[16777216], y=f32[16777216])`: 1.0000 ms, memory-bound" in prompt
         assert "on fresh random values, at other sizes and on other value ranges" in prompt
         assert "tuned by measurement after you" not in prompt  # no search configured
