@@ -69,7 +69,10 @@ class ModelSteps:
         """Reflexion on a failed candidate. One whose reply had no usable code (cut off, a wrapper missing) is
         asked again with the task and the code it was to start from, since there is no code to reflect on."""
         if failed.code:
-            messages = prompts.reflect(self.ctx, failed, self._one_shot(failed.code), self._fixes_before(failed))
+            wrong = failed.evaluation is not None and failed.evaluation.stage == "exec"
+            reference = self.memory.original_code if wrong and self.instruction is None else None
+            tried = self._fixes_before(failed)
+            messages = prompts.reflect(self.ctx, failed, self._one_shot(failed.code), tried, reference)
         else:
             start = self._start_of(failed)
             task = self.instruction if self.instruction is not None and start is None else None

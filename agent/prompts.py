@@ -191,9 +191,12 @@ def from_instruction(ctx: Context, instruction: str, one_shot: str | None, note:
     return [{"role": "system", "content": system_prompt(ctx)}, {"role": "user", "content": user}]
 
 
-def reflect(ctx: Context, failed: Candidate, one_shot: str | None, tried: list[Candidate] = ()) -> Messages:
+def reflect(
+    ctx: Context, failed: Candidate, one_shot: str | None, tried: list[Candidate] = (), reference: str | None = None
+) -> Messages:
     """Reflexion: explain the failure from its trace, then fix it. `tried`: this line of attack's failed attempts so
-    far, oldest first, each with its diagnosis."""
+    far, oldest first, each with its diagnosis; `reference`: the code whose outputs must be matched (on wrong
+    outputs)."""
     ev = failed.evaluation
     error = (ev.message if ev else failed.note) or "no usable code in the reply"
     details = "\n".join(
@@ -209,7 +212,9 @@ def reflect(ctx: Context, failed: Candidate, one_shot: str | None, tried: list[C
         + (f"## What the check noted\n{notes}\n" if notes else "")
         + (f"## Fixes already tried on this line of attack (do not repeat them)\n{history}\n\n" if history else "")
         + "## The code that failed (line numbers added for reference; do not copy them)\n"
-        f"{_numbered(failed.code)}\n\n{_shared_sections(ctx, one_shot)}\n\n"
+        f"{_numbered(failed.code)}\n\n"
+        + (f"## The reference, whose outputs yours must match\n{_fence(reference)}\n\n" if reference else "")
+        + f"{_shared_sections(ctx, one_shot)}\n\n"
         "First write a section '## Reflection': the root cause of the failure, traced to the code, and what "
         "must change. Then give the complete corrected module."
     )

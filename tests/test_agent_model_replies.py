@@ -143,6 +143,8 @@ def test_the_ledger_reaches_the_reflector_and_the_optimizer(scripted_llm, tmp_pa
     assert "## Fixes already tried on this line of attack" in second_fix
     assert "- c0.2 (reflect from c0.1); failed at the exec stage" in second_fix and "MARK-1" in second_fix
     assert "1| " in second_fix and "do not copy them" in second_fix  # the failing code with line numbers
+    reference = "## The reference, whose outputs yours must match\n```python\n"
+    assert reference in first_fix and "x + y, mask=mask)" in first_fix.split(reference)[1]  # on wrong outputs
     assert "## Every attempt so far, oldest first" in optimizer
     assert "- c0.1 (generate); failed at the exec stage" in optimizer
     assert "- c0.3 (reflect from c0.2); correct, 1.25x the original's speed, faster" in optimizer
