@@ -38,15 +38,21 @@ class ModelSteps:
 
     async def improve(self, state: ChainState, base: Candidate | None, note: str) -> Candidate:
         """Optimizer + Generator when timed passing candidates exist, else the Generator from the original. The
-        original is an ancestor too (1.00x), so that no candidate slower than it becomes the base."""
+        original is an ancestor too (1.00x), so that no candidate slower than it becomes the base. Chains are
+        independent (their pass@k is one over independent tries, and they do not converge on one line): a chain's
+        optimizer sees its own candidates and attempts only."""
         memory = self.memory
-        ancestors = [c for c in memory.passing() if c.evaluation and c.evaluation.timed][: self.config.ancestor_num]
+        own = [c for c in memory.passing() if c.chain == state.chain and c.evaluation and c.evaluation.timed]
+        ancestors = own[: self.config.ancestor_num]
         if self.ctx.timing and ancestors:
             if self.instruction is None and self.candidates.baseline_ms:  # generate mode never shows the original
                 ancestors = sorted([*ancestors, self._original()], key=lambda c: c.evaluation.sort_key)
             reply = await self._ask(
                 prompts.optimizer(
-                    self.ctx, ancestors, prompts.ledger(memory.candidates), avoid=state.last_strategy if note else ""
+                    self.ctx,
+                    ancestors,
+                    prompts.ledger([c for c in memory.candidates if c.chain == state.chain]),
+                    avoid=state.last_strategy if note else "",
                 ),
                 state,
                 "optimizer: a strategy",

@@ -179,3 +179,18 @@ def test_the_prompts_say_what_the_search_tunes_afterwards(scripted_llm, tmp_path
     cfg = config(scripted_llm, tmp_path, max_iteration=1, search=True, search_time_s=1)
     asyncio.run(_run_on(ORIGINAL, cfg, TimedCalls, stop_before_search=True))
     assert "Block sizes, num_warps and num_stages are tuned by measurement after you" in prompts_sent(scripted_llm)[0]
+
+
+def test_parallel_chains_are_independent(scripted_llm, tmp_path):
+    either = f"## Strategy\n1. Wider loads.\n\n```python\n{code(0.7)}```\n"  # a strategy and a module: any order
+    scripted_llm.reply(reply(code(0.8)))
+    scripted_llm.reply(reply(code(0.9)))
+    for _ in range(8):
+        scripted_llm.reply(either)
+    result, _ = asyncio.run(run_agent(config(scripted_llm, tmp_path, max_iteration=3, parallel=2)))
+    optimizers = [p for p in prompts_sent(scripted_llm) if p.startswith("## Measured candidates")]
+    assert len(optimizers) == 4
+    for prompt in optimizers:  # a chain's own candidates and attempts, never the other's
+        assert ("### Candidate c0." in prompt) != ("### Candidate c1." in prompt)
+        assert ("- c0.1 (generate)" in prompt) != ("- c1.1 (generate)" in prompt)
+    assert all(c.parent.startswith(f"c{c.chain}.") for c in result.candidates if c.origin == "optimize")
