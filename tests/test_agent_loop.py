@@ -127,9 +127,11 @@ def test_garbage_is_a_failed_attempt_and_a_server_error_is_asked_again(scripted_
 
 
 def test_timeout_then_recovery(scripted_llm, tmp_path):
-    scripted_llm.reply(reply(code(0.9)), delay_s=2.0)  # times out (timeout_s=1, no retries): asked again
+    # Times out (timeout_s=3, no retries): asked again at once. The loopback server answers one request at a time, so
+    # the second waits out the rest of the first's delay (0.5 s), well within its own time-out.
+    scripted_llm.reply(reply(code(0.9)), delay_s=3.5)
     scripted_llm.reply(reply(code(0.6)))
-    cfg = config(scripted_llm, tmp_path, max_iteration=1, timeout_s=1.0, max_retries=0)
+    cfg = config(scripted_llm, tmp_path, max_iteration=1, timeout_s=3.0, max_retries=0)
     result, events = asyncio.run(run_agent(cfg))
     assert any("timed out" in e.message and "asking the model again" in e.message for e in events)
     assert [c.id for c in result.candidates] == ["c0.1"] and result.best is result.candidates[0]
