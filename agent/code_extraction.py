@@ -25,7 +25,10 @@ KERNEL_MARK = re.compile(r"@\s*(?:triton\.)?jit\b|\btriton\.jit\b")
 KERNEL_DEF = re.compile(r"^@\s*(?:triton\.)?jit\b.*\n(?:@.*\n)*(?:async\s+)?def\s+(\w+)", re.MULTILINE)
 TOP_LEVEL_DEF = re.compile(r"^(?:async\s+def|def|class)\s+(\w+)", re.MULTILINE)
 TOP_LEVEL_ASSIGN = re.compile(r"^(\w+)\s*(?::[^=\n]*)?=(?!=)", re.MULTILINE)
-THINKING = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+# A reasoning model's thinking: a closed <think> block, one cut by the token limit (never closed: all of it is
+# thinking), or the part before a lone </think> (templates that open the block in the prompt).
+THINKING = re.compile(r"<think>.*?(?:</think>|\Z)|\A(?:(?!<think>).)*?</think>", re.DOTALL | re.IGNORECASE)
+STRATEGY_HEADING = re.compile(r"\bstrateg(?:y|ies)\b", re.IGNORECASE)
 
 _MARKDOWN = MarkdownIt("commonmark", {"html": False})
 
@@ -89,7 +92,7 @@ def extract_code(reply: str, *, required_names: Sequence[str] = (), finish_reaso
     A test section the model added (a line of 146+ ``#`` and the rest of its block, top-level ``test_*``,
     ``bench_*``, ``flops_*``, ``bytes_*`` functions and the calls to them, an ``if __name__ == "__main__":``
     block) is removed."""
-    text = THINKING.sub("", reply.replace("\r\n", "\n"))
+    text = strip_thinking(reply)
     fences = _fences(text)
     prose = _prose(text, fences)
     required = tuple(dict.fromkeys(required_names))
@@ -99,7 +102,9 @@ def extract_code(reply: str, *, required_names: Sequence[str] = (), finish_reaso
 
     selected = _select(blocks, required)
     if not selected:
-        return Extraction(None, NO_KERNEL, prose, truncated=finish_reason == "length")
+        cut = finish_reason == "length"
+        reason = "the reply was truncated (finish_reason=length) before any code" if cut else NO_KERNEL
+        return Extraction(None, reason, prose, truncated=cut)
     truncated = finish_reason == "length" or not all(b.closed for b in selected)
     code = strip_test_code("\n\n".join(_cut_at_separator(b.code).strip("\n") for b in selected))
     try:
@@ -121,9 +126,14 @@ def extract_code(reply: str, *, required_names: Sequence[str] = (), finish_reaso
 
 
 def extract_strategy(reply: str) -> str:
-    """The model's explanation before its first code block (trimmed, at most ~2000 characters)."""
-    text = THINKING.sub("", reply.replace("\r\n", "\n"))
+    """The reply's strategy: its last section headed "Strategy" (the optimizer is asked for its analysis first,
+    the strategy last), whole, wherever it sits; without one, the explanation before the first code block (trimmed,
+    at most ~2000 characters)."""
+    text = strip_thinking(reply)
     fences = _fences(text)
+    section = _strategy_section(text, fences)
+    if section:
+        return section
     if fences:
         before = "\n".join(text.split("\n")[: fences[0].first_line])
     elif KERNEL_MARK.search(text) and _parses(text):
@@ -131,6 +141,28 @@ def extract_strategy(reply: str) -> str:
     else:
         before = text
     return _shorten(_squeeze_blank_lines(before).strip(), MAX_STRATEGY_CHARS)
+
+
+def strip_thinking(reply: str) -> str:
+    """`reply` without its reasoning (``THINKING``), with Unix line ends."""
+    return THINKING.sub("", reply.replace("\r\n", "\n"))
+
+
+def _strategy_section(text: str, fences: list[_Fence]) -> str:
+    """The last markdown section whose heading names a strategy, up to the next heading of its level or above (code
+    blocks inside it excluded), or ''."""
+    lines = text.split("\n")
+    headings = [
+        (int(t.tag[1:]), t.map[0]) for t in _MARKDOWN.parse(text) if t.type == "heading_open" and t.map is not None
+    ]
+    chosen = [(i, h) for i, h in enumerate(headings) if STRATEGY_HEADING.search(lines[h[1]])]
+    if not chosen:
+        return ""
+    index, (level, start) = chosen[-1]
+    end = next((line for lvl, line in headings[index + 1 :] if lvl <= level), len(lines))
+    inside_code = {i for f in fences for i in range(f.first_line, f.end_line)}
+    kept = [line for i, line in enumerate(lines[start:end], start) if i not in inside_code]
+    return _squeeze_blank_lines("\n".join(kept)).strip()
 
 
 def strip_test_code(code: str) -> str:

@@ -64,11 +64,21 @@ class AgentConfig(BaseModel):
     base_url: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
     temperature: float = Field(1.0, ge=0, le=2)
-    max_tokens: int | None = Field(8192, gt=0)
-    timeout_s: float = Field(180, gt=0)
+    # Sized for reasoning models, which think before they answer: a kernel task takes them 10-30 k tokens of
+    # thinking before a module of 2-6 k tokens, and at 30-60 tokens/s such a reply takes 10-15 minutes. A reply cut
+    # by the limit is asked once more with twice the budget (``llm.RETRY_BUDGET_FACTOR``).
+    max_tokens: int | None = Field(32768, gt=0)
+    timeout_s: float = Field(900, gt=0)  # one request, thinking included
     max_retries: int = Field(4, ge=0)
     model_max_failures: int = Field(3, ge=1)  # requests failed in a row (after retries) before the model is given up
-    model_give_up_s: float = Field(300, gt=0)  # seconds without an answer before the model is given up
+    # Seconds without an answer before the model is given up; counted from the first request while it never
+    # answered, so more than one request's `timeout_s` (a first reply asked again with a larger budget included).
+    model_give_up_s: float = Field(2400, gt=0)
+    # A provider's reasoning options, passed through as they are: `reasoning_effort` (OpenAI's, also vLLM's and
+    # others') and `extra_body` (fields added to the request's JSON, e.g. `{"chat_template_kwargs":
+    # {"enable_thinking": true}}` for vLLM, `{"reasoning": {"effort": "high"}}` for OpenRouter).
+    reasoning_effort: str | None = None
+    extra_body: dict[str, Any] = Field(default_factory=dict)
 
     # Optimization loop.
     max_iteration: int = Field(10, ge=1)
@@ -103,7 +113,7 @@ class AgentConfig(BaseModel):
     gpu_id: int | None = Field(None, ge=0)
     profiling: bool = False
 
-    @field_validator("model_id", "target_gpu", "base_url", mode="before")
+    @field_validator("model_id", "target_gpu", "base_url", "reasoning_effort", mode="before")
     @classmethod
     def _blank_is_unset(cls, value: Any) -> Any:
         if isinstance(value, str):

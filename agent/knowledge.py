@@ -1,4 +1,6 @@
-"""Knowledge texts for prompts: the general Triton guidance plus the text of the target GPU family."""
+"""Knowledge texts for prompts: the general Triton guidance plus the text of the target GPU family, with the
+sections that concern the kernel's family (matrix multiplies, reductions, atomics, random numbers) only where its
+code has such a kernel."""
 
 from __future__ import annotations
 
@@ -12,6 +14,17 @@ AMD_CDNA = "amd_cdna"
 NVIDIA_AMPERE = "nvidia_ampere"
 NVIDIA_HOPPER = "nvidia_hopper"
 
+_USES_DOT = re.compile(r"\btl\.dot(?:_scaled)?\b")
+# A section whose heading starts with one of these is kept only where the code matches (others always are).
+_SECTION_RULES = (
+    ("## Matrix multiply", _USES_DOT),
+    ("## Matrix cores", _USES_DOT),
+    ("## Program ordering, persistent kernels", re.compile(r"\btl\.dot(?:_scaled)?\b|\bpersistent|tl\.num_programs")),
+    ("## Reductions and scans", re.compile(r"\btl\.(?:sum|max|min|reduce|cum\w+|associative_scan|arg\w+)\b")),
+    ("## Atomics", re.compile(r"\btl\.atomic_\w+")),
+    ("## Random numbers", re.compile(r"\btl\.(?:rand|randn|randint|randint4x)\b")),
+)
+_SECTION = re.compile(r"(?m)^(?=## )")
 _SM_ARCH = re.compile(r"^(?:sm_?|compute_?)?(\d+)(?:\.(\d))?[a-z]?$")  # sm_80, sm_90a, sm100, 8.6, 90
 _GPU_NAMES = (  # (pattern over the upper-cased device name, text); first match wins
     (re.compile(r"\bMI\s?\d{2,3}[A-Z]?\b|\bINSTINCT\b"), AMD_CDNA),
@@ -85,3 +98,14 @@ def _read(name: str) -> str:
         return path.read_text(encoding="utf-8")
     except OSError as exc:
         raise FileNotFoundError(f"knowledge text {name!r} is missing from the package ({path})") from exc
+
+
+def for_code(knowledge: str, code: str) -> str:
+    """`knowledge` without the sections of kernel families `code` has none of (``_SECTION_RULES``); a memory-bound
+    kernel's prompt has no use for matrix-core and atomics notes, and every section costs every call."""
+    kept = []
+    for section in _SECTION.split(knowledge):
+        rule = next((pattern for heading, pattern in _SECTION_RULES if section.startswith(heading)), None)
+        if rule is None or rule.search(code):
+            kept.append(section)
+    return "".join(kept)

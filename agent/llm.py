@@ -44,6 +44,7 @@ DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 BASE_URL_ENV = "OPENAI_BASE_URL"
 LOCAL_PLACEHOLDER_KEY = "not-needed"
 MAX_SERVER_MESSAGE = 300
+RETRY_BUDGET_FACTOR = 2  # an empty or cut reply is asked once more with this many times the max_tokens budget
 
 
 class LLMError(RuntimeError):
@@ -83,9 +84,14 @@ class Endpoint:
 
 @dataclass
 class TokenUsage:
+    """Token counts as the API reports them. `reasoning_tokens` (part of the completion) and `cached_tokens` (part of
+    the prompt) are counted where the server says (``completion_tokens_details``, ``prompt_tokens_details``)."""
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
     requests: int = 0
+    reasoning_tokens: int = 0
+    cached_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:
@@ -93,16 +99,11 @@ class TokenUsage:
 
     def add(self, other: TokenUsage) -> None:
         """Accumulate `other` into this one."""
-        self.prompt_tokens += other.prompt_tokens
-        self.completion_tokens += other.completion_tokens
-        self.requests += other.requests
+        for name, value in vars(other).items():
+            setattr(self, name, getattr(self, name) + value)
 
     def __add__(self, other: TokenUsage) -> TokenUsage:
-        return TokenUsage(
-            self.prompt_tokens + other.prompt_tokens,
-            self.completion_tokens + other.completion_tokens,
-            self.requests + other.requests,
-        )
+        return TokenUsage(**{name: value + getattr(other, name) for name, value in vars(self).items()})
 
 
 @dataclass(frozen=True)
@@ -174,7 +175,10 @@ class ChatModel:
         self._client = client
         self.temperature = cfg.temperature
         self.max_tokens = cfg.max_tokens
+        self.reasoning_effort = cfg.reasoning_effort
+        self.extra_body = dict(cfg.extra_body)
         self.usage = TokenUsage()
+        self.usage_by_role: dict[str, TokenUsage] = {}
         self.health = ModelHealth(cfg.model_max_failures, cfg.model_give_up_s)
         self.unusable: ModelUnusable | None = None
         self._token_limit_param = "max_tokens"
@@ -193,9 +197,13 @@ class ChatModel:
         if self._owns_client:
             await self._client.close()
 
-    async def complete(self, messages: list[dict[str, str]], *, temperature: float | None = None) -> ChatReply:
-        """One chat completion. Raises `LLMError` when the endpoint fails (after the client's retries) or returns
-        no text, and `ModelUnusable` once the model is given up (then at once, without asking it again)."""
+    async def complete(
+        self, messages: list[dict[str, str]], *, temperature: float | None = None, role: str = "model"
+    ) -> ChatReply:
+        """One chat completion; its tokens count for `role` too (``usage_by_role``). An empty reply, or one cut by
+        the token limit, is asked once more with twice the budget (a reasoning model may spend most of it thinking)
+        before it counts. Raises `LLMError` when the endpoint fails (after the client's retries) or returns no text,
+        and `ModelUnusable` once the model is given up (then at once, without asking it again)."""
         if not messages:
             raise ValueError("complete() needs at least one message")
         if self.unusable is not None:
@@ -203,7 +211,13 @@ class ChatModel:
         started = self.health.request_started()
         try:
             async with asyncio.timeout(self.health.time_left()):  # not wait_for: it can swallow a cancellation
-                reply = await self._request(messages, temperature)
+                reply = await self._request(messages, temperature, self.max_tokens, role)
+                if not reply.text.strip() or reply.finish_reason == "length":
+                    budget = self.max_tokens * RETRY_BUDGET_FACTOR if self.max_tokens else None
+                    log.info("%s: %s reply; asking again with max_tokens=%s", role, reply.finish_reason, budget)
+                    reply = await self._request(messages, temperature, budget, role)
+                    if not reply.text.strip():
+                        raise LLMError(self._empty_message(reply.finish_reason, budget), "empty")
         except TimeoutError:
             error = LLMError(
                 f"{self.endpoint.describe()} did not answer within model_give_up_s={self.health.give_up_s:g} s",
@@ -220,16 +234,27 @@ class ChatModel:
         self.unusable = ModelUnusable(f"{error} ({reason})", error.kind)
         raise self.unusable
 
-    async def _request(self, messages: list[dict[str, str]], temperature: float | None) -> ChatReply:
+    def usage_counts(self) -> dict[str, int]:
+        """The token counts so far, flat for JSON and checkpoints: the totals, then per role (`optimizer.requests`)."""
+        counts = dict(vars(self.usage))
+        for role, usage in sorted(self.usage_by_role.items()):
+            counts.update({f"{role}.{name}": value for name, value in vars(usage).items()})
+        return counts
+
+    async def _request(
+        self, messages: list[dict[str, str]], temperature: float | None, max_tokens: int | None, role: str
+    ) -> ChatReply:
         request: dict[str, Any] = {
             "model": self.endpoint.model,
             "messages": messages,
             "temperature": self.temperature if temperature is None else temperature,
         }
+        if self.reasoning_effort is not None:
+            request["reasoning_effort"] = self.reasoning_effort
         log.debug("LLM request: %s, %d messages", self.endpoint.describe(), len(messages))
         start = time.perf_counter()
         try:
-            response = await self._create(request)
+            response = await self._create(request, max_tokens)
         except openai.OpenAIError as e:
             raise self._error(e) from None
         except ValueError as e:  # a body that is not JSON (json.JSONDecodeError) or not shaped like a reply
@@ -238,6 +263,7 @@ class ChatModel:
 
         usage = _usage_of(response)
         self.usage.add(usage)
+        self.usage_by_role.setdefault(role, TokenUsage()).add(usage)
         choices = getattr(response, "choices", None)
         if not isinstance(choices, list) or not choices:
             what = "an empty `choices` list" if isinstance(choices, list) else "something else"
@@ -247,16 +273,16 @@ class ChatModel:
         finish_reason = getattr(choice, "finish_reason", None)
         model = getattr(response, "model", None) or self.endpoint.model
         log.debug(
-            "LLM reply: model=%s prompt_tokens=%d completion_tokens=%d finish_reason=%s latency=%.2fs",
+            "LLM reply: model=%s prompt_tokens=%d completion_tokens=%d reasoning_tokens=%d finish_reason=%s "
+            "latency=%.2fs",
             model,
             usage.prompt_tokens,
             usage.completion_tokens,
+            usage.reasoning_tokens,
             finish_reason,
             latency,
         )
-        if not isinstance(text, str) or not text.strip():
-            raise LLMError(self._empty_message(finish_reason), "empty")
-        return ChatReply(text, finish_reason, usage, model, latency)
+        return ChatReply(text if isinstance(text, str) else "", finish_reason, usage, model, latency)
 
     def _not_chat(self) -> str:
         return (
@@ -264,31 +290,33 @@ class ChatModel:
             "root of an OpenAI-compatible server; it usually ends with /v1)"
         )
 
-    async def _create(self, request: dict[str, Any]) -> Any:
-        """Send the request; switch to `max_completion_tokens` once if the model rejects `max_tokens`
-        (OpenAI's reasoning models do)."""
-        if self.max_tokens is None:
-            return await self._client.chat.completions.create(**request)
+    async def _create(self, request: dict[str, Any], max_tokens: int | None) -> Any:
+        """Send the request with the configured `extra_body`; switch to `max_completion_tokens` once if the model
+        rejects `max_tokens` (OpenAI's reasoning models do)."""
+        if max_tokens is None:
+            return await self._client.chat.completions.create(**request, extra_body=self.extra_body or None)
         try:
-            return await self._with_token_limit(request)
+            return await self._with_token_limit(request, max_tokens)
         except openai.BadRequestError as e:
             if self._token_limit_param != "max_tokens" or "max_completion_tokens" not in _server_message(e):
                 raise
             log.debug("%s rejects max_tokens; using max_completion_tokens", self.endpoint.describe())
             self._token_limit_param = "max_completion_tokens"
-            return await self._with_token_limit(request)
+            return await self._with_token_limit(request, max_tokens)
 
-    async def _with_token_limit(self, request: dict[str, Any]) -> Any:
+    async def _with_token_limit(self, request: dict[str, Any], max_tokens: int) -> Any:
         if self._token_limit_param == "max_tokens":
-            return await self._client.chat.completions.create(**request, max_tokens=self.max_tokens)
+            return await self._client.chat.completions.create(
+                **request, max_tokens=max_tokens, extra_body=self.extra_body or None
+            )
         return await self._client.chat.completions.create(
-            **request, extra_body={"max_completion_tokens": self.max_tokens}
+            **request, extra_body={**self.extra_body, "max_completion_tokens": max_tokens}
         )
 
-    def _empty_message(self, finish_reason: str | None) -> str:
+    def _empty_message(self, finish_reason: str | None, max_tokens: int | None) -> str:
         message = f"{self.endpoint.describe()} returned no text (finish_reason={finish_reason})"
         if finish_reason == "length":
-            message += f"; the whole max_tokens={self.max_tokens} budget was used before any answer, raise it"
+            message += f"; the whole max_tokens={max_tokens} budget was used before any answer, raise it"
         elif finish_reason == "content_filter":
             message += "; the provider's content filter blocked the answer"
         return message
@@ -336,10 +364,14 @@ class ChatModel:
 
 def _usage_of(response: Any) -> TokenUsage:
     usage = getattr(response, "usage", None)
+    completion_details = getattr(usage, "completion_tokens_details", None)
+    prompt_details = getattr(usage, "prompt_tokens_details", None)
     return TokenUsage(
         prompt_tokens=getattr(usage, "prompt_tokens", None) or 0,
         completion_tokens=getattr(usage, "completion_tokens", None) or 0,
         requests=1,
+        reasoning_tokens=getattr(completion_details, "reasoning_tokens", None) or 0,
+        cached_tokens=getattr(prompt_details, "cached_tokens", None) or 0,
     )
 
 

@@ -21,12 +21,13 @@ from . import checkpoint, prompts
 from .config import AgentConfig
 from .evaluation import CandidateEvaluator
 from .file_edit import merged_file, unified_diff
-from .knowledge import knowledge_for
+from .knowledge import for_code, knowledge_for
 from .llm import ChatModel
 from .memory import Candidate, ChainState, Evaluation, ProblemMemory
 from .model_steps import ModelSteps
 from .outcome import OptimizeResult, pass_at_k
 from .retrieval import KernelCorpus
+from .run_memory import starting_memory
 from .tasks import all_or_none
 from .tuning.launch_search import over_autotune_said, search_launch_configs
 from .tuning.launch_space import focus_of
@@ -123,7 +124,9 @@ class GeakAgent:
             raise BadInput(
                 f"{original.path} does not pass its own test, so there is nothing to optimize from: {baseline.message}"
             )
-        memory, usage_before = self._memory(store, resume, baseline)
+        memory, usage_before = starting_memory(
+            self.config, self.candidates.original, store, resume, baseline, lambda message: self._emit("start", message)
+        )
         runtime = self.candidates.runtime
         timing = bool(self.candidates.timing)
         device = (
@@ -132,7 +135,20 @@ class GeakAgent:
             else "a GPU (none is visible here: kernels run in Triton's CPU interpreter, speed is not measured)"
         )
         knowledge = knowledge_for(runtime.get("backend"), runtime.get("arch"), cfg.target_gpu) if cfg.knowledge else ""
-        context = prompts.Context(original, device, knowledge, timing, self.kernel, self.candidates.diagnosis)
+        knowledge = for_code(knowledge, original.kernel_section)
+        context = prompts.Context(
+            original,
+            device,
+            knowledge,
+            timing,
+            self.kernel,
+            self.candidates.diagnosis,
+            baseline_ms=self.candidates.baseline_ms,
+            timed_calls=self.candidates.baseline_costs,
+            fresh_inputs=cfg.fresh_inputs > 0,
+            probe_variants=cfg.probe_variants,
+            search_after=cfg.search,
+        )
         run = _Run(memory, context, store, usage_before)
         base = f"baseline {self.candidates.baseline_ms:.4f} ms" if self.candidates.baseline_ms else "no timing"
         focus = f" (kernel {self.kernel})" if self.kernel else ""
@@ -152,60 +168,11 @@ class GeakAgent:
             self._save(run)
         return final
 
-    def _memory(
-        self, store: checkpoint.Checkpoint, resume: bool, baseline: Evaluation
-    ) -> tuple[ProblemMemory, dict[str, int]]:
-        """The memory to start from (a fresh one, or a checkpoint's), and the token usage so far; starts `store`."""
-        cfg = self.config
-        original = self.candidates.original
-        key = Path(original.path).name
-        loaded = None
-        if resume or cfg.mem_file or cfg.result_path:
-            try:
-                if cfg.mem_file:
-                    mem_file = Path(cfg.mem_file)
-                elif cfg.result_path:
-                    mem_file = checkpoint.memory_for_results(Path(cfg.result_path))
-                else:
-                    mem_file = store.paths.latest
-                    if not mem_file.exists():
-                        raise checkpoint.CheckpointError(
-                            f"no checkpoint of {original.path} to resume in {cfg.output_path} (looked for {mem_file})"
-                        )
-                loaded = checkpoint.load(mem_file)
-            except checkpoint.CheckpointError as e:
-                raise BadInput(str(e)) from None
-            memory, usage = loaded.memory, loaded.usage
-            if memory.file != key:
-                raise BadInput(f"the checkpoint {mem_file} is of {memory.file!r}, not {key!r}")
-            if memory.original_code != original.kernel_section:
-                raise BadInput(f"{original.path} changed since the checkpoint {mem_file} was written: start afresh")
-            while len(memory.chains) < cfg.parallel:
-                memory.chains.append(ChainState(len(memory.chains), round=cfg.start_iter))
-            for state in memory.chains:  # start_iter: the round to resume at, at the earliest
-                state.round = max(state.round, cfg.start_iter)
-            self._emit("start", f"resuming from {mem_file}: {len(memory.candidates)} candidate(s) kept")
-        else:
-            memory, usage = ProblemMemory(key, original.kernel_section, original_text=original.text), {}
-            memory.chains = [ChainState(i, round=cfg.start_iter) for i in range(cfg.parallel)]
-        memory.baseline = baseline
-        try:
-            store.start(memory, loaded)
-        except OSError as e:
-            raise BadInput(f"cannot write the checkpoint in {store.paths.root}: {e.strerror}") from None
-        if store.moved_to is not None:
-            self._emit(
-                "start",
-                f"an earlier checkpoint of {original.path} was kept: moved to {store.moved_to} "
-                "(--resume continues the latest instead of starting afresh)",
-            )
-        return memory, usage
-
     def _total_usage(self, run: _Run) -> dict[str, int]:
         """Token counts of the whole run, resumed runs included."""
         usage = dict(run.usage_before)
         if self.model is not None:
-            for k, v in vars(self.model.usage).items():
+            for k, v in self.model.usage_counts().items():
                 usage[k] = usage.get(k, 0) + v
         return usage
 
@@ -395,7 +362,7 @@ class GeakAgent:
             call_accuracy=sum(bool(c.evaluation and c.evaluation.called) for c in llm) / len(llm) if llm else None,
             exec_accuracy=sum(c.passed for c in llm) / len(llm) if llm else None,
             usage=self._total_usage(run) if self.model is not None or run.usage_before else {},
-            usage_this_run=dict(vars(self.model.usage)) if self.model is not None else {},
+            usage_this_run=self.model.usage_counts() if self.model is not None else {},
             checkpoint=str(run.store.paths.latest),
             stopped=self._stop,
             search=run.search,

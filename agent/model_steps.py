@@ -14,7 +14,7 @@ from . import prompts
 from .code_extraction import extract_code, extract_strategy
 from .config import AgentConfig
 from .evaluation import CandidateEvaluator
-from .llm import ChatModel, LLMError, ModelUnusable
+from .llm import ChatModel, ChatReply, LLMError, ModelUnusable
 from .memory import Candidate, ChainState, Evaluation, ProblemMemory
 from .retrieval import KernelCorpus
 
@@ -37,24 +37,33 @@ class ModelSteps:
     waiting_report_s: float
 
     async def improve(self, state: ChainState, base: Candidate | None, note: str) -> Candidate:
-        """Optimizer + Generator when timed passing candidates exist, else the Generator from the original."""
+        """Optimizer + Generator when timed passing candidates exist, else the Generator from the original. The
+        original is an ancestor too (1.00x), so that no candidate slower than it becomes the base. Chains are
+        independent (their pass@k is one over independent tries, and they do not converge on one line): a chain's
+        optimizer sees its own candidates and attempts only."""
         memory = self.memory
-        ancestors = [c for c in memory.passing() if c.evaluation and c.evaluation.timed][: self.config.ancestor_num]
+        own = [c for c in memory.passing() if c.chain == state.chain and c.evaluation and c.evaluation.timed]
+        ancestors = own[: self.config.ancestor_num]
         if self.ctx.timing and ancestors:
+            if self.instruction is None and self.candidates.baseline_ms:  # generate mode never shows the original
+                ancestors = sorted([*ancestors, self._original()], key=lambda c: c.evaluation.sort_key)
             reply = await self._ask(
                 prompts.optimizer(
-                    self.ctx, ancestors, self.candidates.baseline_ms, avoid=state.last_strategy if note else ""
+                    self.ctx,
+                    ancestors,
+                    prompts.ledger([c for c in memory.candidates if c.chain == state.chain]),
+                    avoid=state.last_strategy if note else "",
                 ),
                 state,
                 "optimizer: a strategy",
+                "optimizer",
             )
-            if isinstance(reply, Candidate):
-                return reply
-            strategy = extract_strategy(reply.text) or reply.text.strip()[:2000]
+            strategy = extract_strategy(reply.text)
             state.last_strategy = strategy
             best = ancestors[0]
             messages = prompts.implement(self.ctx, best, strategy, self._one_shot(best.code))
-            return await self._generate(state, "optimize", messages, parent=best.id, strategy=strategy)
+            parent = best.id if best.origin != "original" else None
+            return await self._generate(state, "optimize", messages, parent=parent, strategy=strategy)
         if base is None and self.instruction is not None:
             messages = prompts.from_instruction(self.ctx, self.instruction, self._one_shot(self.instruction), note)
             return await self._generate(state, "generate", messages)
@@ -63,14 +72,66 @@ class ModelSteps:
         return await self._generate(state, "generate", messages, parent=base.id if base else None)
 
     async def reflect(self, state: ChainState, failed: Candidate) -> Candidate:
-        code = failed.code or (self.instruction if self.instruction is not None else self.memory.original_code)
-        messages = prompts.reflect(self.ctx, failed, self._one_shot(code))
-        return await self._generate(state, "reflect", messages, parent=failed.id)
+        """Reflexion on a failed candidate. One whose reply had no usable code (cut off, a wrapper missing) is
+        asked again with the task and the code it was to start from, since there is no code to reflect on."""
+        if failed.code:
+            wrong = failed.evaluation is not None and failed.evaluation.stage == "exec"
+            reference = self.memory.original_code if wrong and self.instruction is None else None
+            tried = self._fixes_before(failed)
+            messages = prompts.reflect(self.ctx, failed, self._one_shot(failed.code), tried, reference)
+        else:
+            start = self._start_of(failed)
+            task = self.instruction if self.instruction is not None and start is None else None
+            one_shot = self._one_shot(start or task or self.memory.original_code)
+            messages = prompts.reflect_on_reply(self.ctx, failed, start, task, one_shot)
+        return await self._generate(state, "reflect", messages, parent=failed.id, strategy=failed.strategy)
 
-    async def _ask(self, messages, state: ChainState, purpose: str):
-        """A model reply, or a failed Candidate recording why there is none. Raises `ModelUnusable` once the model
-        is given up. While waiting, a `waiting` event every `waiting_report_s` says for how long."""
-        request = asyncio.ensure_future(self.model.complete(messages))
+    def _original(self) -> Candidate:
+        """The original as a measured candidate: the 1.00x ancestor."""
+        baseline = Evaluation(True, "perf", "the original", timed=True, latency_ms=self.candidates.baseline_ms)
+        baseline.speedup, baseline.speedup_verdict = 1.0, "the baseline"
+        return Candidate("original", -1, 0, "original", self.memory.original_code, evaluation=baseline)
+
+    def _fixes_before(self, failed: Candidate) -> list[Candidate]:
+        """A failed fix's line of attack, oldest first: the failed attempt it began with, and each fix since (itself
+        included, with its diagnosis); none for a first failure."""
+        line = []
+        at = failed if failed.origin == "reflect" else None
+        while at is not None and not at.passed:
+            line.append(at)
+            at = self.memory.get(at.parent) if at.origin == "reflect" else None
+        return line[::-1]
+
+    def _start_of(self, failed: Candidate) -> str | None:
+        """The code a candidate without code was to be written from: its nearest ancestor's with code, else the
+        original's (None in generate mode, which starts from the instruction)."""
+        parent = self.memory.get(failed.parent)
+        while parent is not None and not parent.code:
+            parent = self.memory.get(parent.parent)
+        if parent is not None:
+            return parent.code
+        return None if self.instruction is not None else self.memory.original_code
+
+    async def _ask(self, messages, state: ChainState, purpose: str, role: str) -> ChatReply:
+        """The model's reply. A request that failed (an `LLMError`: time-out, server error, a body that is no chat
+        completion) is no attempt of the model's: it is asked again, and `ModelHealth` decides when the model is
+        given up (`ModelUnusable`, raised). While waiting, a `waiting` event every `waiting_report_s` says for how
+        long."""
+        while True:
+            try:
+                return await self._request(messages, state, purpose, role)
+            except ModelUnusable:
+                raise
+            except LLMError as e:
+                self.emit(
+                    "waiting",
+                    f"chain {state.chain}, round {state.round + 1}: the request failed ({e}); asking the model again",
+                    chain=state.chain,
+                    round=state.round,
+                )
+
+    async def _request(self, messages, state: ChainState, purpose: str, role: str) -> ChatReply:
+        request = asyncio.ensure_future(self.model.complete(messages, role=role))
         started = time.monotonic()
         try:
             while not (await asyncio.wait({request}, timeout=self.waiting_report_s))[0]:
@@ -82,36 +143,16 @@ class ModelSteps:
                     round=state.round,
                 )
             return request.result()
-        except ModelUnusable:
-            raise
-        except LLMError as e:
-            candidate = Candidate(
-                self.memory.next_id(state.chain),
-                state.chain,
-                state.round,
-                "generate",
-                "",
-                note=f"model call failed: {e}",
-            )
-            candidate.evaluation = Evaluation(False, "reply", f"no reply from the model: {e}")
-            self.memory.candidates.append(candidate)
-            self.emit(
-                "candidate",
-                f"{candidate.id}: {candidate.evaluation.message}",
-                chain=state.chain,
-                candidate=candidate.id,
-            )
-            return candidate
         finally:
             request.cancel()
 
     async def _generate(self, state, origin, messages, *, parent=None, strategy="") -> Candidate:
         purpose = f"{origin} of c{state.chain}.{sum(c.chain == state.chain for c in self.memory.candidates) + 1}"
-        reply = await self._ask(messages, state, purpose + (f" from {parent}" if parent else ""))
-        if isinstance(reply, Candidate):
-            return reply
-        public = [w for w in self.ctx.original.wrappers if not w.startswith("_")]
-        extraction = extract_code(reply.text, required_names=public, finish_reason=reply.finish_reason)
+        role = "reflector" if origin == "reflect" else "generator"
+        reply = await self._ask(messages, state, purpose + (f" from {parent}" if parent else ""), role)
+        extraction = extract_code(
+            reply.text, required_names=self.ctx.contract.required, finish_reason=reply.finish_reason
+        )
         candidate = Candidate(
             self.memory.next_id(state.chain),
             state.chain,

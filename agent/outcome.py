@@ -24,7 +24,9 @@ class OptimizeResult:
     pass_at_k: dict[int, float] = field(default_factory=dict)
     call_accuracy: float | None = None
     exec_accuracy: float | None = None
-    usage: dict[str, int] = field(default_factory=dict)  # the whole run, resumed runs included
+    # Token counts of the whole run, resumed runs included: prompt, completion (reasoning included), reasoning and
+    # cached (prompt) tokens and requests, then the same per role ("generator.prompt_tokens", "optimizer.", ...).
+    usage: dict[str, int] = field(default_factory=dict)
     usage_this_run: dict[str, int] = field(default_factory=dict)
     checkpoint: str = ""
     stopped: bool = False

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
-from geak.evaluator import TritonFile
+from geak.evaluator import CallCost, TritonFile
 
+from .contract import Contract, contract_of
 from .memory import Candidate
+from .trimmed_test import trimmed_test
 
 Messages = list[dict[str, str]]
 MAX_ERROR_CHARS = 4000
+MAX_CALLS_SHOWN = 12  # timed calls listed in a prompt (a ROCm benchmark times dozens of shapes)
+MAX_LEDGER_LINES = 24  # attempts listed in a prompt, the latest
+LEDGER_TEXT_CHARS = 160  # of a strategy, a failure or a reflection in one ledger line
 
 
 @dataclass(frozen=True)
@@ -22,10 +28,19 @@ class Context:
     timing: bool
     focus: str | None = None  # the one kernel to optimize (None: all of them)
     diagnosis: str = ""  # why the original is slow: its calls on the roofline, its kernels' compile facts
+    baseline_ms: float | None = None  # the original's total over its timed calls
+    timed_calls: tuple[CallCost, ...] = ()  # the original's timed calls (signatures with shapes, times)
+    fresh_inputs: bool = True  # outputs are also compared on fresh random values
+    probe_variants: bool = True  # and at other sizes and value ranges
+    search_after: bool = False  # launch configurations are tuned by measurement after the model's rounds
 
-    @property
-    def wrappers(self) -> str:
-        return ", ".join(f"{w}()" for w in self.original.wrappers if not w.startswith("_")) or "(none)"
+    @cached_property
+    def contract(self) -> Contract:
+        return contract_of(self.original)
+
+    @cached_property
+    def trimmed_test(self) -> str:
+        return trimmed_test(self.original)
 
 
 def system_prompt(ctx: Context) -> str:
@@ -33,8 +48,8 @@ def system_prompt(ctx: Context) -> str:
         "You are an expert Triton GPU kernel engineer. You write correct, fast Triton kernels "
         f"for {ctx.device}.\n"
         "Rules for every module you write:\n"
-        f"- Keep the public wrapper functions with the same names and signatures: {ctx.wrappers}. "
-        "They are called by a fixed unit test.\n"
+        "- Keep these with the same names and signatures (a fixed unit test uses them):\n"
+        f"{ctx.contract.describe()}\n"
         "- The work must be done by @triton.jit kernels launched from the wrappers: no PyTorch compute "
         "fallbacks, no try/except around launches, no side streams or threads.\n"
         "- Write ONE complete, self-contained Python module (imports, kernels, wrappers) in a single "
@@ -54,26 +69,111 @@ def _fence(code: str) -> str:
     return f"```python\n{code.rstrip()}\n```"
 
 
-def _shared_sections(ctx: Context, one_shot: str | None) -> str:
-    parts = []
+def _facts(ctx: Context) -> str:
+    """What is measured and checked, and what is left to the search: the facts a kernel engineer asks first."""
+    names = ctx.original.timed_functions
+    timed = (", ".join(f"`{name}`" for name in names) or "the test") + (" makes" if len(names) == 1 else " make")
+    lines = []
+    if ctx.timing:
+        total = f"; the original takes {ctx.baseline_ms:.4f} ms in total" if ctx.baseline_ms else ""
+        lines.append(f"- Objective: the total time of all calls that {timed}{total}. Every call counts.")
+    else:
+        lines.append(f"- Speed is not measured here; on a GPU, the objective is the total time of the calls {timed}.")
+    calls = [c for c in ctx.timed_calls if c.ms]
+    if calls:
+        lines.append("- The original's timed calls (argument shapes and dtypes, time, what bounds them):")
+        for c in calls[:MAX_CALLS_SHOWN]:
+            lines.append(f"  - `{c.signature}`: {c.ms:.4f} ms, {c.bound}-bound" + (f" ({c.why})" if c.why else ""))
+        if len(calls) > MAX_CALLS_SHOWN:
+            lines.append(f"  - and {len(calls) - MAX_CALLS_SHOWN} more")
+    check = "on the test's inputs"
+    if ctx.fresh_inputs:
+        check += ", on fresh random values"
+    if ctx.probe_variants:
+        check += ", at other sizes and on other value ranges"
+    lines.append(
+        f"- Correctness: your outputs are compared with the original's {check}, within the original's tolerances; "
+        "code that is right only at the tested shapes or values fails."
+    )
+    if ctx.search_after:
+        lines.append(
+            "- Block sizes, num_warps and num_stages are tuned by measurement after you (a launch-configuration "
+            "search): do not spend the attempt on them; change the algorithm, memory access, fusion or the work per "
+            "program instead."
+            + (
+                " The launches the test makes itself keep the test's configuration."
+                if ctx.contract.launched_by_test
+                else ""
+            )
+        )
+    return "## What is measured and checked\n" + "\n".join(lines)
+
+
+def _shared_sections(ctx: Context, one_shot: str | None, *, facts: bool = False) -> str:
+    parts = [_facts(ctx)] if facts else []
     if ctx.knowledge:
         parts.append(f"## Knowledge\n{ctx.knowledge.strip()}")
     if one_shot:
         parts.append(f"## A related, well-written Triton kernel (for reference only)\n{_fence(one_shot)}")
     parts.append(
-        "## The unit test (fixed: it is re-attached to your code, and your outputs are compared with the "
-        f"original's on this test and on fresh random inputs)\n{_fence(ctx.original.test_section)}"
+        "## The unit test (fixed: it is re-attached to your code; shown here trimmed to what the checks and the "
+        f"timing run)\n{_fence(ctx.trimmed_test)}"
     )
     return "\n\n".join(parts)
 
 
+def _rewrite_task(ctx: Context) -> str:
+    goal = "faster" if ctx.timing else "correct and efficient (no GPU is visible, so speed cannot be measured)"
+    return f"Rewrite this Triton code so that it stays correct and becomes {goal} on {ctx.device}."
+
+
+def _numbered(code: str) -> str:
+    """`code` with its line numbers (those of the check's messages), in a plain fence: for reading, not copying."""
+    lines = code.rstrip().split("\n")
+    width = len(str(len(lines)))
+    return "```\n" + "\n".join(f"{i:>{width}}| {line}" for i, line in enumerate(lines, 1)) + "\n```"
+
+
+def _one_line(text: str) -> str:
+    """The first line of `text` that is not a heading, shortened for a ledger."""
+    line = next((t.strip() for t in text.splitlines() if t.strip() and not t.lstrip().startswith("#")), "")
+    return line if len(line) <= LEDGER_TEXT_CHARS else line[: LEDGER_TEXT_CHARS - 3].rstrip() + "..."
+
+
+def ledger_line(c: Candidate) -> str:
+    """One attempt: where it came from, what it tried, how it ended, and why."""
+    ev = c.evaluation
+    came = f"{c.origin} from {c.parent}" if c.parent else c.origin
+    parts = [f"{c.id} ({came})"]
+    if c.strategy:
+        parts.append(f"strategy: {_one_line(c.strategy)}")
+    if ev is not None and ev.ok and ev.speedup:
+        verdict = f", {ev.speedup_verdict}" if ev.speedup_verdict else ""
+        parts.append(f"correct, {ev.speedup:.2f}x the original's speed{verdict}")
+    elif ev is not None and ev.ok:
+        parts.append("correct (not timed)")
+    elif ev is not None:
+        parts.append(f"failed at the {ev.stage} stage: {_one_line(ev.message or c.note)}")
+    if c.reflection:
+        parts.append(f"its diagnosis: {_one_line(c.reflection)}")
+    return "- " + "; ".join(parts)
+
+
+def ledger(candidates: list[Candidate]) -> str:
+    """The attempts so far (the model's, the latest `MAX_LEDGER_LINES`), one line each, or ''."""
+    model = [c for c in candidates if c.origin in ("generate", "reflect", "optimize")]
+    if not model:
+        return ""
+    omitted = f"- ({len(model) - MAX_LEDGER_LINES} earlier attempts omitted)\n" if len(model) > MAX_LEDGER_LINES else ""
+    return omitted + "\n".join(ledger_line(c) for c in model[-MAX_LEDGER_LINES:])
+
+
 def generate(ctx: Context, code: str, one_shot: str | None, note: str = "") -> Messages:
     """First attempt, or a fresh start: rewrite the original for speed."""
-    goal = "faster" if ctx.timing else "correct and efficient (no GPU is visible, so speed cannot be measured)"
     user = (
-        f"## Task\nRewrite this Triton code so that it stays correct and becomes {goal} on {ctx.device}.\n"
+        f"## Task\n{_rewrite_task(ctx)}\n"
         + (f"{note}\n" if note else "")
-        + f"\n## Current code\n{_fence(code)}\n\n{_shared_sections(ctx, one_shot)}\n\n"
+        + f"\n## Current code\n{_fence(code)}\n\n{_shared_sections(ctx, one_shot, facts=True)}\n\n"
         "Reply with a short analysis of the bottleneck and your plan, then the complete module."
     )
     return [{"role": "system", "content": system_prompt(ctx)}, {"role": "user", "content": user}]
@@ -84,14 +184,18 @@ def from_instruction(ctx: Context, instruction: str, one_shot: str | None, note:
     user = (
         f"## Task\n{instruction.strip()}\n"
         + (f"{note}\n" if note else "")
-        + f"\n{_shared_sections(ctx, one_shot)}\n\n"
+        + f"\n{_shared_sections(ctx, one_shot, facts=True)}\n\n"
         "Reply with a short plan, then the complete module."
     )
     return [{"role": "system", "content": system_prompt(ctx)}, {"role": "user", "content": user}]
 
 
-def reflect(ctx: Context, failed: Candidate, one_shot: str | None) -> Messages:
-    """Reflexion: explain the failure from its trace, then fix it."""
+def reflect(
+    ctx: Context, failed: Candidate, one_shot: str | None, tried: list[Candidate] = (), reference: str | None = None
+) -> Messages:
+    """Reflexion: explain the failure from its trace, then fix it. `tried`: this line of attack's failed attempts so
+    far, oldest first, each with its diagnosis; `reference`: the code whose outputs must be matched (on wrong
+    outputs)."""
     ev = failed.evaluation
     error = (ev.message if ev else failed.note) or "no usable code in the reply"
     details = "\n".join(
@@ -100,18 +204,43 @@ def reflect(ctx: Context, failed: Candidate, one_shot: str | None) -> Messages:
     report = f"{error}\n{details}".strip()[:MAX_ERROR_CHARS]
     stage = ev.stage if ev else "reply"
     notes = "".join(f"- {note}\n" for note in (ev.notes if ev else []))
+    history = "\n".join(ledger_line(c) for c in tried)
     user = (
+        f"## Task\n{_rewrite_task(ctx)} Your previous attempt failed; fix it.\n\n"
         f"## Your previous attempt failed at the {stage} stage\n```\n{report}\n```\n\n"
         + (f"## What the check noted\n{notes}\n" if notes else "")
-        + f"## The code that failed\n{_fence(failed.code)}\n\n{_shared_sections(ctx, one_shot)}\n\n"
+        + (f"## Fixes already tried on this line of attack (do not repeat them)\n{history}\n\n" if history else "")
+        + "## The code that failed (line numbers added for reference; do not copy them)\n"
+        f"{_numbered(failed.code)}\n\n"
+        + (f"## The reference, whose outputs yours must match\n{_fence(reference)}\n\n" if reference else "")
+        + f"{_shared_sections(ctx, one_shot)}\n\n"
         "First write a section '## Reflection': the root cause of the failure, traced to the code, and what "
         "must change. Then give the complete corrected module."
     )
     return [{"role": "system", "content": system_prompt(ctx)}, {"role": "user", "content": user}]
 
 
-def optimizer(ctx: Context, ancestors: list[Candidate], baseline_ms: float | None, avoid: str = "") -> Messages:
-    """The LLM as optimizer: past (code, latency) pairs, slowest first, so the direction of improvement shows."""
+def reflect_on_reply(
+    ctx: Context, failed: Candidate, start: str | None, instruction: str | None, one_shot: str | None
+) -> Messages:
+    """The previous reply had no usable code (cut off, a function missing, no code block): the task again, with the
+    code to start from (`start`; in generate mode, None and the `instruction`) and the strategy it was to follow."""
+    why = (failed.evaluation.message if failed.evaluation else "") or failed.note or "no usable code in the reply"
+    task = instruction.strip() if instruction is not None else _rewrite_task(ctx)
+    strategy = f"## The strategy to implement\n{failed.strategy.strip()}\n\n" if failed.strategy else ""
+    code = f"## The code to start from\n{_fence(start)}\n\n" if start is not None else ""
+    user = (
+        f"## Your previous reply could not be used\n{why}\n"
+        "Keep the analysis short, so that the complete module fits in the reply.\n\n"
+        f"## Task\n{task}\n\n{strategy}{code}{_shared_sections(ctx, one_shot, facts=True)}\n\n"
+        "Reply with one or two sentences on your plan, then the complete module."
+    )
+    return [{"role": "system", "content": system_prompt(ctx)}, {"role": "user", "content": user}]
+
+
+def optimizer(ctx: Context, ancestors: list[Candidate], attempts: str = "", avoid: str = "") -> Messages:
+    """The LLM as optimizer: past (code, latency) pairs, slowest first, so the direction of improvement shows (the
+    original among them, at 1.00x), and the ledger of every attempt so far (`attempts`)."""
     ordered = sorted(ancestors, key=lambda c: -(c.evaluation.sort_key if c.evaluation else 0.0))
     blocks = []
     for c in ordered:
@@ -125,14 +254,22 @@ def optimizer(ctx: Context, ancestors: list[Candidate], baseline_ms: float | Non
         if ev and ev.pct_peak_flops:
             figures.append(f"{ev.pct_peak_flops:.0f}% of peak TFLOP/s")
         blocks.append(f"### Candidate {c.id} ({c.origin}): {', '.join(figures)}\n{_fence(c.code)}")
-    base = f"The original takes {baseline_ms:.4f} ms. " if baseline_ms else ""
+    base = f"The original takes {ctx.baseline_ms:.4f} ms. " if ctx.baseline_ms else ""
     why = f"Why the original is slow, as measured: {ctx.diagnosis}\n" if ctx.diagnosis else ""
+    search = (
+        " Block sizes, num_warps and num_stages are tuned by measurement afterwards: plan changes of algorithm, "
+        "memory access, fusion or work per program instead."
+        if ctx.search_after
+        else ""
+    )
     user = (
         f"## Measured candidates on {ctx.device}, slowest first\n{base}\n{why}\n" + "\n\n".join(blocks) + "\n\n"
-        f"## Knowledge\n{ctx.knowledge.strip()}\n\n"
+        + (f"## Every attempt so far, oldest first\n{attempts}\n\n" if attempts else "")
+        + f"## Knowledge\n{ctx.knowledge.strip()}\n\n"
         "## Your job\nAnalyse why the faster candidates are faster and what limits the fastest one (memory- or "
         "compute-bound? compare its efficiency with the peak). Then write a section '## Strategy': a concrete, "
-        "numbered plan for the next version that should be faster still. Do not write code."
+        "numbered plan for the next version that should be faster still, different from the attempts that "
+        f"failed or did not pay. Do not write code.{search}"
         + (
             f"\nThe last line of attack failed repeatedly; choose a clearly different approach than:\n{avoid}"
             if avoid
@@ -153,7 +290,8 @@ def implement(ctx: Context, base: Candidate, strategy: str, one_shot: str | None
         if base.evaluation and base.evaluation.latency_ms
         else "## Task\nImplement this optimization strategy on the code below.\n"
     ) + (
-        f"\n## Strategy\n{strategy.strip()}\n\n## Code\n{_fence(base.code)}\n\n{_shared_sections(ctx, one_shot)}\n\n"
+        f"\n## Strategy\n{strategy.strip()}\n\n## Code\n{_fence(base.code)}\n\n"
+        f"{_shared_sections(ctx, one_shot, facts=True)}\n\n"
         "Reply with one sentence on what you changed, then the complete module."
     )
     return [{"role": "system", "content": system_prompt(ctx)}, {"role": "user", "content": user}]

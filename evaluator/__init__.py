@@ -61,6 +61,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "is_config_call": ("triton_file", "is_config_call"),
     "is_kernel_def": ("triton_file", "is_kernel_def"),
     "is_test_code": ("triton_file", "is_test_code"),
+    "is_benchmark_test": ("triton_file", "is_benchmark_test"),
     "separator_index": ("triton_file", "separator_index"),
     "statement_span": ("triton_file", "statement_span"),
     "parse_python": ("python_source", "parse"),

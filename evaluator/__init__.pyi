@@ -42,6 +42,7 @@ from .triton_file import TritonFileError as TritonFileError
 from .triton_file import constexpr_params as constexpr_params
 from .triton_file import decorator_name as decorator_name
 from .triton_file import defined_names as defined_names
+from .triton_file import is_benchmark_test as is_benchmark_test
 from .triton_file import is_config_call as is_config_call
 from .triton_file import is_kernel_def as is_kernel_def
 from .triton_file import is_test_code as is_test_code
@@ -82,6 +83,7 @@ __all__ = [
     "default_root",
     "defined_names",
     "device_masks",
+    "is_benchmark_test",
     "is_config_call",
     "is_kernel_def",
     "is_test_code",

@@ -39,6 +39,8 @@ class ScriptedReply:
     usage: tuple[int, int] | None = None
     raw_body: str | None = None  # sent verbatim instead of a chat completion or an error body
     content_type: str = "application/json"
+    reasoning_tokens: int | None = None  # reported in usage.completion_tokens_details when set
+    cached_tokens: int | None = None  # reported in usage.prompt_tokens_details when set
 
 
 class ScriptedLLM:
@@ -72,11 +74,15 @@ class ScriptedLLM:
         delay_s: float = 0.0,
         headers: Mapping[str, str] | None = None,
         usage: tuple[int, int] | None = None,
+        reasoning_tokens: int | None = None,
+        cached_tokens: int | None = None,
     ) -> ScriptedLLM:
         """Queue the next response. For status 200, `text` is the assistant message content (None allowed)
-        and `usage` the (prompt, completion) token counts (default: word counts); for another status, `text`
-        is the error message. `headers` are added to the response (e.g. {"retry-after-ms": "10"})."""
-        self._queue.append(ScriptedReply(text, finish_reason, status, delay_s, dict(headers or {}), usage))
+        and `usage` the (prompt, completion) token counts (default: word counts), with the reasoning and cached
+        tokens' details where given; for another status, `text` is the error message. `headers` are added to the
+        response (e.g. {"retry-after-ms": "10"})."""
+        details = {"reasoning_tokens": reasoning_tokens, "cached_tokens": cached_tokens}
+        self._queue.append(ScriptedReply(text, finish_reason, status, delay_s, dict(headers or {}), usage, **details))
         return self
 
     def raw(self, body: str, *, status: int = 200, content_type: str = "application/json") -> ScriptedLLM:
@@ -128,8 +134,12 @@ class ScriptedLLM:
                 "prompt_tokens": prompt_tokens,
                 "completion_tokens": completion_tokens,
                 "total_tokens": prompt_tokens + completion_tokens,
+                **({"completion_tokens_details": {"reasoning_tokens": scripted.reasoning_tokens}}
+                   if scripted.reasoning_tokens is not None else {}),
+                **({"prompt_tokens_details": {"cached_tokens": scripted.cached_tokens}}
+                   if scripted.cached_tokens is not None else {}),
             },
-        }
+        }  # fmt: skip
 
 
 def _error_body(message: str) -> dict[str, Any]:

@@ -26,7 +26,8 @@ def test_defaults() -> None:
     assert cfg == AgentConfig()
     assert not cfg.model_configured
     assert (cfg.model_id, cfg.base_url, cfg.api_key_env) == (None, None, "OPENAI_API_KEY")
-    assert (cfg.temperature, cfg.max_tokens, cfg.timeout_s, cfg.max_retries) == (1.0, 8192, 180, 4)
+    assert (cfg.temperature, cfg.max_tokens, cfg.timeout_s, cfg.max_retries) == (1.0, 32768, 900, 4)
+    assert (cfg.model_give_up_s, cfg.reasoning_effort, cfg.extra_body) == (2400, None, {})
     assert (cfg.max_iteration, cfg.parallel, cfg.ancestor_num, cfg.descendant_num) == (10, 1, 5, 1)
     assert cfg.max_perf_debug_num == 5
     assert (cfg.search, cfg.search_time_s) == (True, 60)
@@ -210,3 +211,10 @@ def test_result_path_resolves_to_the_memory_snapshot_of_its_round(tmp_path):
         memory_for_results(tmp_path / "softmax_4.jsonl")
     with pytest.raises(ValueError, match="not a round's results file"):
         memory_for_results(tmp_path / "results.txt")
+
+
+def test_reasoning_options_are_read_and_checked() -> None:
+    cfg = config_from_mapping({"reasoning_effort": " high ", "extra_body": {"reasoning": {"effort": "high"}}})
+    assert cfg.reasoning_effort == "high" and cfg.extra_body == {"reasoning": {"effort": "high"}}
+    with pytest.raises(ConfigError, match="extra_body: Input should be a valid dictionary"):
+        config_from_mapping({"extra_body": "enable_thinking"})

@@ -29,14 +29,15 @@ def test_an_unusable_model_stops_the_run_without_the_search(tmp_path):
     assert not any(c.origin == "search" for c in kept.candidates)  # no fall-back to the search
 
 
-def test_broken_json_is_a_failed_attempt_and_the_run_goes_on(scripted_llm, tmp_path):
+def test_broken_json_is_asked_again_and_the_run_goes_on(scripted_llm, tmp_path):
     scripted_llm.reply(reply(code(0.9)))
     scripted_llm.raw('{"id": "x", choices: [')
+    scripted_llm.reply("## Strategy\nlarger blocks")
     scripted_llm.reply(reply(code(0.5)))
-    result, _ = asyncio.run(run_agent(config(scripted_llm, tmp_path, max_iteration=3)))
-    _, broken, good = result.candidates
-    assert broken.evaluation.stage == "reply" and "did not answer with a chat completion" in broken.note
-    assert good.passed and result.best is good
+    result, events = asyncio.run(run_agent(config(scripted_llm, tmp_path, max_iteration=2)))
+    _, good = result.candidates
+    assert any("did not answer with a chat completion" in e.message for e in events)
+    assert good.passed and result.best is good and "larger blocks" in good.strategy
 
 
 def test_waiting_for_a_slow_model_is_reported(scripted_llm, tmp_path):
@@ -61,12 +62,21 @@ def test_token_counts_add_up_over_a_resumed_run(scripted_llm, tmp_path):
     scripted_llm.reply(reply(code(0.8)), usage=(100, 10))
     cfg = config(scripted_llm, tmp_path, max_iteration=1)
     first, _ = asyncio.run(run_agent(cfg))
-    assert first.usage == {"prompt_tokens": 100, "completion_tokens": 10, "requests": 1}
-    scripted_llm.reply("## Strategy\nfewer instructions", usage=(200, 20))
+    assert totals(first.usage) == {"prompt_tokens": 100, "completion_tokens": 10, "requests": 1,
+                                   "reasoning_tokens": 0, "cached_tokens": 0}  # fmt: skip
+    scripted_llm.reply("## Strategy\nfewer instructions", usage=(200, 20), reasoning_tokens=15, cached_tokens=80)
     scripted_llm.reply(reply(code(0.5)), usage=(300, 30))
     resumed, _ = asyncio.run(run_agent(cfg.model_copy(update={"max_iteration": 2}), resume=True))
-    assert resumed.usage == {"prompt_tokens": 600, "completion_tokens": 60, "requests": 3}
-    assert resumed.usage_this_run == {"prompt_tokens": 500, "completion_tokens": 50, "requests": 2}
+    assert totals(resumed.usage) == {"prompt_tokens": 600, "completion_tokens": 60, "requests": 3,
+                                     "reasoning_tokens": 15, "cached_tokens": 80}  # fmt: skip
+    assert totals(resumed.usage_this_run) == {"prompt_tokens": 500, "completion_tokens": 50, "requests": 2,
+                                              "reasoning_tokens": 15, "cached_tokens": 80}  # fmt: skip
+    assert resumed.usage["generator.prompt_tokens"] == 400 and resumed.usage["generator.requests"] == 2
+    assert resumed.usage["optimizer.reasoning_tokens"] == 15 and resumed.usage["optimizer.cached_tokens"] == 80
+
+
+def totals(usage: dict[str, int]) -> dict[str, int]:
+    return {k: v for k, v in usage.items() if "." not in k}
 
 
 def test_a_candidate_that_hangs_while_importing_is_not_called():

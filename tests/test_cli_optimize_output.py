@@ -56,11 +56,11 @@ def test_rate_limited_forever_exits_2(scripted_llm: ScriptedLLM, tmp_path):
 
 def test_no_password_and_markup_shown_verbatim(scripted_llm: ScriptedLLM, tmp_path):
     url = scripted_llm.base_url.replace("http://", "http://alice:PW-s3cret@")
-    scripted_llm.reply("[/bold] boom [red]", status=500)
+    scripted_llm.reply("[/bold] boom [red]", status=500)  # the request is asked again
     scripted_llm.reply(f"```python\n{KERNEL}```\n")
     out = tmp_path / "runs"
     p = geak("-v", "optimize", str(ADD), "--model", "m", "--base-url", url, "--backend", "interpreter", "--output",
-             str(out), "--iterations", "2", "--no-search",
+             str(out), "--iterations", "1", "--no-search",
              "--config", config_file(tmp_path, max_retries=0))  # fmt: skip
     assert p.returncode == 0, p.stderr
     assert "[/bold] boom [red]" in p.stderr  # the server's text, not rich markup

@@ -211,3 +211,20 @@ def test_strategy_is_trimmed_and_bounded() -> None:
     assert strategy.endswith(" ...")
     assert extract_strategy("Just prose, no code.\n\n\n\n\nMore.") == "Just prose, no code.\n\n\nMore."
     assert extract_strategy(fenced(MODULE)) == ""
+
+
+def test_the_strategy_section_is_kept_whole_wherever_it_sits() -> None:
+    analysis = "## Analysis\n" + "The grid is small. " * 200
+    steps = "\n".join(f"{i}. Step {i} of the plan, with its reason." for i in range(1, 80))
+    reply = f"{analysis}\n\n## Strategy\n{steps}\n\n## Risks\nNone."
+    assert extract_strategy(reply) == f"## Strategy\n{steps}"
+    assert extract_strategy(f"## Strategy\n1. Fuse.\n\n{fenced(MODULE)}") == "## Strategy\n1. Fuse."
+
+
+def test_a_reply_cut_inside_thinking_keeps_nothing_of_it() -> None:
+    cut = f"<think>\nA draft:\n{fenced(MODULE)}\nand then"
+    result = extract_code(cut, finish_reason="length")
+    assert result.code is None and result.truncated and "before any code" in result.reason
+    assert extract_strategy(cut) == ""
+    opened_in_the_prompt = f"A draft:\n{fenced(MODULE.replace('1024', '64'))}\n</think>\n{fenced(MODULE)}"
+    assert_code(extract_code(opened_in_the_prompt), MODULE)

@@ -55,7 +55,7 @@ def run_failing(cfg: AgentConfig) -> LLMError:
 
 
 def test_success_counts_usage_over_two_calls(scripted_llm: ScriptedLLM) -> None:
-    scripted_llm.reply("first answer", usage=(100, 20)).reply("second", finish_reason="length", usage=(50, 7))
+    scripted_llm.reply("first answer", usage=(100, 20)).reply("second", finish_reason="content_filter", usage=(50, 7))
     cfg = make_config(scripted_llm, temperature=0.7, max_tokens=1234)
 
     async def go():
@@ -70,7 +70,7 @@ def test_success_counts_usage_over_two_calls(scripted_llm: ScriptedLLM) -> None:
     assert first.usage == TokenUsage(100, 20, 1)
     assert first.model == "test-model"
     assert first.latency_s > 0
-    assert second.finish_reason == "length"
+    assert second.finish_reason == "content_filter"
     assert usage == TokenUsage(150, 27, 2)
     assert usage.total_tokens == 177
     sent = scripted_llm.requests
@@ -159,17 +159,69 @@ def test_status_kinds(scripted_llm: ScriptedLLM, status: int, kind: str) -> None
 
 @pytest.mark.parametrize("content", ["", None, "  \n"])
 def test_empty_content(scripted_llm: ScriptedLLM, content: str | None) -> None:
-    scripted_llm.reply(content)
+    scripted_llm.reply(content).reply(content)  # asked once more before it counts
     error = run_failing(make_config(scripted_llm))
     assert error.kind == "empty"
     assert "no text" in str(error)
 
 
 def test_empty_content_after_length_says_raise_max_tokens(scripted_llm: ScriptedLLM) -> None:
-    scripted_llm.reply(None, finish_reason="length")
+    scripted_llm.reply(None, finish_reason="length").reply(None, finish_reason="length")
     error = run_failing(make_config(scripted_llm, max_tokens=64))
     assert error.kind == "empty"
-    assert "max_tokens=64" in str(error)
+    assert "max_tokens=128" in str(error)  # the budget of the second request
+
+
+def test_the_defaults_leave_a_reasoning_model_room_to_think(scripted_llm: ScriptedLLM) -> None:
+    scripted_llm.reply("ok")
+    cfg = make_config(scripted_llm)
+    run_complete(cfg)
+    assert scripted_llm.requests[0]["max_tokens"] == cfg.max_tokens >= 32768
+    assert cfg.timeout_s >= 600 and cfg.model_give_up_s > 2 * cfg.timeout_s
+
+
+def test_a_cut_reply_is_asked_again_with_twice_the_budget(scripted_llm: ScriptedLLM) -> None:
+    scripted_llm.reply("<think>still thinking", finish_reason="length").reply("the answer")
+    reply, usage = run_complete(make_config(scripted_llm, max_tokens=1000))
+    assert reply.text == "the answer" and reply.finish_reason == "stop"
+    assert [r["max_tokens"] for r in scripted_llm.requests] == [1000, 2000]
+    assert usage.requests == 2
+
+
+def test_an_empty_reply_is_asked_again_before_it_counts(scripted_llm: ScriptedLLM) -> None:
+    scripted_llm.reply("").reply("second time lucky")
+    reply, _ = run_complete(make_config(scripted_llm))
+    assert reply.text == "second time lucky"
+
+
+def test_a_providers_reasoning_options_pass_through(scripted_llm: ScriptedLLM) -> None:
+    rejection = "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens'."
+    scripted_llm.reply("ok").reply(rejection, status=400).reply("ok")
+    thinking = {"chat_template_kwargs": {"enable_thinking": True}}
+    cfg = make_config(scripted_llm, reasoning_effort="high", extra_body=thinking, max_tokens=900)
+    run_complete(cfg)
+    run_complete(cfg)
+    first, _, last = scripted_llm.requests
+    assert first["reasoning_effort"] == "high" and first["chat_template_kwargs"] == {"enable_thinking": True}
+    assert last["reasoning_effort"] == "high" and last["chat_template_kwargs"] == {"enable_thinking": True}
+    assert last["max_completion_tokens"] == 900
+
+
+def test_usage_by_role_with_reasoning_and_cached_tokens(scripted_llm: ScriptedLLM) -> None:
+    scripted_llm.reply("plan", usage=(1000, 800), reasoning_tokens=700, cached_tokens=512)
+    scripted_llm.reply("code", usage=(2000, 300))
+
+    async def go():
+        async with ChatModel(make_config(scripted_llm)) as model:
+            await model.complete(MESSAGES, role="optimizer")
+            await model.complete(MESSAGES, role="generator")
+            return model.usage_counts()
+
+    counts = asyncio.run(go())
+    assert counts["prompt_tokens"] == 3000 and counts["completion_tokens"] == 1100 and counts["requests"] == 2
+    assert counts["reasoning_tokens"] == 700 and counts["cached_tokens"] == 512
+    assert counts["optimizer.reasoning_tokens"] == 700 and counts["optimizer.cached_tokens"] == 512
+    assert counts["generator.prompt_tokens"] == 2000 and counts["generator.reasoning_tokens"] == 0
 
 
 def test_an_answer_that_is_not_a_chat_completion(httpserver: HTTPServer) -> None:
