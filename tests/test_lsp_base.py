@@ -20,7 +20,8 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 TEST_LINE = 22  # `def test_scale():` in `scale_file`'s text (1-based)
 KERNEL_LINE = 8  # `def scale_kernel(...)`
-COMMITTED = ("differs.py", "comment.py", "off.py", "slower.py", "broken_base.py")
+COMMITTED = ("differs.py", "comment.py", "off.py", "slower.py", "broken_base.py", "slow_base.py")
+SLOW_TEST = '    import time\n    time.sleep(3)\n    x = torch.randn(100, device="cuda")\n'
 BROKEN_TEST = "    assert out.shape == x.shape\n    raise AssertionError('the base is broken')\n"
 
 
@@ -30,6 +31,7 @@ def repo(tmp_path_factory):
     for name in COMMITTED:
         repo.write(name, scale_file())
     repo.write("broken_base.py", scale_file().replace("    assert out.shape == x.shape\n", BROKEN_TEST))
+    repo.write("slow_base.py", scale_file().replace('    x = torch.randn(100, device="cuda")\n', SLOW_TEST))
     repo.write(".gitignore", ".cache/\n")
     repo.commit("the kernels as committed")
     return repo
@@ -174,3 +176,26 @@ async def test_an_empty_base_setting_turns_the_comparison_off(client, repo):
     assert not [s for s in client.statuses if "comparing off.py" in (s.activity or "")]
     configure(client)  # HEAD again: the open documents are compared at once, their checks kept
     await until(lambda: warnings(client, off), timeout=120, what="off.py compared once comparing is on")
+
+
+async def test_a_save_during_a_comparison_shows_only_the_later_one(client, repo):
+    """The base's test takes 3 s; while the first save's comparison (outputs that differ) runs, a second save whose
+    kernels compute what the base's do replaces it (the pipeline of the first is cancelled, as a check is): the first
+    one's warning is never shown."""
+    committed = (repo.root / "slow_base.py").read_text()
+    path = edit(repo, "slow_base.py", committed.replace("x * 2.0", "x * 3.0"))
+    uri = open_file(client, path)
+    await until(lambda: [s for s in client.statuses if "comparing slow_base.py" in (s.activity or "")], timeout=120,
+                what="the first comparison")  # fmt: skip
+    fixed = committed.replace("    mask = offs < n\n", "    mask = n > offs\n")  # the base's outputs again
+    path.write_text(fixed)
+    replace_all(client, uri, fixed, version=2)
+    save(client, uri)
+    text = await hover_until(client, uri, "**vs HEAD**: same outputs as HEAD:slow_base.py", timeout=180)
+    assert "passes" in text
+    await asyncio.sleep(8.0)  # long enough for the first comparison (two runs of the 3 s test) to end, had it gone on
+    published = [d.message for p in client.published if p.uri == uri for d in p.diagnostics]
+    assert not [m for m in published if "outputs differ" in m]
+    said = [m.message for m in client.log_messages] + base_statuses(client)  # every comparison that ended says so
+    assert "slow_base.py: same outputs as HEAD:slow_base.py" in said
+    assert not [m for m in said if m.startswith("slow_base.py: outputs differ")]

@@ -314,10 +314,10 @@ class CheckManager:
                 compared = await self.engine.run(check_against(evaluator, target, path, text))
             except asyncio.CancelledError:
                 raise
-            except Exception as e:  # the evaluator failed: say so, and try again at the next save
+            except Exception as e:  # the evaluator failed: say so, and try again at the next save (no base key)
                 log.exception("the comparison of %s with %s could not run", path, target.label)
-                return BaseReport(target.base.rev, target.key, "unusable", f"GEAK could not compare with "
-                                  f"{target.label}: {e}", target.label)  # fmt: skip
+                return BaseReport(target.base.rev, None, "unusable", f"GEAK could not compare with {target.label}: "
+                                  f"{e}", target.label)  # fmt: skip
         if compared.outcome == "unusable":  # its failing run is not kept by the evaluator: remember it here
             self._unusable[(target.base.rev, target.key)] = compared
         return compared
