@@ -126,21 +126,20 @@ async def compare_file(
     try:
         reference = parse_triton_file(version.text, label)
     except TritonFileError as e:
-        return await _alone(evaluator, version, _join(notes, f"{label} cannot be a reference ({e}): checked alone"),
+        return await _alone(evaluator, version, _join(notes, f"{unparsable_base(label, e)}: checked alone"),
                             progress)  # fmt: skip
     alone = None
     if _own_test_differs(file, reference):
         alone = await evaluator.check(file, progress=progress)
         if not alone.ok:
             return BaseVerdict(str(file), _verdict_of(alone), alone.summary, version.path, notes, alone=alone)
-    written = _written(folder, version)
+    written = base_file(folder, version)
     try:
-        result = _relabeled(await evaluator.check(file, against=written, progress=progress), written, label)
+        result = relabeled(await evaluator.check(file, against=written, progress=progress), written, label)
     except BadInput as e:
         if e.verdict is None:
             raise
-        said = e.verdict.summary.replace(str(written), label)
-        why = _join(notes, f"{label} does not pass its own test or import ({said}): checked alone")
+        why = _join(notes, f"{failing_base(e, written, label)}: checked alone")
         if alone is None:
             return await _alone(evaluator, version, why, progress)
         return BaseVerdict(str(file), "pass", alone.summary, version.path, why, alone=alone)
@@ -151,8 +150,8 @@ async def compare_file(
     message = f"same outputs as {label}"
     if not timed:
         return BaseVerdict(str(file), "pass", message, version.path, notes, alone, result)
-    bench = _relabeled(await evaluator.bench(file, against=written, progress=progress, check_first=False), written,
-                       label)  # fmt: skip
+    bench = relabeled(await evaluator.bench(file, against=written, progress=progress, check_first=False), written,
+                      label)  # fmt: skip
     verdict = "fail" if not bench.ok else "slower" if too_slow(bench, max_slowdown) else "pass"
     beyond = f" (beyond --max-slowdown {max_slowdown:g})" if verdict == "slower" else ""
     return BaseVerdict(str(file), verdict, f"{message}; {speed_line(bench, base.rev)}{beyond}", version.path, notes,
@@ -173,18 +172,17 @@ async def bench_file(
     assert version.text is not None
     file, label = version.file, version.label(base)
     notes = _renamed(base, version)
-    written = _written(folder, version)
+    written = base_file(folder, version)
     try:
         parse_triton_file(version.text, label)
-        bench = _relabeled(await evaluator.bench(file, against=written, progress=progress), written, label)
+        bench = relabeled(await evaluator.bench(file, against=written, progress=progress), written, label)
     except TritonFileError as e:
-        notes = _join(notes, f"{label} cannot be a reference ({e}): timed alone")
+        notes = _join(notes, f"{unparsable_base(label, e)}: timed alone")
         bench = await evaluator.bench(file, progress=progress)
     except BadInput as e:
         if e.verdict is None:
             raise
-        said = e.verdict.summary.replace(str(written), label)
-        notes = _join(notes, f"{label} does not pass its own test or import ({said}): timed alone")
+        notes = _join(notes, f"{failing_base(e, written, label)}: timed alone")
         bench = await evaluator.bench(file, progress=progress)
     if bench.ok:
         verdict = "slower" if too_slow(bench, max_slowdown) else "pass"
@@ -214,18 +212,30 @@ def _own_test_differs(file: Path, reference) -> bool:
     return bool(own.tests) and not same_code(own.test_section, reference.test_section)
 
 
-def _written(folder: Path, version: BaseVersion) -> Path:
+def unparsable_base(label: str, error: TritonFileError) -> str:
+    """Why a base version that does not parse as a Triton file with tests is no reference."""
+    return f"{label} cannot be a reference ({error})"
+
+
+def failing_base(error: BadInput, written: Path, label: str) -> str:
+    """Why a base version is no reference where the check against it raised `error` with its own verdict (it fails
+    its own test, or imports what is gone)."""
+    said = error.verdict.summary.replace(str(written), label) if error.verdict is not None else str(error)
+    return f"{label} does not pass its own test or import ({said})"
+
+
+def base_file(folder: Path, version: BaseVersion) -> Path:
     """The base's text in a folder of its own under `folder`, under its file's name (messages name it)."""
     path = Path(tempfile.mkdtemp(dir=folder)) / Path(version.path).name
     path.write_text(version.text or "", encoding="utf-8")
     return path
 
 
-def _relabeled(result, written: Path, label: str):
+def relabeled(result, written: Path, label: str):
     """`result` (a CheckResult or BenchResult) naming the base `label` (`HEAD:add.py`) where it names the temporary
     file holding its text."""
     if isinstance(result, BenchResult) and result.check is not None:
-        result = replace(result, check=_relabeled(result.check, written, label))
+        result = replace(result, check=relabeled(result.check, written, label))
     diagnostics = tuple(replace(d, file=label) if d.file == str(written) else d for d in result.diagnostics)
     reference = label if result.reference == str(written) else result.reference
     return replace(result, diagnostics=diagnostics, reference=reference)

@@ -49,6 +49,30 @@ def latency_of(text: str) -> float:
     return float(match.group(1)) if match else 1.0
 
 
+def scripted_calls(owner, ms: float) -> tuple[CallTiming, ...]:
+    """The captured call of a file's first wrapper, taking `ms` (its kernels 90% of it)."""
+    gbps = BYTES / (ms * 1e-3) / 1e9
+    kernels = {k.name: ms * 0.9 for k in owner.kernels}
+    return tuple(
+        CallTiming(
+            wrapper=w,
+            signature=f"{w}(x: float32[98432], y: float32[98432])",
+            median_ms=ms,
+            spread_pct=1.0,
+            method="scripted",
+            bytes_moved=BYTES,
+            gbps=gbps,
+            tflops=None,
+            pct_peak_bw=100 * gbps / PEAK_GBPS,
+            pct_peak_flops=None,
+            cache="cold",
+            kernel_ms=kernels,
+            kernels=tuple(CompiledKernelFacts(k, 32, 0, 0, 4, 3, 1.0, "warps") for k in kernels),
+        )
+        for w in owner.wrappers[:1]
+    )
+
+
 def install_scripted_gpu() -> None:
     real_runtime = Evaluator.runtime
 
@@ -65,29 +89,14 @@ def install_scripted_gpu() -> None:
                 return BenchResult(False, check.stage, check.backend, label, f"not timed: {check.message}", check=check)
         owner = parse_triton_file(text, label, require_tests=False)
         ms = latency_of(text)
-        gbps = BYTES / (ms * 1e-3) / 1e9
         kernels = {k.name: ms * 0.9 for k in owner.kernels}
-        calls = tuple(
-            CallTiming(
-                wrapper=w,
-                signature=f"{w}(x: float32[98432], y: float32[98432])",
-                median_ms=ms,
-                spread_pct=1.0,
-                method="scripted",
-                bytes_moved=BYTES,
-                gbps=gbps,
-                tflops=None,
-                pct_peak_bw=100 * gbps / PEAK_GBPS,
-                pct_peak_flops=None,
-                cache="cold",
-                kernel_ms=kernels,
-                kernels=tuple(CompiledKernelFacts(k, 32, 0, 0, 4, 3, 1.0, "warps") for k in kernels),
-            )
-            for w in owner.wrappers[:1]
-        )
-        speedup = None
+        calls = scripted_calls(owner, ms)
+        speedup, reference_calls = None, ()
         if against is not None:
-            ratio = latency_of(Path(against).read_text()) / ms
+            reference_text = Path(against).read_text()
+            reference_ms = latency_of(reference_text)
+            reference_calls = scripted_calls(parse_triton_file(reference_text, str(against)), reference_ms)
+            ratio = reference_ms / ms
             low, high = ratio * 0.98, ratio * 1.02
             verdict = "faster" if low > 1.02 else "slower" if high < 0.98 else "within noise (±2%)"
             speedup = Speedup(ratio, low, high, rounds or 15, verdict != "within noise (±2%)", verdict, 0.02)
@@ -98,6 +107,7 @@ def install_scripted_gpu() -> None:
             file=label,
             message=f"timed (scripted): {ms} ms",
             calls=calls,
+            reference_calls=reference_calls,
             kernel_ms=kernels,
             speedup=speedup,
             peaks=Peaks(DEVICE, PEAK_GBPS, 700.0, 50.0, "scripted"),

@@ -19,6 +19,7 @@ export interface ServerSettings {
   parallel: number;
   checkOnSave: boolean;
   timeOnSave: boolean;
+  base: string;
   device: Device;
   gpuId: number | null;
 }
@@ -31,6 +32,7 @@ export const DEFAULTS: ServerSettings = {
   parallel: 1,
   checkOnSave: true,
   timeOnSave: true,
+  base: "HEAD",
   device: "auto",
   gpuId: null,
 };
@@ -61,6 +63,7 @@ export function serverSettings(read: SettingReader): ServerSettings {
     parallel: value("parallel"),
     checkOnSave: value("checkOnSave"),
     timeOnSave: value("timeOnSave"),
+    base: value("base"),
     device: value("device"),
     gpuId: value("gpuId"),
   };

@@ -2,8 +2,11 @@
 
 Per document: a check is debounced; a newer save or edit cancels the running check (its job process is killed);
 results are cached by content (a bounded LRU), so an unchanged file is never re-run and changed code loses its
-stale results. Checks come before timings: a check that starts preempts any timing in flight, which resumes once
-no check is running. After a timing, the vendor's profiler measures the same calls (where one can run here).
+stale results. After a passing check, in a git working tree, the content is compared with its version at a base
+revision (``base_compare``): the saved kernels on the base's test, then, after the file's own timing, their timing
+against the base's. Checks (the comparison's too) come before timings: a check that starts preempts any timing in
+flight, which resumes once no check is running. After the timings, the vendor's profiler measures the same calls
+(where one can run here).
 Results go to the server through `CheckHooks`, which publishes only for the content that was checked (never for a
 newer version).
 """
@@ -15,7 +18,7 @@ import contextlib
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -23,6 +26,7 @@ from typing import Any, TypeVar
 from geak.evaluator import BadInput, BenchResult, CheckResult, EvalOptions, Evaluator, ProfileResult
 
 from .analysis import content_key
+from .base_compare import BaseReport, BaseTarget, bench_against, check_against, find_base, without_running
 from .engine import Engine
 
 log = logging.getLogger(__name__)
@@ -42,6 +46,7 @@ class FileReport:
     timing_note: str = ""  # why there is no timing
     profile: ProfileResult | None = None  # what the vendor's profiler measured of its kernels, after the timing
     profile_note: str = ""  # why the profiler, which can run here, measured nothing
+    base: BaseReport | None = None  # the comparison with its version at the base revision, after a passing check
 
 
 @dataclass
@@ -96,6 +101,8 @@ class CheckManager:
         self._checks_idle.set()
         self.checks_run = 0
         self.activity: str | None = None  # what runs now
+        self.base_status: str | None = None  # what the last comparison with a base said (`file: message`)
+        self._unusable: dict[tuple[str, str | None], BaseReport] = {}  # (rev, base text key): a base no reference
 
     # ------------------------------------------------------------------------------------------ evaluator
 
@@ -128,6 +135,7 @@ class CheckManager:
             return
         self.options = options
         self.profiler_missing = None  # another device may have one
+        self._unusable.clear()
         self.cancel_all()
         async with self._evaluator_lock:
             old, self._evaluator, self._runtime = self._evaluator, None, {}
@@ -150,19 +158,21 @@ class CheckManager:
         text: str,
         *,
         timing: bool,
+        base: str = "",
         debounce: bool = True,
         checked: asyncio.Future[FileReport | None] | None = None,
     ) -> asyncio.Task:
-        """Check (then time) this content of a document; replaces any check of the same document in flight, except
-        one of this very content when nobody waits for this one (a save right after an open or a geak/check).
-        `checked` receives the report as soon as the check (before the timing) is done."""
+        """Check (then compare with the revision `base`, where not empty, then time) this content of a document;
+        replaces any check of the same document in flight, except one of this very content when nobody waits for
+        this one (a save right after an open or a geak/check). `checked` receives the report as soon as the check
+        (before the comparison and the timing) is done."""
         key = content_key(text)
         running = self._pipelines.get(uri)
         if checked is None and running is not None and not running.done() and self._pipeline_keys.get(uri) == key:
             return running
         self.cancel(uri)
         delay = self.debounce_s if debounce else 0.0
-        task = asyncio.ensure_future(self._pipeline(uri, path, text, timing, delay, checked))
+        task = asyncio.ensure_future(self._pipeline(uri, path, text, timing, base, delay, checked))
         if checked is not None:
             task.add_done_callback(lambda _: _cancel_pending(checked))
         self._pipelines[uri] = task
@@ -209,6 +219,7 @@ class CheckManager:
         path: str,
         text: str,
         timing: bool,
+        base: str,
         debounce_s: float,
         checked: asyncio.Future[FileReport | None] | None,
     ) -> FileReport | None:
@@ -228,36 +239,88 @@ class CheckManager:
         if report is None:
             return None
         self.hooks.checked(uri, report)
-        if timing and report.check is not None and report.check.ok and report.bench is None and not report.timing_note:
+        if report.check is None or not report.check.ok:
+            return report
+        if base:
+            await self._compare(uri, path, text, report, base)
+        if timing and report.bench is None and not report.timing_note:
             await self._time(uri, path, text, report)
+        compared = report.base
+        if timing and compared is not None and compared.rev == base and compared.outcome == "matches":
+            await self._time_against_base(uri, path, text, report, compared)
+        profiled = report.profile is not None or report.profile_note or self.profiler_missing is not None
+        if timing and report.bench is not None and not profiled:
+            await self._profile(uri, path, text, report)
         return report
 
-    async def _check(self, path: str, text: str, key: str) -> FileReport:
+    @contextlib.asynccontextmanager
+    async def _checking(self, activity: str) -> AsyncIterator[None]:
+        """While a check runs: timings in flight are preempted (they resume once no check runs)."""
         self._checks_running += 1
         self._checks_idle.clear()
         for timing in list(self._timings):  # checks first: a timing in flight is preempted and resumes later
             timing.cancel()
-        self._set_activity(f"checking {Path(path).name}")
+        self._set_activity(activity)
         try:
-            evaluator = await self.evaluator()
-            check = await self.engine.run(evaluator.check(path, source=text))
-            report = FileReport(key, time.time(), check=check)
-            self.cache.put(report)
-            self.checks_run += 1
-        except BadInput as e:
-            report = FileReport(key, time.time(), error=str(e))
-            self.cache.put(report)
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:  # the evaluator itself failed (a worker could not start...): say so, don't cache
-            log.exception("the check of %s could not run", path)
-            report = FileReport(key, time.time(), error=f"GEAK could not run the check: {e}")
+            yield
         finally:
             self._checks_running -= 1
             if self._checks_running == 0:
                 self._checks_idle.set()
             self._set_activity(None)
+
+    async def _check(self, path: str, text: str, key: str) -> FileReport:
+        async with self._checking(f"checking {Path(path).name}"):
+            try:
+                evaluator = await self.evaluator()
+                check = await self.engine.run(evaluator.check(path, source=text))
+                report = FileReport(key, time.time(), check=check)
+                self.cache.put(report)
+                self.checks_run += 1
+            except BadInput as e:
+                report = FileReport(key, time.time(), error=str(e))
+                self.cache.put(report)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # the evaluator itself failed (a worker could not start...): say so, don't cache
+                log.exception("the check of %s could not run", path)
+                report = FileReport(key, time.time(), error=f"GEAK could not run the check: {e}")
         return report
+
+    async def _compare(self, uri: str, path: str, text: str, report: FileReport, rev: str) -> None:
+        """The passing content against its version at `rev`: said without a run where it can be (new, the same
+        code, a base that is no reference, already compared with this base's text), else its kernels run the base's
+        test. A later save cancels it (its job is killed)."""
+        found = await asyncio.to_thread(find_base, path, rev)
+        if isinstance(found, BaseTarget):
+            known = report.base
+            if known is not None and known.rev == rev and known.base_key == found.key:
+                return  # compared with this very text of the base already
+            compared = without_running(found, text) or self._unusable.get((rev, found.key))
+            if compared is None:
+                compared = await self._check_against(path, text, found)
+        else:
+            compared = found
+        report.base = compared
+        if compared.outcome != "none":  # outside a git repository there is nothing to say
+            self.base_status = f"{Path(path).name}: {compared.message}"
+            log.info("%s", self.base_status)
+        self.hooks.checked(uri, report)
+
+    async def _check_against(self, path: str, text: str, target: BaseTarget) -> BaseReport:
+        async with self._checking(f"comparing {Path(path).name} with {target.base.rev}"):
+            try:
+                evaluator = await self.evaluator()
+                compared = await self.engine.run(check_against(evaluator, target, path, text))
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # the evaluator failed: say so, and try again at the next save (no base key)
+                log.exception("the comparison of %s with %s could not run", path, target.label)
+                return BaseReport(target.base.rev, None, "unusable", f"GEAK could not compare with {target.label}: "
+                                  f"{e}", target.label)  # fmt: skip
+        if compared.outcome == "unusable":  # its failing run is not kept by the evaluator: remember it here
+            self._unusable[(target.base.rev, target.key)] = compared
+        return compared
 
     async def _time(self, uri: str, path: str, text: str, report: FileReport) -> None:
         runtime = await self.runtime()
@@ -277,8 +340,33 @@ class CheckManager:
         else:
             report.timing_note = bench.message
         self.hooks.timed(uri, report)
-        if bench.ok and self.profiler_missing is None:
-            await self._profile(uri, path, text, report)
+
+    async def _time_against_base(
+        self, uri: str, path: str, text: str, report: FileReport, compared: BaseReport
+    ) -> None:
+        """The saved kernels timed against the base's (a paired timing), once their outputs match the base's; once
+        per comparison."""
+        if compared.timed:
+            return
+        runtime = await self.runtime()
+        if runtime.get("backend") == "interpreter":
+            compared.timing_note = "timing needs a GPU (kernels ran in Triton's CPU interpreter)"
+            return
+        evaluator, target = await self.evaluator(), compared.target
+        assert target is not None
+        try:
+            bench = await self._preemptible(f"timing {Path(path).name} against {target.base.rev}",
+                                            lambda: bench_against(evaluator, target, path, text))  # fmt: skip
+        except Exception as e:
+            log.exception("timing %s against %s failed", path, target.label)
+            compared.timing_note = f"timing against {target.label} failed: {e}"
+            return
+        if bench.ok:
+            compared.bench = bench
+        else:
+            compared.timing_note = bench.message
+        self.hooks.timed(uri, report)
+        self.hooks.checked(uri, report)  # a significant slowdown is a warning at the kernel
 
     async def _profile(self, uri: str, path: str, text: str, report: FileReport) -> None:
         """After a timing: the vendor's profiler over the same calls (achieved occupancy, DRAM and SM throughput),

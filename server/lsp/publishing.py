@@ -1,19 +1,25 @@
 """What GEAK says of a document, as LSP diagnostics, and sending it: the problems visible in the source plus the
-check report cached for that exact content — always a function of the document's current content, so an edit drops
-the findings of the old code and an undo brings them back. `DiagnosticsPublisher` also remembers which documents
-carry GEAK diagnostics on the client."""
+check report cached for that exact content, and its comparison with the base revision (warnings: a difference from
+the base's outputs may be the point of the edit) — always a function of the document's current content, so an edit
+drops the findings of the old code and an undo brings them back. `DiagnosticsPublisher` also remembers which
+documents carry GEAK diagnostics on the client."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
 from geak.evaluator import CheckResult
 
+from ..base_comparison import too_slow
 from .analysis import DocumentModel, Problem
+from .base_compare import BaseReport
 from .checks import CheckManager, FileReport
 from .documents import Documents
 from .positions import Positions
+from .timing_text import against_base, slower_kernels
 
 SOURCE = "geak"
 SEVERITY = {
@@ -75,6 +81,50 @@ def run_diagnostics(
     return found
 
 
+def base_diagnostics(compared: BaseReport, model: DocumentModel, positions: Positions) -> list[types.Diagnostic]:
+    """Warnings from the comparison with the base: outputs that differ at each test of this file that shows it (else
+    one warning at the first kernel), and a significant slowdown at the kernels whose time grew. What is said once
+    (new, the same code, a base that is no reference) is the hover's and the status's, never a diagnostic."""
+    anchor = model.kernels[0].line if model.kernels else 1
+    found = []
+    result = compared.result
+    if compared.outcome == "differs" and result is not None:
+        tests = model.tfile.def_lines if model.tfile else {}
+        at_tests: dict[str, str] = {}
+        elsewhere = []
+        mismatches = result.comparison.mismatches if result.comparison is not None else ()
+        for m in mismatches:
+            test = _test_of(m.where)
+            said = f"outputs differ from {compared.rev}'s in {m.where}: {m.message}"
+            if test in tests:
+                at_tests.setdefault(test, said)
+            else:
+                elsewhere.append(said)
+        for test in result.tests:
+            name = _test_of(test.name)
+            if not test.ok and not mismatches and name in tests:
+                said = (test.message or test.kind).strip().splitlines()
+                at_tests.setdefault(name, f"{compared.label}'s {test.name} fails with these kernels: "
+                                          f"{said[0] if said else test.kind}")  # fmt: skip
+        found += [_at(positions, tests[name], 1, said, "warning", "base") for name, said in at_tests.items()]
+        if not found:
+            more = f" (+{len(elsewhere) - 1} more)" if len(elsewhere) > 1 else ""
+            found.append(_at(positions, anchor, 1, (elsewhere[0] + more) if elsewhere else compared.message,
+                             "warning", "base"))  # fmt: skip
+    bench = compared.bench
+    if bench is not None and too_slow(bench, 1.0):
+        said = f"{against_base(bench, compared.rev)}: significantly slower"
+        lines = {k.name: k.line for k in model.kernels}
+        for kernel in slower_kernels(bench, list(lines)):
+            found.append(_at(positions, lines[kernel], 1, said, "warning", "base-slower"))
+    return found
+
+
+def _test_of(where: str) -> str:
+    """The test a comparison's `where` (`test_x → return`, `test_x[4-fp16] → out`) or a test id names."""
+    return where.split(" → ")[0].split("[")[0].strip()
+
+
 def _caveats(check: CheckResult) -> list[str]:
     notes = list(check.caveats)
     if check.comparison is not None:
@@ -106,10 +156,17 @@ def _at(
 
 
 class DiagnosticsPublisher:
-    def __init__(self, server: LanguageServer, documents: Documents, checks: CheckManager):
+    def __init__(
+        self,
+        server: LanguageServer,
+        documents: Documents,
+        checks: CheckManager,
+        compared: Callable[[FileReport | None], BaseReport | None],
+    ):
         self.server = server
         self.documents = documents
         self.checks = checks
+        self.compared = compared  # a report's comparison with the base the settings name now
         self.published: dict[str, bool] = {}  # uris with GEAK diagnostics on the client
 
     async def publish(self, uri: str, *, disk: bool = False) -> None:
@@ -125,6 +182,9 @@ class DiagnosticsPublisher:
         report = self.checks.cache.get(snap.model.key)
         if report is not None:
             found += run_diagnostics(report, snap.model, positions, snap.path)
+        compared = self.compared(report)
+        if compared is not None:
+            found += base_diagnostics(compared, snap.model, positions)
         if snap.version is not None and not self.documents.is_current(uri, snap.model.key):
             return  # the document changed while this was computed: its own publish follows
         self.published[uri] = True

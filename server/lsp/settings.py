@@ -41,6 +41,7 @@ class Settings(BaseModel):
     time_on_save: bool = Field(True, alias="timeOnSave")
     device: Literal["auto", "gpu", "interpreter"] = "auto"
     gpu_id: int | None = Field(None, alias="gpuId", ge=0)
+    base: str = "HEAD"  # the git revision a passing save is compared with (outputs, and speed on a GPU); "" = off
 
     def agent_overrides(self) -> dict[str, Any]:
         """The agent keys these settings set, for keys changed from their defaults."""
@@ -75,6 +76,8 @@ def parse_settings(data: Any) -> tuple[Settings, list[str]]:
         values["model"] = None
     if isinstance(values.get("baseUrl"), str) and not values["baseUrl"].strip():
         values["baseUrl"] = None
+    if isinstance(values.get("base"), str):
+        values["base"] = values["base"].strip()
     try:
         return Settings.model_validate(values), notes
     except ValidationError as e:

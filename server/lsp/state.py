@@ -21,6 +21,7 @@ from pygls.lsp.server import LanguageServer
 from geak.agent.config import AgentConfig, ConfigError, eval_options
 
 from .analysis import content_key
+from .base_compare import BaseReport
 from .checks import CheckHooks, CheckManager, FileReport
 from .documents import Documents, Snapshot
 from .engine import Engine
@@ -52,7 +53,7 @@ class ServerState:
             self.ready.wait, self.trust.ensure, lambda: self.config, self.send_status, self.refresh_hints
         )
         self.optimizer = OptimizeManager(server, self.documents, self.checks, self.engine, optimize_hooks)
-        self.publisher = DiagnosticsPublisher(server, self.documents, self.checks)
+        self.publisher = DiagnosticsPublisher(server, self.documents, self.checks, self.compared)
         self.pending_problem: str | None = None  # an invalid initializationOptions.settings, said once initialized
         self._closed = False
         self._background: set[asyncio.Task] = set()
@@ -77,7 +78,15 @@ class ServerState:
             return None
         if not (self.settings.check_on_save or force):
             return None
-        return self.checks.request(snap.uri, snap.path, snap.text, timing=self.settings.time_on_save, debounce=debounce)
+        settings = self.settings
+        return self.checks.request(
+            snap.uri, snap.path, snap.text, timing=settings.time_on_save, base=settings.base, debounce=debounce
+        )
+
+    def compared(self, report: FileReport | None) -> BaseReport | None:
+        """The report's comparison with the base the settings name now (none where comparing is off)."""
+        base = report.base if report is not None else None
+        return base if base is not None and self.settings.base and base.rev == self.settings.base else None
 
     def _on_checked(self, uri: str, report: FileReport) -> None:
         doc = self.documents.open_document(uri)
@@ -99,9 +108,16 @@ class ServerState:
         runtime = self.checks.known_runtime
         busy = self.checks.busy() or self.optimizer.busy()
         activity = self.checks.activity or (self.optimizer.activity if self.optimizer.busy() else None)
+        base = self.checks.base_status if self.settings.base else None
         self.server.protocol.notify(
             STATUS,
-            {"backend": runtime.get("backend"), "device": runtime.get("device"), "busy": busy, "activity": activity},
+            {
+                "backend": runtime.get("backend"),
+                "device": runtime.get("device"),
+                "busy": busy,
+                "activity": activity,
+                "base": base,
+            },
         )
 
     def refresh_hints(self) -> None:
@@ -145,7 +161,10 @@ class ServerState:
                 return
             for note in notes:
                 log.warning(note)
+            base_changed = settings.base != self.settings.base
             self.settings = settings
+            if base_changed and self.ready.is_set():
+                self.spawn(self._compare_open_documents())
         root_path = self.server.workspace.root_path
         root = Path(root_path) if root_path else None
         try:
@@ -163,6 +182,18 @@ class ServerState:
                 self.spawn(self.warm_up())
         shown = self.settings.model_dump(by_alias=True, exclude={"base_url"})  # a URL may carry credentials
         log.info("settings: %s%s", shown, " (baseUrl set)" if self.settings.base_url else "")
+
+    async def _compare_open_documents(self) -> None:
+        """Another base (or none): what is shown of the open documents changes at once, and their cached checks are
+        compared with the new base (no check runs again)."""
+        self.checks.base_status = None
+        self.send_status()
+        for uri in list(self.server.workspace.text_documents):
+            await self.publisher.publish(uri)
+            snap = await self.documents.snapshot(uri)
+            if snap is not None and self.checks.cache.get(snap.model.key) is not None:
+                self.request_check(snap, debounce=False)
+        self.refresh_hints()
 
     async def pull_settings(self) -> None:
         caps = self.server.client_capabilities.workspace

@@ -32,6 +32,10 @@ describe("serverSettings", () => {
     assert.deepEqual(serverSettings(() => undefined), DEFAULTS);
   });
 
+  it("keeps an empty base: comparing with a revision is off", () => {
+    assert.equal(serverSettings((key) => (key === "base" ? "" : undefined)).base, "");
+  });
+
   it("maps an empty model or endpoint (the settings UI's 'not set') to null", () => {
     const values: Record<string, unknown> = { model: "  ", baseUrl: "" };
     const settings = serverSettings((key) => values[key]);
@@ -48,6 +52,7 @@ describe("serverSettings", () => {
       parallel: 2,
       checkOnSave: false,
       timeOnSave: false,
+      base: "main",
       device: "interpreter",
       gpuId: 3,
       pythonPath: "/opt/venv/bin/python",
@@ -60,6 +65,7 @@ describe("serverSettings", () => {
       parallel: 2,
       checkOnSave: false,
       timeOnSave: false,
+      base: "main",
       device: "interpreter",
       gpuId: 3,
     });
@@ -80,6 +86,7 @@ describe("initializationOptions", () => {
         parallel: 1,
         checkOnSave: true,
         timeOnSave: true,
+        base: "HEAD",
         device: "auto",
         gpuId: null,
       },

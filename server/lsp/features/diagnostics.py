@@ -38,7 +38,10 @@ async def check_now(state: ServerState, uri: str) -> dict:
     if snap.version is None:
         state.publisher.published[uri] = True  # not open: diagnostics for the file on disk
     checked: asyncio.Future = asyncio.get_running_loop().create_future()
-    state.checks.request(uri, snap.path, snap.text, timing=state.settings.time_on_save, debounce=False, checked=checked)
+    settings = state.settings
+    state.checks.request(
+        uri, snap.path, snap.text, timing=settings.time_on_save, base=settings.base, debounce=False, checked=checked
+    )
     try:
         report = await asyncio.shield(checked)
     except asyncio.CancelledError:

@@ -1,7 +1,9 @@
 """Hover on a kernel's name: per captured call its shape, time, GB/s, TFLOP/s, % of peak and what bounds it (memory,
 compute or latency); what the compiler made of the kernel (registers, spills, shared memory, occupancy) and, where
 the vendor's profiler ran, what it measured (achieved occupancy, DRAM and SM throughput); the last
-check's verdict and when; the last optimize's finding, why the kernel was slow, and its best candidates."""
+check's verdict and when; its comparison with the base revision (what it said, and on a GPU the paired timing with
+each captured call's time on both sides); the last optimize's finding, why the kernel was slow, and its best
+candidates."""
 
 from __future__ import annotations
 
@@ -12,7 +14,9 @@ from lsprotocol import types
 
 from geak.evaluator import kernel_line, timing_cost, with_profile
 
+from ...base_comparison import speed_line
 from ..analysis import DocumentModel
+from ..base_compare import BaseReport
 from ..checks import FileReport
 from ..positions import Positions
 from ..state import ServerState
@@ -85,6 +89,9 @@ def kernel_markdown(state: ServerState, uri: str, model: DocumentModel, kernel: 
             lines.append(f"\nPeaks of {p.device}: {p.bandwidth_gbps:.0f} GB/s, {p.tflops_16bit:.0f} TFLOP/s (16-bit)")
     elif report is not None and report.timing_note:
         lines.append(f"\nNot timed: {report.timing_note}")
+    compared = state.compared(report)
+    if compared is not None:
+        lines += base_lines(compared, kernel)
     record = state.optimizer.last_record(uri)
     if record is not None and record.kernel in (None, kernel):
         stale = "" if record.key == model.key else " (for an earlier version of this file)"
@@ -96,6 +103,30 @@ def kernel_markdown(state: ServerState, uri: str, model: DocumentModel, kernel: 
             lines.append(f"\nWhy it was slow: {record.diagnosis}")
         lines.append(record.candidates_markdown(limit=5))
     return "\n".join(lines).strip()
+
+
+def base_lines(compared: BaseReport, kernel: str) -> list[str]:
+    """The comparison with the base: what it said, and its paired timing per captured call of `kernel`."""
+    lines = [f"\n**vs {compared.rev}**: {compared.message}"]
+    bench = compared.bench
+    if bench is None:
+        if compared.timing_note and compared.outcome == "matches":
+            lines.append(f"\nNot timed against {compared.rev}: {compared.timing_note}")
+        return lines
+    lines.append(f"\nSpeed: {speed_line(bench, compared.rev)} ({bench.speedup.rounds} paired rounds)"
+                 if bench.speedup else f"\nSpeed: {bench.message}")  # fmt: skip
+    theirs = {c.signature: c for c in bench.reference_calls}
+    calls = [c for c in kernel_calls(bench, kernel) if c.signature in theirs]
+    if calls:
+        lines += ["", f"| call | {compared.rev} | now | {compared.rev} / now |", "|---|---|---|---|"]
+        for c in calls:
+            base = theirs[c.signature]
+            lines.append(
+                f"| `{c.signature}` | {format_ms(base.median_ms)} ±{base.spread_pct / 2:.1f}% | "
+                f"{format_ms(c.median_ms)} ±{c.spread_pct / 2:.1f}% | {base.median_ms / c.median_ms:.2f}× |"
+            )
+        lines.append("\n(medians ± half their interquartile range over the rounds; the interval is the file's)")
+    return lines
 
 
 def _num(value: float | None) -> str:

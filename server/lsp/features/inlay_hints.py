@@ -1,5 +1,7 @@
 """Inlay hints on each kernel's definition line: its measured time and efficiency after a timing on a GPU
-(`41 µs · 3.9 TB/s · 91% of peak`), and after an optimize run, that a faster candidate exists and by how much.
+(`41 µs · 3.9 TB/s · 91% of peak`), its paired timing against the base revision (`1.21× faster than HEAD
+[1.18, 1.24]`, `within noise of HEAD [0.99, 1.01]`), and after an optimize run, that a faster candidate exists and by
+how much.
 
 Hints come from the caches keyed by the document's content: changed code loses its stale hints.
 """
@@ -12,7 +14,7 @@ from geak.evaluator import BenchResult
 
 from ..positions import Positions
 from ..state import ServerState
-from ..timing_text import format_ms, format_rate, kernel_calls
+from ..timing_text import against_base, format_ms, format_rate, kernel_calls
 
 
 def latency_label(bench: BenchResult, kernel: str) -> str | None:
@@ -41,6 +43,8 @@ def hints_for(state: ServerState, uri: str, text: str, first_line: int, last_lin
         return []
     positions = Positions(text, state.server.workspace.position_codec)
     report = state.checks.cache.get(model.key)
+    compared = state.compared(report)
+    versus = against_base(compared.bench, compared.rev) if compared is not None and compared.bench else None
     record = state.optimizer.record_for(uri, model.key)
     hints = []
     for kernel in model.kernels:
@@ -51,6 +55,8 @@ def hints_for(state: ServerState, uri: str, text: str, first_line: int, last_lin
             label = latency_label(report.bench, kernel.name)
             if label:
                 labels.append(label)
+        if versus:
+            labels.append(versus)
         tooltip = None
         if record is not None and record.speedup and record.kernel in (None, kernel.name):
             labels.append(f"⚡ {record.speedup:.2f}x faster candidate found")

@@ -1,0 +1,121 @@
+"""A saved file against its version at a git revision (the `geak.base` setting): finding that version (git, in a
+thread), then the comparison's two steps on the warm evaluator — the saved kernels run on the base's test and
+probes, and, on a GPU, their paired timing against it. ``base_comparison`` (shared with `geak check --base`) writes
+the base's text where only the evaluator's jobs read it and names it `REV:path` in messages; the evaluator keeps the
+base's own run by its content, so a later save does not run it again. What a comparison found is a `BaseReport`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from geak.evaluator import BadInput, BenchResult, CheckResult, Evaluator, TritonFileError, parse_triton_file
+
+from ..base_comparison import base_file, base_folder, failing_base, relabeled, same, unparsable_base
+from ..base_revision import Base, BaseVersion, RevisionError, repository_root, resolve, same_code, version_at
+from .analysis import content_key
+
+# What a comparison found: the base's code (nothing ran), a file new since the base, a base that is no reference (or
+# an unknown revision), no base at all (not a git repository), outputs that differ from the base's, the same outputs.
+OUTCOMES = ("same", "new", "unusable", "none", "differs", "matches")
+SAID_ONCE = ("same", "new", "unusable")  # said in the hover and the status, never as diagnostics
+
+
+@dataclass(frozen=True)
+class BaseTarget:
+    """The revision a file is compared with and the file's version there."""
+
+    base: Base
+    version: BaseVersion
+
+    @property
+    def label(self) -> str:
+        return self.version.label(self.base)
+
+    @property
+    def key(self) -> str | None:
+        return content_key(self.version.text) if self.version.text is not None else None
+
+
+@dataclass
+class BaseReport:
+    """One content of a file against its base. `rev`: the setting that asked; `base_key`: the content key of the
+    base's text (None where there is none); `message`: one line for the hover and the status; `result`: the check
+    of the saved kernels against the base; `bench`: their timing against it (GPU), or `timing_note` why none."""
+
+    rev: str
+    base_key: str | None
+    outcome: str
+    message: str
+    label: str = ""
+    result: CheckResult | None = None
+    bench: BenchResult | None = None
+    timing_note: str = ""
+    target: BaseTarget | None = None  # what the comparison ran against (its timing runs against it too)
+
+    @property
+    def timed(self) -> bool:
+        return self.bench is not None or bool(self.timing_note)
+
+
+def find_base(path: str, rev: str) -> BaseTarget | BaseReport:
+    """The file's version at `rev` (blocking: git runs), or the report of why there is none to compare with."""
+    try:
+        root = repository_root(Path(path))
+    except RevisionError as e:
+        return BaseReport(rev, None, "none", f"not compared with {rev}: {e}")
+    try:
+        base = resolve(root, rev)
+        version = version_at(base, Path(path))
+    except RevisionError as e:
+        return BaseReport(rev, None, "unusable", f"not compared with {rev}: {e}")
+    if version.text is None:
+        return BaseReport(rev, None, "new", f"new since {base.name}: nothing to compare with")
+    return BaseTarget(base, version)
+
+
+def without_running(target: BaseTarget, text: str) -> BaseReport | None:
+    """What is said of `text` without any run: the same code as the base (white space and comments aside), or a base
+    that does not parse as a Triton file with a test. None: the comparison must run."""
+    label = target.label
+    if same_code(text, target.version.text or ""):
+        return BaseReport(target.base.rev, target.key, "same", same(target.base, target.version).message, label,
+                          target=target)  # fmt: skip
+    try:
+        parse_triton_file(target.version.text or "", label)
+    except TritonFileError as e:
+        return BaseReport(target.base.rev, target.key, "unusable", f"{unparsable_base(label, e)}: checked alone", label)
+    return None
+
+
+async def check_against(evaluator: Evaluator, target: BaseTarget, path: str, text: str) -> BaseReport:
+    """The saved kernels (`text`) on the base's test and probes, their outputs compared with the base's."""
+    rev, label = target.base.rev, target.label
+    with base_folder() as folder:
+        written = base_file(folder, target.version)
+        try:
+            result = relabeled(await evaluator.check(path, source=text, against=written), written, label)
+        except BadInput as e:
+            if e.verdict is None:
+                raise
+            return BaseReport(rev, target.key, "unusable", f"{failing_base(e, written, label)}: checked alone", label)
+    if result.ok:
+        return BaseReport(rev, target.key, "matches", f"same outputs as {label}", label, result, target=target)
+    if result.not_checkable is not None:
+        return BaseReport(rev, target.key, "unusable", f"not compared with {label}: {result.summary}", label, result)
+    if result.comparison is not None and result.comparison.mismatches:
+        first, *more = result.comparison.mismatches
+        said = f"outputs differ from {rev}'s in {first.where}: {first.message}" + (
+            f" (+{len(more)} more)" if more else ""
+        )
+        return BaseReport(rev, target.key, "differs", said, label, result)
+    return BaseReport(rev, target.key, "differs", f"{label}'s test fails with these kernels: {result.summary}", label,
+                      result)  # fmt: skip
+
+
+async def bench_against(evaluator: Evaluator, target: BaseTarget, path: str, text: str) -> BenchResult:
+    """The saved kernels timed against the base's, interleaved in one job (its check has passed)."""
+    with base_folder() as folder:
+        written = base_file(folder, target.version)
+        bench = await evaluator.bench(path, source=text, against=written, check_first=False)
+        return relabeled(bench, written, target.label)
