@@ -64,6 +64,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "separator_index": ("triton_file", "separator_index"),
     "statement_span": ("triton_file", "statement_span"),
     "parse_python": ("python_source", "parse"),
+    "tightened_contracts": ("input_contracts", "tightened_contracts"),
 }
 
 __all__ = [
@@ -111,6 +112,7 @@ __all__ = [
     "separator_index",
     "slowness_summary",
     "statement_span",
+    "tightened_contracts",
     "timing_cost",
     "usable_cores",
     "with_profile",

@@ -5,6 +5,7 @@ needs a multiple of a larger block does not."""
 from __future__ import annotations
 
 import inspect
+import math
 from typing import Any
 
 from ..shared.unmasked_steps import Step, source_steps
@@ -14,8 +15,8 @@ _STEPS: dict[int, tuple[Any, inspect.Signature | None, list[Step]]] = {}  # by i
 
 
 def note(kernel: Any, args: tuple, kwargs: dict[str, Any]) -> None:
-    """Add the (dimension, block) values of `kernel`'s unmasked steps at this launch to ``STATE.steps``: those where
-    the tested dimension is a multiple of the block (the kernel is right there)."""
+    """Add the (dimension, step: the product of its blocks) values of `kernel`'s unmasked steps at this launch to
+    ``STATE.steps``: those where the tested dimension is a multiple of the step (the kernel is right there)."""
     fn = _python_function(kernel)
     if fn is None:
         return
@@ -28,10 +29,13 @@ def note(kernel: Any, args: tuple, kwargs: dict[str, Any]) -> None:
         return
     values = bound.arguments
     for step in steps:
-        block = values.get(step.block)
+        blocks = [values.get(b) for b in step.blocks]
+        if not all(map(_positive_int, blocks)):
+            continue
+        block = math.prod(blocks)
         for dim in step.dims:
             size = values.get(dim)
-            if _positive_int(block) and _positive_int(size) and size % block == 0:
+            if _positive_int(size) and size % block == 0:
                 STATE.steps.add((size, block))
 
 

@@ -2,7 +2,7 @@
 masked: it is then right only where that dimension is a multiple of the block. Read from the kernel's source alone
 (the standard library's `ast`), so both sides use it: a reference's job, to make probes at sizes that are multiples
 of its own blocks only (``job.step_facts``), and the caller, to say what a change of such a block requires of its
-inputs that the original did not (``tightened_contracts``).
+inputs that the original did not (``input_contracts``).
 
 A step is a `for` loop over `range(...)` whose arguments read the block and a dimension (a parameter that is not a
 constexpr: `range(0, K, BLOCK_K)`, `range(tl.cdiv(K, BLOCK_K))`), holding a `tl.load` or `tl.store` without `mask`
@@ -22,36 +22,40 @@ MEMORY_CALLS = {"load": 2, "store": 3}  # the position of `mask` among each one'
 
 @dataclass(frozen=True)
 class Step:
-    """`block` tiles `dims` (empty: a dimension the grid covers) with a load or store that is not masked at `line`
-    (of the kernel's source as given)."""
+    """The product of `blocks` tiles `dims` (empty: a dimension the grid covers) with a load or store that is not
+    masked at `line` (of the kernel's source as given)."""
 
-    block: str
+    blocks: tuple[str, ...]
     dims: tuple[str, ...]
     line: int
 
 
 def kernel_steps(kernel: ast.FunctionDef) -> list[Step]:
-    """The steps of a `@triton.jit` function's definition, one per block and loop (the first unmasked access's
-    line), in the order of the source."""
+    """The steps of a `@triton.jit` function's definition, one per loop (the first unmasked access's line), in the
+    order of the source. A loop's step is the product of the constexprs of its `range` that tile (`tl.arange(0,
+    BLOCK_K)`) or multiply one that does (`tl.cdiv(K, BLOCK_K * SPLIT_K)`); one that only strides over rows (a
+    persistent loop's `NUM_PROGRAMS`) needs no multiple: the loop's bound stops it."""
     params = [a.arg for a in (*kernel.args.posonlyargs, *kernel.args.args, *kernel.args.kwonlyargs)]
     constexprs = {a.arg for a in (*kernel.args.args, *kernel.args.kwonlyargs) if _is_constexpr(a.annotation)}
     sizes = set(params) - constexprs
+    tiles = {c for c in constexprs if _tiles_with_arange(kernel, c)}
     reads = _reads(kernel)
     steps: list[Step] = []
-    looped: set[tuple[str, int]] = set()  # (block, access line) that a loop's step covers
+    looped: set[str] = set()  # tiles that a loop's step covers
     for loop in (n for n in ast.walk(kernel) if isinstance(n, ast.For) and _is_range(n.iter)):
         bound = _names(loop.iter)
-        for block in sorted(bound & constexprs):
-            dims = tuple(sorted(bound & sizes))
-            access = _unmasked_access(loop, block, reads)
-            if dims and access is not None:
-                steps.append(Step(block, dims, access))
-                looped.add((block, access))
-    for block in sorted(constexprs):
+        dims = tuple(sorted(bound & sizes))
+        stepping = bound & tiles
+        access = next((line for b in sorted(stepping) if (line := _unmasked_access(loop, b, reads))), None)
+        if dims and access is not None:
+            blocks = stepping | _multiplying(loop.iter, stepping, constexprs)
+            steps.append(Step(tuple(sorted(blocks)), dims, access))
+            looped |= stepping
+    for block in sorted(tiles - looped):
         access = _unmasked_access(kernel, block, reads)
-        if access is not None and not any(b == block for b, _ in looped) and _tiles_with_arange(kernel, block):
-            steps.append(Step(block, (), access))
-    return sorted(steps, key=lambda s: (s.line, s.block))
+        if access is not None:
+            steps.append(Step((block,), (), access))
+    return sorted(steps, key=lambda s: (s.line, s.blocks))
 
 
 def source_steps(source: str) -> dict[str, list[Step]]:
@@ -63,6 +67,16 @@ def source_steps(source: str) -> dict[str, list[Step]]:
         return {}
     kernels = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and _is_jit(n)]
     return {k.name: found for k in kernels if (found := kernel_steps(k))}
+
+
+def _multiplying(node: ast.expr, tiles: set[str], constexprs: set[str]) -> set[str]:
+    """The constexprs that multiply a tile in `node` (`BLOCK_K * SPLIT_K`)."""
+    found: set[str] = set()
+    for product in (n for n in ast.walk(node) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult)):
+        names = _names(product)
+        if names & tiles:
+            found |= names & constexprs
+    return found
 
 
 def _is_jit(node: ast.FunctionDef) -> bool:
