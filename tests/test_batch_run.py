@@ -615,6 +615,7 @@ def test_eval_with_a_tuned_reference_records_both_speedups_and_says_why_none_was
     assert main([*argv, "--output", str(tmp_path / "out"), "--resume"]) == 0  # the same eval: resumed
     assert "no prediction was timed against one" in capsys.readouterr().out
     assert main([*argv[:-1], "--output", str(tmp_path / "out"), "--resume"]) == 2  # an eval without the flag: not
+    assert main([*argv, "--no-timing"]) == 2 and "not with --no-timing" in capsys.readouterr().err
 
 
 def test_a_prediction_is_timed_against_the_tuned_golden_file_too_or_keeps_its_speedup_where_the_search_kept_it(

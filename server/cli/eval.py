@@ -60,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"{args.predictions}: no such file") from None
     if args.workers < 1:
         raise CommandError("--workers must be at least 1") from None
+    if args.tuned_reference and args.no_timing:
+        raise CommandError("--tuned-reference times predictions against the tuned golden files: not with --no-timing")
     try:
         suite = BUILT_IN[args.suite](args.data)
     except SuiteError as e:
@@ -111,7 +113,7 @@ def tuned_line(summary: dict) -> str:
     """The summary's speedup over the golden files after the search without a model (`--tuned-reference`)."""
     timed = summary.get("timed_vs_tuned", 0)
     if not timed:
-        return "[dim]vs the tuned golden files: no prediction was timed against one (timing needs a GPU)[/dim]"
+        return "[dim]vs the tuned golden files: no prediction was timed against one (only those timed on a GPU)[/dim]"
     return (
         f"vs the golden files after the search without a model: speedup (geomean) "
         f"{summary['speedup_vs_tuned_geomean']:.3f}x over {timed} timed, {summary.get('faster_vs_tuned', 0)} faster"
