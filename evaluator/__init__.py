@@ -69,6 +69,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "RepositoryError": ("repo_tests", "RepositoryError"),
     "module_tests": ("repo_tests", "module_tests"),
     "needs_repository_tests": ("repo_tests", "needs_repository_tests"),
+    "tightened_contracts": ("input_contracts", "tightened_contracts"),
 }
 
 __all__ = sorted(_EXPORTS)

@@ -3,6 +3,7 @@
 from .api import Evaluator as Evaluator
 from .compare import parse_tolerance_overrides as parse_tolerance_overrides
 from .compile_store import default_root as default_root
+from .input_contracts import tightened_contracts as tightened_contracts
 from .inputs import BadInput as BadInput
 from .isolation import job_environment as job_environment
 from .options import EvalOptions as EvalOptions
@@ -103,6 +104,7 @@ __all__ = [
     "separator_index",
     "slowness_summary",
     "statement_span",
+    "tightened_contracts",
     "timing_cost",
     "usable_cores",
     "with_profile",

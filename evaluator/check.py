@@ -231,7 +231,7 @@ def compare_with_reference(
     cand_fresh = {f.get("index"): f for f in result.get("fresh") or [] if isinstance(f, dict)}
     for probe in probes.usable:
         index = probe["index"]
-        where = probe_where(probe)
+        where = _probe_shown(probe)
         entry = cand_fresh.get(index)
         if entry is None or entry.get("status") != "ok":
             message = entry.get("message") if isinstance(entry, dict) else None
@@ -343,6 +343,13 @@ def _weigh(w: _Weighing, options: EvalOptions) -> _Weighed:
 
 
 _MISSING = object()
+
+
+def _probe_shown(probe: dict[str, Any]) -> str:
+    """A probe as a mismatch names it: a shape or value probe with what it changed, `other sizes #2 row_sum(f32[8,160])
+    (multiples of the reference's unmasked blocks only (128→160))`."""
+    label = probe.get("label") if probe.get("kind", "fresh") != "fresh" else None
+    return f"{probe_where(probe)} ({label})" if label else probe_where(probe)
 
 
 def output_label(owner: TritonFile, test: str) -> str:

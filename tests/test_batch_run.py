@@ -594,3 +594,105 @@ def test_an_eval_without_timing_says_nothing_of_timings_on_several_slots(tmp_pat
 
     said = asyncio.run(go())
     assert not [s for s in said if "timing" in s], said
+
+
+def test_eval_with_a_tuned_reference_records_both_speedups_and_says_why_none_was_timed(tmp_path, capsys):
+    """`--tuned-reference` plumbs through: every record keeps both speedups (on the interpreter neither is timed,
+    and no search runs: it tunes by timing), the summary counts both, and the table says why none was timed."""
+    kernel = (GOLDEN / "relu_kernel.py").read_text()
+    preds = tmp_path / "preds.jsonl"
+    preds.write_text(json.dumps({"filename": "relu_kernel.py", "predict": kernel}) + "\n")
+    argv = ["eval", str(preds), "--suite", "tritonbench", "--data", str(TB), "--backend", "interpreter",
+            "--tuned-reference"]  # fmt: skip
+    assert main([*argv, "--json", "--output", str(tmp_path / "out")]) == 0
+    data = json.loads(capsys.readouterr().out)
+    (record,) = data["records"]
+    assert record["pass_exe"] and record["speedup"] is None and record["speedup_vs_tuned"] is None
+    assert "tuned_reference" in record and record["speedup_vs_tuned_verdict"] is None
+    summary = data["summary"]
+    assert summary["timed_vs_tuned"] == 0 and summary["speedup_vs_tuned_geomean"] is None
+    assert json.loads((tmp_path / "out" / "eval.json").read_text())["tuned_reference"] is True
+    assert main([*argv, "--output", str(tmp_path / "out"), "--resume"]) == 0  # the same eval: resumed
+    assert "no prediction was timed against one" in capsys.readouterr().out
+    assert main([*argv[:-1], "--output", str(tmp_path / "out"), "--resume"]) == 2  # an eval without the flag: not
+    assert main([*argv, "--no-timing"]) == 2 and "not with --no-timing" in capsys.readouterr().err
+
+
+def test_a_prediction_is_timed_against_the_tuned_golden_file_too_or_keeps_its_speedup_where_the_search_kept_it(
+    tmp_path,
+):
+    """Scripted timings: 1.5x over the golden file, 1.1x over its tuned self (a block-size sweep credited to the
+    model no more); where the search kept the golden file, the speedup over it is the same speedup."""
+    import asyncio
+
+    from geak.agent.batch import metrics
+    from geak.agent.batch.dataloaders.scoring import Score
+    from geak.agent.batch.eval import _Checked, _time_against_tuned
+    from geak.agent.batch.eval_slots import EvalSlot
+    from geak.agent.batch.tuned_reference import TunedReference
+    from geak.evaluator.results import BenchResult, CheckResult, Speedup
+
+    golden, tuned_path = tmp_path / "k.py", tmp_path / "tuned" / "k.py"
+    ratios = {golden: (1.5, "faster"), tuned_path: (1.1, "within noise (±15%)")}
+    timed: list[Path] = []
+
+    class Timed:
+        async def bench(self, *, against: Path, **kwargs):
+            ratio, verdict = ratios[against]
+            timed.append(against)
+            speedup = Speedup(ratio, ratio * 0.95, ratio * 1.05, 8, False, verdict, 0.15)
+            return BenchResult(True, "perf", "cuda", "k.py", "timed", speedup=speedup, duration_s=1.0)
+
+    class Searched:
+        def __init__(self, reference: TunedReference):
+            self.reference = reference
+
+        async def of(self, reference, slot):
+            return self.reference
+
+    def run(tuned: TunedReference) -> dict:
+        slot = EvalSlot("gpu 0", Timed(), gpu="0", runtime={"backend": "cuda"})
+        check = CheckResult(True, "exec", "cuda", "k.py", "")
+        score = Score(True, True, speedup=1.5, speedup_low=1.4, speedup_high=1.6, speedup_verdict="faster")
+        checked = _Checked({"filename": "k.py", "pass_exe": True, **score.to_dict()}, score, check, "code", golden)
+        asyncio.run(_time_against_tuned(checked, slot, Searched(tuned), None))
+        return checked.record
+
+    record = run(TunedReference(tuned_path, True, "1 finalist confirmed: 1.36x faster", 12.0))
+    assert timed == [tuned_path]  # against the golden file it was timed before; now against its tuned self
+    assert (record["speedup"], record["speedup_vs_tuned"]) == (1.5, 1.1)
+    assert record["speedup_vs_tuned_verdict"] == "within noise (±15%)" and record["tuned_reference"]["improved"]
+    kept = run(TunedReference(golden, False, "the original is kept"))
+    assert timed == [tuned_path] and kept["speedup_vs_tuned"] == 1.5 and kept["speedup_vs_tuned_low"] == 1.4
+    failed = run(TunedReference(golden, False, "", error="k.py does not pass its own test"))
+    assert "speedup_vs_tuned" not in failed and failed["tuned_reference"]["error"].startswith("k.py does not")
+    summary = metrics.summarize([record, {**kept, "filename": "j.py"}])
+    assert summary["timed_vs_tuned"] == 2 and summary["faster_vs_tuned"] == 1
+    assert summary["speedup_vs_tuned_geomean"] == pytest.approx((1.1 * 1.5) ** 0.5)
+
+
+def test_the_search_of_a_golden_file_runs_once_and_keeps_it_where_it_cannot_time(tmp_path):
+    """The real search without a model, on the interpreter: it screens for correctness only and keeps the golden
+    file, which is then its own tuned reference; a second prediction of it waits for the same search."""
+    import asyncio
+
+    from geak.agent.batch.eval_slots import EvalSlot
+    from geak.agent.batch.tuned_reference import TunedReferences
+    from geak.agent.config import AgentConfig
+    from geak.evaluator.api import EvalOptions, Evaluator
+
+    golden = GOLDEN / "relu_kernel.py"
+
+    async def go():
+        evaluator = Evaluator(EvalOptions(backend="interpreter", timeout_s=120, spares=0))
+        slot = EvalSlot("cpu", evaluator)
+        tuned = TunedReferences(AgentConfig(search_time_s=5), tmp_path)
+        try:
+            first, second = tuned.of(golden, slot), tuned.of(golden, slot)
+            return first is second, await first
+        finally:
+            await evaluator.aclose()
+
+    same, reference = asyncio.run(go())
+    assert same and reference.path == golden and not reference.improved and reference.error is None
+    assert "timing needs a GPU" in reference.summary, reference.summary

@@ -567,6 +567,18 @@ def test_a_winner_that_takes_its_kernel_onto_an_atomic_path_is_said_for_its_revi
     assert run(Scripted()).review == []  # the same winner on a kernel without such a path: nothing to say
 
 
+def test_a_winner_whose_larger_block_steps_without_a_mask_says_the_narrower_contract():
+    """Where the check's probes could not try a size the original handles and the winner does not (here, none: the
+    backend is scripted), its reviewer reads what the winner now requires (``input_contracts``)."""
+    unmasked = SOURCE.replace(", mask=mask)", ")")
+    assert unmasked.count("mask=mask") == 0
+    result = run(Scripted(), source=unmasked)
+    assert result.improved and launch_values(result.best.source)["BLOCK_SIZE"] == 4096
+    (note,) = result.review
+    assert note.startswith("add_kernel: BLOCK_SIZE 1024→4096 narrows what it accepts: its loads or stores at line 10")
+    assert "n must now be a multiple of 4096, where the original takes any multiple of 1024" in note
+
+
 DEAD_BRANCH = SOURCE.replace(
     "    n = out.numel()\n", "    n = out.numel()\n    warps = 4 if n < 0 else 8  # the first branch: never taken\n"
 ).replace("BLOCK_SIZE=1024)", "BLOCK_SIZE=1024, num_warps=warps)")

@@ -77,6 +77,25 @@ def test_a_softmax_without_the_max_subtraction_fails_on_large_values():
     assert not any(w.startswith(("test_", "fresh")) for w in wrong), wrong
 
 
+@pytest.mark.parametrize("block", [128, 64])
+def test_a_larger_block_on_unmasked_loads_fails_at_a_size_the_reference_handles(block: int):
+    """The row sum steps over K = 128 by 32 without a mask: right for every multiple of 32. With a larger block it
+    passes the test and every probe near 128 where the reference itself reads out of bounds (144, 112), but not K =
+    160, which the reference's own step handles."""
+    r = check(f"probes/row_sum_block{block}.py", "probes/row_sum.py")
+    assert not r.ok and r.stage == "exec", r.message
+    wrong = mismatch_places(r)
+    probe = "f32[8,160]) (multiples of the reference's unmasked blocks only (128→160))"
+    assert wrong and all(probe in w for w in wrong), wrong
+
+
+def test_a_smaller_block_on_unmasked_loads_passes_where_the_reference_does():
+    for candidate in ("probes/row_sum_block16.py", "probes/row_sum.py"):
+        r = check(candidate, "probes/row_sum.py")
+        assert r.ok and r.comparison.shape_calls >= 1, (candidate, r.message, r.comparison.notes)
+        assert not any("128→160" in n for n in r.comparison.notes), r.comparison.notes  # the probe judged
+
+
 def test_sizes_the_reference_refuses_are_skipped_with_its_reason():
     r = check("probes/sub_one_size_only.py", "probes/sub_one_size_only.py")
     assert r.ok, r.message

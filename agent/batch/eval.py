@@ -19,6 +19,7 @@ from .dataloaders import GoldenFileSuite, ProblemState, Score, reference_file
 from .dataloaders.scoring import check_code, time_code
 from .eval_slots import EvalSlot
 from .records_file import append_record, read_records, rewrite_records
+from .tuned_reference import TunedReferences
 
 # Timings at once on a slot while its checks still run: their imports and captures share the device with the slot's
 # checks and overlap, their measurements take turns, each with the device alone, the jobs sharing it paused meanwhile
@@ -48,6 +49,7 @@ async def score_predictions(
     per_slot: int = 2,
     earlier: dict[int, dict[str, Any]] | None = None,
     on_event: Callable[[str], None] | None = None,
+    tuned: TunedReferences | None = None,
 ) -> EvalOutcome:
     """Score each line of `predictions`: every prediction is checked, `per_slot` at a time on each slot, and once every
     check has started, what passed is timed, ``TIMINGS_AT_ONCE`` at a time on each slot (more as its checks end, up to
@@ -60,7 +62,8 @@ async def score_predictions(
     (a prediction that passed, once timed) and passed to `on_record(record, total)`. `timing` False: correctness only
     (call and execution accuracy). `earlier`: records of an interrupted run of the same predictions, by line: those
     lines are not scored again (``read_earlier``). `on_event` is told what else happens (each slot's start of its
-    timings, the end of the checks)."""
+    timings, the end of the checks). `tuned`: each timed prediction is also timed against its golden file after the
+    search without a model (``tuned_reference``), into `speedup_vs_tuned`."""
     say = on_event or (lambda message: None)
     started = time.perf_counter()
     states = suite.load_ps(predictions)
@@ -102,7 +105,7 @@ async def score_predictions(
                 async with changed:
                     changed.notify_all()
             try:
-                checked = await _check(index, ps, slot, scratch, timing)
+                checked = await _check(index, ps, slot, scratch, timing, tuned is not None)
                 if checked.timed:
                     to_time.append(checked)
                 else:
@@ -135,6 +138,8 @@ async def score_predictions(
             try:
                 await time_code(slot.evaluator, checked.code, checked.reference, checked.check, checked.score, rounds)
                 checked.record.update(checked.score.to_dict(), timed_on=slot.name)
+                if tuned is not None:
+                    await _time_against_tuned(checked, slot, tuned, rounds)
                 finished(checked)
             finally:
                 running -= 1
@@ -223,7 +228,9 @@ class _Checked:
         return self.check is not None
 
 
-async def _check(index: int, ps: ProblemState, slot: EvalSlot, scratch: Path, timing: bool) -> _Checked:
+async def _check(
+    index: int, ps: ProblemState, slot: EvalSlot, scratch: Path, timing: bool, tuned: bool = False
+) -> _Checked:
     record: dict[str, Any] = {
         "filename": ps.filename,
         "difficulty": ps.difficulty,
@@ -232,6 +239,8 @@ async def _check(index: int, ps: ProblemState, slot: EvalSlot, scratch: Path, ti
         "pass_exe": False,
         "speedup": None,
     }
+    if tuned:  # filled where the prediction is timed (``_time_against_tuned``)
+        record.update(dict.fromkeys(VS_TUNED), tuned_reference=None)
     checked = _Checked(record)
     if not ps.solution or not ps.solution.strip():
         record.update(stage="reply", message="the prediction has no code", line=index)
@@ -243,6 +252,31 @@ async def _check(index: int, ps: ProblemState, slot: EvalSlot, scratch: Path, ti
     if check is not None and score.pass_exe and timing:
         checked.score, checked.check, checked.code, checked.reference = score, check, ps.solution, reference
     return checked
+
+
+VS_TUNED = ("speedup_vs_tuned", "speedup_vs_tuned_low", "speedup_vs_tuned_high", "speedup_vs_tuned_verdict")
+
+
+async def _time_against_tuned(checked: _Checked, slot: EvalSlot, tuned: TunedReferences, rounds: int | None) -> None:
+    """Time a prediction that was timed against its golden file against that file after the search without a model
+    too. Where the search kept the golden file, that is the same reference: the same speedup."""
+    assert checked.check is not None and checked.score is not None
+    reference = await tuned.of(checked.reference, slot)
+    record = checked.record
+    record["tuned_reference"] = reference.to_dict()
+    if reference.error is not None:  # no tuned reference to time against
+        return
+    if not reference.improved:
+        record.update(zip(VS_TUNED, (record.get(k) for k in _AGAINST_GOLDEN), strict=True))
+        return
+    score = Score(checked.score.pass_call, checked.score.pass_exe)
+    await time_code(slot.evaluator, checked.code, reference.path, checked.check, score, rounds)
+    record.update(zip(VS_TUNED, (getattr(score, k) for k in _AGAINST_GOLDEN), strict=True))
+    if score.speedup is None:
+        record["tuned_timing_message"] = score.message
+
+
+_AGAINST_GOLDEN = ("speedup", "speedup_low", "speedup_high", "speedup_verdict")
 
 
 def read_earlier(results: Path) -> dict[int, dict[str, Any]]:

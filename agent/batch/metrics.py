@@ -2,7 +2,8 @@
 problems that pass and were timed), pass@k over parallel chains or runs, by difficulty, and per iteration.
 
 Input: result records (dicts, one per problem and run) with `filename`, `pass_call`, `pass_exe`, `speedup`, and
-optionally `difficulty`, `reference_error`, `chains`/`chains_passed` and `history`. Several records of one problem
+optionally `difficulty`, `reference_error`, `chains`/`chains_passed`, `history` and `speedup_vs_tuned` (over the golden
+file after the search without a model: `geak eval --tuned-reference`). Several records of one problem
 (separate runs) are merged as the paper does: the best per problem is the one that passes execution, then the one
 that passes the call, then the fastest; pass@k counts the runs that passed.
 """
@@ -59,6 +60,19 @@ def _accuracy(problems: Sequence[Record]) -> dict[str, Any]:
         "timed": len(speedups),
         "speedup_geomean": geomean(speedups),
         "faster": sum(p.get("speedup_verdict") == "faster" for p in passed if p.get("speedup")),
+    } | _vs_tuned(problems, passed)
+
+
+def _vs_tuned(problems: Sequence[Record], passed: Sequence[Record]) -> dict[str, Any]:
+    """The speedups over the golden files after the search without a model, where records hold them (`geak eval
+    --tuned-reference`)."""
+    if not any("speedup_vs_tuned" in p for p in problems):
+        return {}
+    speedups = [p["speedup_vs_tuned"] for p in passed if p.get("speedup_vs_tuned")]
+    return {
+        "timed_vs_tuned": len(speedups),
+        "speedup_vs_tuned_geomean": geomean(speedups),
+        "faster_vs_tuned": sum(p.get("speedup_vs_tuned_verdict") == "faster" for p in passed),
     }
 
 

@@ -39,7 +39,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from geak.evaluator import ScreenedVariant, ScreenResult, is_undecided
+from geak.evaluator import ScreenedVariant, ScreenResult, is_undecided, tightened_contracts
 from geak.evaluator import slowness_summary as diagnosis_summary
 
 from .launch_space import Focus, Space, Variant, focus_of
@@ -401,6 +401,7 @@ class _Search:
         for entry in self.state["finalists"]:
             variant = Variant.from_json(entry["variant"])
             review = atomic_path_notes(self.space.source, self.space.param_changes(variant))
+            review += tightened_contracts(self.space.source, self.space.param_changes(variant))
             review += [pinned_note(kernel, configs) for kernel, configs in self.space.pinned(variant)]
             review += [definition_note(kernel, options) for kernel, options in self.space.set_at_definition(variant)]
             finalist = Finalist(self.space.describe(variant), self.space.render(variant), entry["ratio"], review=review)

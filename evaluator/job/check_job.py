@@ -101,7 +101,9 @@ def _run_check(job: CheckJob, info: Any, send, running: dict[str, Any]) -> dict[
 
     stuck = lambda stuck_s: send({"event": "progress", "test": running["test"], "stuck_s": stuck_s})
     watched = lambda stuck_s: launch_modes.kernels_watched(KernelWatch(stuck, stuck_s), gpu)
-    with watched(kernel_stuck_s(None)):  # a test whose GPU kernels spin ends within seconds, not at the limit
+    # a reference's tests note the sizes its kernels step over without a mask, for probes at multiples of its blocks
+    recording = launch_modes.steps_recorded() if making else contextlib.nullcontext()
+    with watched(kernel_stuck_s(None)), recording:  # a test whose GPU kernels spin ends within seconds
         if job.test_style == "pytest":
             not_run = _run_pytest(job, module, recorder, gpu, record, starting, lambda: user_code.seed_everything(seed))
             result["tests"] += [_skipped_after(t, ended) for t in not_run]

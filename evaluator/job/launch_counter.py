@@ -7,7 +7,7 @@ import contextlib
 
 import torch
 
-from . import autotuning
+from . import autotuning, step_facts
 from .kernel_names import kernel_name
 from .launch_modes import MODES, STATE
 
@@ -30,6 +30,8 @@ def install() -> None:
             if not kwargs.get("warmup", False):
                 name = kernel_name(self)
                 STATE.launches[name] += 1
+                if MODES.record_steps:
+                    step_facts.note(self, args, kwargs)
                 if MODES.track_streams:
                     STATE.launch_streams[current_stream().cuda_stream] += 1
                 if MODES.ghost:

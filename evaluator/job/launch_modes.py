@@ -32,6 +32,7 @@ class Modes:
     keep_tuning: bool = False  # an autotuned kernel runs its choice for another key at a new key (``tuning_kept``)
     share_twins: bool = False  # an autotuned kernel takes its twin's choice (``twins_tuned_alike``)
     compile_ahead: bool = False  # an autotuned kernel's configs compile at once before it tunes
+    record_steps: bool = False  # each launch notes its unmasked steps' sizes and blocks (``steps_recorded``)
 
 
 @dataclass
@@ -48,6 +49,7 @@ class JobState:
     # what autotuners time their configs with, and whether over Triton's own benchmarks too, within `tuned_with`
     tuning_bench: list[tuple[Callable[..., Any], bool]] = field(default_factory=list)
     watches: list[KernelWatch] = field(default_factory=list)  # of the tests or probes running, `kernels_watched`
+    steps: set[tuple[int, int]] = field(default_factory=set)  # (dimension, block) of unmasked steps, `steps_recorded`
 
 
 STATE = JobState()
@@ -75,6 +77,18 @@ def kernels_timed():
         yield
     finally:
         MODES.time_kernels = False
+
+
+@contextlib.contextmanager
+def steps_recorded():
+    """Within it, each Triton launch notes the sizes it steps over in tiles of a block without a mask, with the
+    block (``step_facts``, into ``STATE.steps``): a reference's tests, whose probes then try sizes that are multiples
+    of those blocks only."""
+    MODES.record_steps = True
+    try:
+        yield
+    finally:
+        MODES.record_steps = False
 
 
 @contextlib.contextmanager

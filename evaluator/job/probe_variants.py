@@ -1,17 +1,18 @@
-"""Other valid inputs for a captured call than fresh values at the tested shapes: other sizes (shape variants) and
-other value ranges (value variants). The reference is the oracle: what it refuses, fails on or cannot judge is
-skipped by the trusted side, never held against a candidate; this module only proposes.
+"""Other valid inputs for a captured call than fresh values at the tested shapes: other sizes (shape variants) and other
+value ranges (value variants). The reference is the oracle: what it refuses, fails on or cannot judge is skipped by the
+trusted side, never held against a candidate; this module only proposes.
 
 Shape variants change the call's sizes consistently: each distinct size of 2 or more that its floating and boolean
-tensors have (a "symbol") changes everywhere it appears, and so does an integer argument equal to it or to a
-tensor's element count (unless its parameter is named like a tile: `BLOCK_SIZE`, `num_warps`...). A size that an
-integer tensor has, or that its values may depend on (its largest value, that plus one, its sum: index ranges and
-offsets), stays as it was; no size is shrunk to an integer tensor's largest value or below. Variants: every size
-one above, every size one below, a wide row (the innermost size of the largest tensor past 1024 and past twice
-itself, the other sizes small), every size small (3, or one above an integer tensor's largest value; only sizes at
-least twice that shrink to it). "One above" is the nearest size Triton specializes alike (``alike``): 16 above a
-multiple of 16, so that on a GPU the kernels need not compile again (a wide row often needs a wider block, and
-does).
+tensors have (a "symbol") changes everywhere it appears, and so does an integer argument equal to it or to a tensor's
+element count (unless its parameter is named like a tile: `BLOCK_SIZE`, `num_warps`...). A size that an integer tensor
+has, or that its values may depend on (its largest value, that plus one, its sum: index ranges and offsets), stays as it
+was; no size is shrunk to an integer tensor's largest value or below. Variants: each size that a kernel of the reference
+steps over in tiles of a block without a mask to the next odd multiple of that block (a size the reference handles,
+which a kernel that needs a multiple of a larger block does not), every size one above, every size one below, a wide row
+(the innermost size of the largest tensor past 1024 and past twice itself, the other sizes small), every size small (3,
+or one above an integer tensor's largest value; only sizes at least twice that shrink to it). "One above" is the nearest
+size Triton specializes alike (``alike``): 16 above a multiple of 16, so that on a GPU the kernels need not compile
+again (a wide row often needs a wider block, and does).
 
 Value variants draw the floating tensors at a magnitude times their original scale, all positive, or all negative (a
 tensor that was non-negative stays so).
@@ -23,7 +24,7 @@ import inspect
 import json
 import math
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,9 +45,10 @@ class Variant:
     floats: FloatDraw = field(default_factory=FloatDraw)
 
 
-def shape_variants(call: RecordedCall, fn: Callable | None) -> list[Variant]:
+def shape_variants(call: RecordedCall, fn: Callable | None, steps: Iterable[tuple[int, int]] = ()) -> list[Variant]:
     """The call's shape variants, most telling first; none when it has no size to change. `fn`: the wrapper (its
-    parameter names tell tiles from sizes)."""
+    parameter names tell tiles from sizes). `steps`: (size, block) of the reference's kernels' unmasked steps in
+    its tests (``job.step_facts``)."""
     tensors = list(_tensors(call.spec, (*call.args, *(call.kwargs.get(k) for k in call.spec["kwargs"]))))
     sizes = sorted({d for spec, _ in tensors if _resizable(spec) for d in spec["shape"] if d >= 2})
     fixed = _fixed_sizes(tensors)
@@ -59,6 +61,7 @@ def shape_variants(call: RecordedCall, fn: Callable | None) -> list[Variant]:
     below = {s: alike(s - 1, s, up=False) for s in free}
     wide = _innermost_of_largest(tensors, free)
     plans = [
+        ("multiples of the reference's unmasked blocks only", _odd_multiples(free, steps)),
         ("sizes one above", {s: alike(s + 1, s, up=True) for s in free}),
         ("sizes one below", {s: below[s] for s in free if below[s] > max(floor, 1)}),
         ("a wide row", {**shrunk, wide: alike(max(2 * wide, WIDE) + 1, wide, up=True)} if wide else {}),
@@ -76,6 +79,21 @@ def shape_variants(call: RecordedCall, fn: Callable | None) -> list[Variant]:
         spec = _resized(call.spec, mapping, _numels(tensors, mapping), tied)
         variants.append(Variant("shape", f"{label} ({changes})", spec))
     return variants
+
+
+def _odd_multiples(free: list[int], steps: Iterable[tuple[int, int]]) -> dict[int, int]:
+    """Each size that a kernel steps over in tiles of blocks without a mask, to the next odd multiple of those blocks
+    (of their least common multiple) above it: a size the reference handles, which a kernel that needs a multiple of
+    twice the block or more does not (K = 128 stepped by 32: 160, not a multiple of 64 or 128)."""
+    blocks: dict[int, int] = {}
+    for size, block in steps:
+        if size in free:
+            blocks[size] = math.lcm(blocks.get(size, 1), block)
+    found = {}
+    for size, block in blocks.items():
+        times = size // block + 1
+        found[size] = block * (times + 1 - times % 2)
+    return found
 
 
 def alike(size: int, like: int, up: bool) -> int:

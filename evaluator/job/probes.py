@@ -179,7 +179,7 @@ def _variants_in_turn(bases: list[_Base], recorder: CallRecorder) -> Iterator[tu
     a turn at a time across the calls: every call's first variant, then every call's second..."""
     queues = []
     for base in bases:
-        shapes = shape_variants(base.call, recorder.originals.get(base.call.wrapper))
+        shapes = shape_variants(base.call, recorder.originals.get(base.call.wrapper), STATE.steps)
         values = [value_variant(base.call, sign, VALUE_MAGNITUDES[0]) for sign in value_signs(base.call)]
         pairs = (shapes[i : i + 1] + values[i : i + 1] for i in range(max(len(shapes), len(values))))
         queues.append([v for pair in pairs for v in pair])

@@ -47,6 +47,9 @@ def register(commands) -> None:
                         help="interleaved timing rounds (default: until each speedup is decided, 6 to 40)")
     parser.add_argument("--no-timing", action="store_true",
                         help="correctness only: call and execution accuracy, as GEAK-eval's first two steps")
+    parser.add_argument("--tuned-reference", action="store_true",
+                        help="also time each prediction against its golden file after the search without a model "
+                        "(GPU): a speedup over it is what tuning the golden file's launches alone does not reach")
     parser.add_argument("--ray-address", help="evaluate on a Ray cluster ('local' starts one)")
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     parser.set_defaults(run=run)
@@ -57,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"{args.predictions}: no such file") from None
     if args.workers < 1:
         raise CommandError("--workers must be at least 1") from None
+    if args.tuned_reference and args.no_timing:
+        raise CommandError("--tuned-reference times predictions against the tuned golden files: not with --no-timing")
     try:
         suite = BUILT_IN[args.suite](args.data)
     except SuiteError as e:
@@ -96,10 +101,23 @@ def run(args: argparse.Namespace) -> int:
     for line in unmatched[:10]:
         err_console().print(f"[yellow]skipped[/yellow] {line}")
     print_summary(summary, f"{args.suite}: {summary['problems']} problem(s) from {len(records)} prediction(s)")
+    if args.tuned_reference:
+        console().print(tuned_line(summary))
     console().print(
         f"[dim]{wall:.0f} s" + (f"; records: {args.output / 'records.jsonl'}" if args.output else "") + "[/dim]"
     )
     return 0
+
+
+def tuned_line(summary: dict) -> str:
+    """The summary's speedup over the golden files after the search without a model (`--tuned-reference`)."""
+    timed = summary.get("timed_vs_tuned", 0)
+    if not timed:
+        return "[dim]vs the tuned golden files: no prediction was timed against one (only those timed on a GPU)[/dim]"
+    return (
+        f"vs the golden files after the search without a model: speedup (geomean) "
+        f"{summary['speedup_vs_tuned_geomean']:.3f}x over {timed} timed, {summary.get('faster_vs_tuned', 0)} faster"
+    )
 
 
 def _earlier_records(args: argparse.Namespace) -> dict[int, dict]:
@@ -111,6 +129,8 @@ def _earlier_records(args: argparse.Namespace) -> dict[int, dict]:
         return {}
     mark = args.output / "eval.json"
     this = {"predictions": hashlib.sha256(args.predictions.read_bytes()).hexdigest(), "suite": args.suite}
+    if args.tuned_reference:  # its records hold other fields: not to be mixed with an eval's without
+        this["tuned_reference"] = True
     from geak.agent.batch.eval import read_earlier
 
     earlier = read_earlier(args.output / "records.jsonl")
@@ -131,6 +151,7 @@ async def _evaluate(args: argparse.Namespace, suite, agent: AgentConfig, earlier
     from geak.agent.batch.eval import score_predictions
     from geak.agent.batch.eval_slots import EvalSlot, batch_eval_options, eval_jobs_per_gpu, local_slots, slot_gpus
     from geak.agent.batch.run_config import RunConfig
+    from geak.agent.batch.tuned_reference import TunedReferences
 
     jobs: int | None = args.jobs_per_gpu
     if args.ray_address:
@@ -153,6 +174,8 @@ async def _evaluate(args: argparse.Namespace, suite, agent: AgentConfig, earlier
         if not args.json:
             verdict = "pass" if record["pass_exe"] else "call only" if record["pass_call"] else "fail"
             speed = f" {record['speedup']:.3f}x" if record.get("speedup") else ""
+            if record.get("speedup_vs_tuned"):
+                speed += f" ({record['speedup_vs_tuned']:.3f}x vs the tuned golden file)"
             message = (record.get("message") or "").strip()
             why = f": {message.splitlines()[0][:140]}" if message and not record["pass_exe"] else ""
             err_console().print(
@@ -173,6 +196,7 @@ async def _evaluate(args: argparse.Namespace, suite, agent: AgentConfig, earlier
                 per_slot=jobs or 2 if slots and slots[0].gpu is not None else 2,
                 earlier=earlier,
                 on_event=None if args.json else lambda message: err_console().print(message, style="dim", markup=False),
+                tuned=TunedReferences(agent, Path(scratch) / "tuned") if args.tuned_reference else None,
             )
     finally:
         await asyncio.gather(*(slot.evaluator.aclose() for slot in slots), return_exceptions=True)
