@@ -25,7 +25,7 @@ from filelock import FileLock, Timeout
 if TYPE_CHECKING:
     from geak.evaluator import EvalOptions
 
-from .protocol import IDLE_S, ServiceDirError, encode, identity, service_dir, socket_path
+from .protocol import IDLE_S, ServiceDirError, connect, encode, identity, service_dir, socket_path
 
 log = logging.getLogger(__name__)
 START_TIMEOUT_S = 30.0
@@ -108,7 +108,7 @@ async def evaluate(
 async def request(path: Path, message: dict[str, Any]) -> dict[str, Any] | None:
     """One request to a running service (status, stop); None when none answers at `path`."""
     try:
-        reader, writer = await asyncio.open_unix_connection(str(path))
+        reader, writer = await connect(path)
     except OSError:
         return None
     try:
@@ -122,7 +122,7 @@ async def request(path: Path, message: dict[str, Any]) -> dict[str, Any] | None:
 
 async def _connect_or_start(path: Path) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     with contextlib.suppress(OSError):
-        return await asyncio.open_unix_connection(str(path))
+        return await connect(path)
     lock = FileLock(str(path.with_suffix(".lock")))
     try:
         await asyncio.to_thread(lock.acquire, timeout=START_TIMEOUT_S)
@@ -130,13 +130,13 @@ async def _connect_or_start(path: Path) -> tuple[asyncio.StreamReader, asyncio.S
         raise ServiceUnavailable(f"another command is starting the service ({path})") from e
     try:
         with contextlib.suppress(OSError):  # it started while this command waited for the lock
-            return await asyncio.open_unix_connection(str(path))
+            return await connect(path)
         service = _start(path)
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             ended = service.poll() is not None  # (one that found another service answering there ends at once)
             with contextlib.suppress(OSError):
-                return await asyncio.open_unix_connection(str(path))
+                return await connect(path)
             if ended:
                 break
             await asyncio.sleep(0.05)

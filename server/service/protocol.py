@@ -14,6 +14,7 @@ bad_input, worker_start, internal). A command that goes away cancels its request
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from geak.evaluator import Evaluator
 
+LINE_LIMIT = 1 << 30  # the longest line either side reads: a result's JSON (a suite file's hundreds of timed calls)
 IDLE_S = 600.0  # the service ends after this long without a request (GEAK_SERVICE_IDLE_S)
 SOURCE_PACKAGES = ("geak.evaluator", "geak.agent", "geak.server")
 
@@ -74,6 +76,11 @@ def _source_folders() -> list[Path]:
 
 def socket_path(service_identity: str) -> Path:
     return service_dir() / f"evaluator-{service_identity}.sock"
+
+
+async def connect(path: Path) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A connection to the service listening at `path`, reading lines up to ``LINE_LIMIT``."""
+    return await asyncio.open_unix_connection(str(path), limit=LINE_LIMIT)
 
 
 def encode(message: dict[str, Any]) -> bytes:

@@ -26,7 +26,7 @@ from typing import Any
 from geak.evaluator import BadInput, EvalOptions, Evaluator, WorkerPool, WorkerStartError
 
 from .client import request
-from .protocol import encode, evaluate
+from .protocol import LINE_LIMIT, encode, evaluate
 
 log = logging.getLogger(__name__)
 METHODS = ("check", "bench", "profile")
@@ -54,7 +54,7 @@ class EvaluatorService:
             return
         with contextlib.suppress(FileNotFoundError):
             path.unlink()  # a service that died left it
-        server = await asyncio.start_unix_server(self._connection, path=str(path))
+        server = await asyncio.start_unix_server(self._connection, path=str(path), limit=LINE_LIMIT)
         os.chmod(path, 0o600)
         log.info("serving on %s", path)
         try:
