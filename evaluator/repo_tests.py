@@ -30,7 +30,7 @@ from typing import Any
 
 from .compile_store import default_root
 from .python_source import parse
-from .triton_file import TritonFile, TritonFileError, _asserts, parse_triton_file
+from .triton_file import TritonFile, TritonFileError, _asserts, parse_triton_file, read_source
 
 MARKERS = ("pyproject.toml", "pytest.ini", "setup.cfg", "tox.ini", ".git")
 # pytest's own `norecursedirs` default, and the folders of an environment or a build
@@ -215,7 +215,7 @@ def module_name(path: Path) -> tuple[str, Path]:
 def needs_repository_tests(path: Path) -> bool:
     """Is `path` a module with Triton kernels and no test of its own (so the repository's tests judge it)?"""
     try:
-        parsed = parse_triton_file(path.read_text(), str(path), require_tests=False)
+        parsed = parse_triton_file(read_source(path), str(path), require_tests=False)  # never blocks on a pipe
     except (TritonFileError, OSError, UnicodeDecodeError):
         return False  # not a kernel module: the file's own check says why
     return not parsed.tests and not parsed.benches
