@@ -15,6 +15,8 @@ class EvalOptions:
     timeout_s: float = 300.0  # per worker job (one check of one file)
     fresh_inputs: bool = True  # re-run captured calls with fresh random inputs against the reference
     probe_variants: bool = True  # ...and at other sizes and on other values (shape and value probes)
+    probe_budget_s: float | None = None  # seconds a candidate replays shape and value probes in (None: a share of
+    # its check, as the reference's runs measure it; a fixed budget makes which probes are made independent of speed)
     max_fresh_calls: int = 8
     probe_stall_s: float = 60.0  # a probe whose run says nothing this long (5x the tests' own, where longer) hung
     seed: int = 42  # Python, NumPy and torch are seeded with it before the import, each test and each replay

@@ -195,7 +195,13 @@ class ReferenceRuns:
         self, reference: TritonFile, composed: Composed, key: str, progress: Progress | None
     ) -> ReferenceRun:
         make = (
-            {"make": {"seed": secrets.randbits(31), "variants": self._options.probe_variants}}
+            {
+                "make": {
+                    "seed": secrets.randbits(31),
+                    "variants": self._options.probe_variants,
+                    "budget_s": self._options.probe_budget_s,
+                }
+            }
             if self._options.fresh_inputs
             else None
         )

@@ -145,7 +145,8 @@ def _run_check(job: CheckJob, info: Any, send, running: dict[str, Any]) -> dict[
                 make = probes["make"]
                 hung = frozenset(make.get("hung", ()))  # where an earlier run of this reference hung
                 made = make_probes(recorder, make["seed"], seed, job.max_calls, out_dir, gpu, describe, check_s,
-                                   job.poison, make["variants"], probe_starting, hung)  # fmt: skip
+                                   job.poison, make["variants"], probe_starting, hung,
+                                   make.get("budget_s"))  # fmt: skip
                 result["fresh"] = made
             else:
                 result["fresh"] = replay_probes(

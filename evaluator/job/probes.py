@@ -131,13 +131,15 @@ def make_probes(
     variants: bool,
     starting: Starting,
     hung: frozenset[str] = frozenset(),
+    budget_s: float | None = None,
 ) -> list[dict[str, Any]]:
     """The reference's probes: a fresh one for each of the first `limit` distinct calls, then shape and value
     probes within the budget that `check_s` (its import and its tests' first run) and the fresh probes set. Inputs
     are drawn with `probe_seed` + the probe's index; random number generators are seeded with `seed` + the index
     before each run. `poison`: new allocations are poisoned (the second run of a probe then gets the second
     poison). `variants`: False, fresh values only. `starting` is told each probe as it starts. `hung`: the places
-    (``probe_place``) where an earlier run of this reference hung, skipped."""
+    (``probe_place``) where an earlier run of this reference hung, skipped. `budget_s`: the shape and value probes'
+    replay budget, fixed (None: a share of the check)."""
     maker = _Maker(recorder, probe_seed, seed, out_dir, gpu, describe, poison, starting, hung)
     limits = {"shape": SHAPE_PER_CALL, "value": VALUE_PER_CALL}
     bases = []
@@ -151,7 +153,11 @@ def make_probes(
             made_s = time.perf_counter() - making
             kept = dict.fromkeys(limits, 0)
             bases.append(_Base(call, entry["index"], measured["duration_s"], made_s, measured["nonfinite"], kept))
-    budget = ProbeBudget.of_check(check_s + time.perf_counter() - started, gpu)
+    budget = (
+        ProbeBudget.of_check(check_s + time.perf_counter() - started, gpu)
+        if budget_s is None
+        else ProbeBudget(budget_s, MAKING * budget_s)
+    )
     tried, seen = 0, {footprint(b.call.spec) for b in bases}
     for base, variant in _variants_in_turn(bases if variants else [], recorder):
         scale = element_count(variant.spec) / max(element_count(base.call.spec), 1)
