@@ -39,10 +39,10 @@ def test_a_pumped_compile_starts_in_a_child_before_the_run(tmp_path):
     executor = ForkedCompiles(2)
     future = executor.submit(recorder(tmp_path / "early.log", 1))
     executor.pump()  # what the screening calls between two variants' submissions
-    waited = time.monotonic() + 30
-    while not (tmp_path / "early.log").exists() and time.monotonic() < waited:
+    early, waited = tmp_path / "early.log", time.monotonic() + 30
+    while not (early.exists() and early.read_text().endswith("\n")) and time.monotonic() < waited:  # its whole line
         time.sleep(0.01)
-    assert int((tmp_path / "early.log").read_text().split()[0]) != os.getpid()
+    assert int(early.read_text().split()[0]) != os.getpid()
     assert executor.run(time.monotonic() + 60).compiled == 1 and future.result() == 1
 
 
