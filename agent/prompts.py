@@ -97,7 +97,8 @@ def _facts(ctx: Context) -> str:
     if calls:
         lines.append("- The original's timed calls (argument shapes and dtypes, time, what bounds them):")
         for c in calls[:MAX_CALLS_SHOWN]:
-            lines.append(f"  - `{c.signature}`: {c.ms:.4f} ms, {c.bound}-bound" + (f" ({c.why})" if c.why else ""))
+            why = c.why if c.why.startswith(c.bound) else f"{c.bound}-bound" + (f" ({c.why})" if c.why else "")
+            lines.append(f"  - `{c.signature}`: {c.ms:.4f} ms, {why}")
         if len(calls) > MAX_CALLS_SHOWN:
             lines.append(f"  - and {len(calls) - MAX_CALLS_SHOWN} more")
     check = "on the test's inputs"

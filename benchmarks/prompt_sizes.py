@@ -1,6 +1,7 @@
 """Prompt sizes over the benchmark suites: the characters of each generate prompt, before (the whole test section
 and every knowledge section) and after (the test trimmed to what the checks and the timing run, the knowledge chosen
-by the kernel's family, within ``prompts.PROMPT_CHARS``), per suite. Reads ``../shared/suites`` (or ``--suites DIR``); needs no GPU and no model.
+by the kernel's family, within ``prompts.PROMPT_CHARS``), per suite, with how many prompts needed knowledge cut or the
+test's helpers' bodies left out. Reads ``../shared/suites`` (or ``--suites DIR``); needs no GPU and no model.
 
     .venv/bin/python benchmarks/prompt_sizes.py [--suites ../shared/suites] [--files]
 """
@@ -71,8 +72,8 @@ def main() -> int:
         print(f"  within {LIMIT // 1000} k by cutting knowledge in {cut}, and the test's helpers' bodies in {helpers}")
         if args.files:
             for name, before, after, cut, helpers in sorted(rows, key=lambda r: -r[2]):
-                gave = ", ".join(w for w, said in (("knowledge cut", cut), ("helpers' bodies left out", helpers)) if said)
-                print(f"    {name:45} {before:6} -> {after:6}  {gave}")
+                gave = [w for w, said in (("knowledge cut", cut), ("helpers' bodies left out", helpers)) if said]
+                print(f"    {name:45} {before:6} -> {after:6}  {', '.join(gave)}")
     return 0
 
 
