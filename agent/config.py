@@ -63,7 +63,10 @@ class AgentConfig(BaseModel):
     model_id: str | None = None
     base_url: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
-    temperature: float = Field(1.0, ge=0, le=2)
+    temperature: float = Field(1.0, ge=0, le=2)  # generation: the Generator's and the Optimizer's requests
+    # The Reflector's requests (a fix of a failed candidate, or a reply without usable code asked again): a fix
+    # should stay close to the code it repairs, so it samples more narrowly than a fresh attempt.
+    fix_temperature: float = Field(0.2, ge=0, le=2)
     # Sized for reasoning models, which think before they answer: a kernel task takes them 10-30 k tokens of
     # thinking before a module of 2-6 k tokens, and at 30-60 tokens/s such a reply takes 10-15 minutes. A reply cut
     # by the limit is asked once more with twice the budget (``llm.RETRY_BUDGET_FACTOR``).

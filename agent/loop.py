@@ -148,6 +148,7 @@ class GeakAgent:
             fresh_inputs=cfg.fresh_inputs > 0,
             probe_variants=cfg.probe_variants,
             search_after=cfg.search,
+            tolerances=self.candidates.evaluator.options.tolerances,
         )
         run = _Run(memory, context, store, usage_before)
         base = f"baseline {self.candidates.baseline_ms:.4f} ms" if self.candidates.baseline_ms else "no timing"

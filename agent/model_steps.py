@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import prompts
+from .chain_aims import Aim, aim_named, chain_aim
 from .code_extraction import extract_code, extract_strategy
 from .config import AgentConfig
 from .evaluation import CandidateEvaluator
@@ -53,6 +54,7 @@ class ModelSteps:
                     ancestors,
                     prompts.ledger([c for c in memory.candidates if c.chain == state.chain]),
                     avoid=state.last_strategy if note else "",
+                    aim=self._aim(state),
                 ),
                 state,
                 "optimizer: a strategy",
@@ -61,14 +63,14 @@ class ModelSteps:
             strategy = extract_strategy(reply.text)
             state.last_strategy = strategy
             best = ancestors[0]
-            messages = prompts.implement(self.ctx, best, strategy, self._one_shot(best.code))
+            messages = prompts.implement(self.ctx, best, strategy, self._one_shot(best.code), self._aim(state))
             parent = best.id if best.origin != "original" else None
             return await self._generate(state, "optimize", messages, parent=parent, strategy=strategy)
         if base is None and self.instruction is not None:
             messages = prompts.from_instruction(self.ctx, self.instruction, self._one_shot(self.instruction), note)
             return await self._generate(state, "generate", messages)
         code = base.code if base is not None else memory.original_code
-        messages = prompts.generate(self.ctx, code, self._one_shot(code), note)
+        messages = prompts.generate(self.ctx, code, self._one_shot(code), note, self._aim(state))
         return await self._generate(state, "generate", messages, parent=base.id if base else None)
 
     async def reflect(self, state: ChainState, failed: Candidate) -> Candidate:
@@ -85,6 +87,15 @@ class ModelSteps:
             one_shot = self._one_shot(start or task or self.memory.original_code)
             messages = prompts.reflect_on_reply(self.ctx, failed, start, task, one_shot)
         return await self._generate(state, "reflect", messages, parent=failed.id, strategy=failed.strategy)
+
+    def _aim(self, state: ChainState) -> Aim | None:
+        """The bottleneck this chain is aimed at where several run (chosen once, from the original's why-slow facts,
+        and kept in the checkpoint); None for a lone chain."""
+        if self.config.parallel < 2:
+            return None
+        if aim_named(state.aim) is None:
+            state.aim = chain_aim(state.chain, self.ctx.timed_calls, self.memory.original_code).name
+        return aim_named(state.aim)
 
     def _original(self) -> Candidate:
         """The original as a measured candidate: the 1.00x ancestor."""
@@ -131,7 +142,8 @@ class ModelSteps:
                 )
 
     async def _request(self, messages, state: ChainState, purpose: str, role: str) -> ChatReply:
-        request = asyncio.ensure_future(self.model.complete(messages, role=role))
+        temperature = self.config.fix_temperature if role == "reflector" else None  # None: the model's own
+        request = asyncio.ensure_future(self.model.complete(messages, temperature=temperature, role=role))
         started = time.monotonic()
         try:
             while not (await asyncio.wait({request}, timeout=self.waiting_report_s))[0]:

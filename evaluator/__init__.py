@@ -27,6 +27,9 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "job_environment": ("isolation", "job_environment"),
     "register_secret": ("redaction", "register_secret"),
     "parse_tolerance_overrides": ("compare", "parse_tolerance_overrides"),
+    "DEFAULT_TOLERANCES": ("compare", "DEFAULT_TOLERANCES"),
+    "Tolerance": ("compare", "Tolerance"),
+    "tolerance_for": ("compare", "tolerance_for"),
     "longest_first": ("reference_costs", "longest_first"),
     # results
     "BenchResult": ("results", "BenchResult"),

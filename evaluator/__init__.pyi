@@ -1,7 +1,10 @@
 """The public surface's types, for type checkers: ``__init__.py`` loads each name on first use."""
 
 from .api import Evaluator as Evaluator
+from .compare import DEFAULT_TOLERANCES as DEFAULT_TOLERANCES
+from .compare import Tolerance as Tolerance
 from .compare import parse_tolerance_overrides as parse_tolerance_overrides
+from .compare import tolerance_for as tolerance_for
 from .compile_store import default_root as default_root
 from .input_contracts import tightened_contracts as tightened_contracts
 from .inputs import BadInput as BadInput
@@ -56,6 +59,7 @@ from .zygote import WorkerStartError as WorkerStartError
 
 __all__ = [
     "AUTOTUNE_DECORATORS",
+    "DEFAULT_TOLERANCES",
     "JIT_DECORATORS",
     "NOT_RUN_KINDS",
     "SEPARATOR",
@@ -75,6 +79,7 @@ __all__ = [
     "RepositoryError",
     "ScreenResult",
     "ScreenedVariant",
+    "Tolerance",
     "TritonFile",
     "TritonFileError",
     "WorkerPool",
@@ -106,6 +111,7 @@ __all__ = [
     "statement_span",
     "tightened_contracts",
     "timing_cost",
+    "tolerance_for",
     "usable_cores",
     "with_profile",
 ]
