@@ -7,12 +7,12 @@ to change instead of the whole module, and its blocks are applied to the code it
     the lines that take their place
     >>>>>>> REPLACE
 
-A block's SEARCH lines must be found in exactly one place: as written first, then ignoring trailing whitespace, then
-ignoring indentation (the replacement is re-indented by the same amount); lines copied with the ``12| `` numbers of
-the reflector's listing are read without them, and their numbers choose among several matches. The blocks apply in
-order, each to the code as the blocks before it left it. A block that matches nowhere or in several places, or a
-reply cut off inside its blocks, makes the whole reply unusable (no edit is applied) with a reason that names the
-block and says why, for the reflector to hear.
+A block's SEARCH lines must be found in exactly one place: as written first, then without the blank lines that open
+and close them, then ignoring trailing whitespace, then ignoring indentation (the replacement is re-indented by the
+same amount); lines copied with the ``12| `` numbers of the reflector's listing are read without them, and their
+numbers choose among several matches. The blocks apply in order, each to the code as the blocks before it left it.
+A block that matches nowhere or in several places, or a reply cut off inside its blocks, makes the whole reply
+unusable (no edit is applied) with a reason that names the block and says why, for the reflector to hear.
 """
 
 from __future__ import annotations
@@ -137,8 +137,12 @@ def _apply(lines: list[str], block: EditBlock, count: int) -> list[str]:
         listed_at = int(LINE_NUMBER.match(search[0]).group().strip().rstrip("|")) - 1
         search = [LINE_NUMBER.sub("", s, count=1) for s in search]
         replace = [LINE_NUMBER.sub("", r, count=1) for r in replace]
-    for same in _LEVELS:
+    tries = [(block.search, block.replace, _LEVELS[0])] if block.search != search else []  # blank lines as written
+    tries += [(search, replace, same) for same in _LEVELS]
+    for search, replace, same in tries:
         starts = [i for i in range(len(lines) - len(search) + 1) if _equal(lines[i : i + len(search)], search, same)]
+        if not starts and search is block.search:
+            continue
         if len(starts) > 1 and listed_at in starts:
             starts = [listed_at]
         if len(starts) == 1:

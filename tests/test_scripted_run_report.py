@@ -1,0 +1,32 @@
+"""`benchmarks/scripted_run_report.py` on three small suite files in Triton's interpreter: `geak run` with a scripted
+model whose replies are built from the files (right, wrong, slower, cut; whole modules and SEARCH/REPLACE blocks),
+checked from the run's records. The GPU run of ten files is the lead's (the script's docstring)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SUITE = ROOT.parent / "shared" / "suites" / "tritonbench_revised"
+
+
+@pytest.mark.skipif(not SUITE.is_dir(), reason="the shared suites are not beside the checkout")
+def test_a_scripted_run_over_three_files_keeps_its_records_and_chooses_right(tmp_path):
+    script = ROOT / "benchmarks" / "scripted_run_report.py"
+    command = [sys.executable, str(script), "--backend", "interpreter", "--files", "3", "--out", str(tmp_path)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    report = json.loads((tmp_path / "scripted_run.json").read_text())
+    assert report["ok"] and report["unknown_requests"] == 0 and len(report["files"]) == 3
+    rows = {r["file"]: r for r in report["files"]}
+    assert all(not r["failures"] and r["candidates"] == len(r["plan"]) for r in rows.values())
+    assert {r["diff_mode"] for r in rows.values()} == {True, False}  # whole modules and edit blocks
+    seen = [s for r in rows.values() for s in r["candidates_seen"]]
+    assert any(":wrong:exec" in s for s in seen) and any(":slower:ok" in s for s in seen)
+    assert any(r["plan"][0] == "cut" for r in rows.values())  # a cut reply, asked again, became a candidate
+    assert "ALL CHECKS PASS" in done.stdout
