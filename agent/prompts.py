@@ -323,7 +323,7 @@ def reflect_on_reply(
     def build(shared: str) -> Messages:
         user = (
             f"## Your previous reply could not be used\n{why}\n"
-            f"Keep the analysis short, so that {ctx.module} fit in the reply.\n\n"
+            f"Keep the analysis short, so that {ctx.module} {'fit' if ctx.edits else 'fits'} in the reply.\n\n"
             f"## Task\n{task}\n\n{strategy}{code}{shared}\n\n"
             f"Reply with one or two sentences on your plan, then {ctx.module}."
         )

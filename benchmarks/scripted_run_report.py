@@ -2,6 +2,12 @@
 from the run's own records.
 
     python benchmarks/scripted_run_report.py [--files 10] [--backend auto|gpu|interpreter] [--out DIR]
+    python benchmarks/scripted_run_report.py --backend interpreter --files 3      # a CPU, seconds
+
+Files: `--files N` spread over the suite's kernel sizes (the N smallest with the interpreter, `--pick`), files with
+autotuning left out (their checks try every configuration); or `--names a.py,b.py`. The run checks candidates on the
+test's inputs and fresh values (`probe_variants` off, so ten files fit one 10-minute GPU call; `--timeout-s` stops
+`geak run`, and what it finished is still checked).
 
 An OpenAI-compatible server on loopback (`tests/scripted_llm.py`) answers every request by a fixed plan per file:
 *right* (the original kernel with a comment added), *wrong* (every ``tl.store`` value v written as ``1 - (v)``),
@@ -47,7 +53,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 from scripted_llm import ScriptedLLM, ScriptedReply  # noqa: E402
 
-SUITE = ROOT.parent / "shared" / "suites" / "tritonbench_revised"
+# shared/ inside the checkout (as on the GPU machine), else beside it (a developer's worktree)
+SUITE = next((d / "suites" / "tritonbench_revised" for d in (ROOT / "shared", ROOT.parent / "shared") if d.is_dir()),
+             ROOT / "shared" / "suites" / "tritonbench_revised")  # fmt: skip
 PLANS = (  # the replies to a file's code requests, in order (then "right"); cut2: the retry is cut too
     ("right", "slower", "right"),
     ("wrong", "right", "slower"),
@@ -285,6 +293,8 @@ def run_geak(out: Path, files: list[Path], llm: ScriptedLLM, args, diff_chars: i
         "search": False,
         "one_shot": False,
         "diff_mode_min_chars": diff_chars,
+        "fresh_inputs": 1,  # fresh values still check every candidate; other sizes would cost the 10-minute call
+        "probe_variants": False,
         "max_tokens": 8000,
         "timeout_s": 120,
         "max_retries": 0,
@@ -407,6 +417,9 @@ def main() -> int:
         parser.error(f"need --files >= 1 and a suite folder with TritonBench_G_v1/ (got {args.suite})")
     pick = args.pick or ("smallest" if args.backend == "interpreter" else "spread")
     files = choose(args.suite, args.files, pick, args.names.split(",") if args.names else None)
+    missing = [f.name for f in files if not f.is_file()]
+    if missing:
+        parser.error(f"not in {args.suite / 'TritonBench_G_v1'}: {', '.join(missing)}")
     states = {
         f.stem: FileState(f.stem, parse_triton_file(f.read_text(), str(f)).kernel_section, PLANS[i % len(PLANS)])
         for i, f in enumerate(files)
