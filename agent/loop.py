@@ -149,6 +149,7 @@ class GeakAgent:
             probe_variants=cfg.probe_variants,
             search_after=cfg.search,
             tolerances=self.candidates.evaluator.options.tolerances,
+            edits=self.instruction is None and cfg.diff_mode_applies(len(original.kernel_section)),
         )
         run = _Run(memory, context, store, usage_before)
         base = f"baseline {self.candidates.baseline_ms:.4f} ms" if self.candidates.baseline_ms else "no timing"

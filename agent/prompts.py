@@ -10,6 +10,7 @@ from geak.evaluator import DEFAULT_TOLERANCES, CallCost, Tolerance, TritonFile
 
 from .chain_aims import Aim
 from .contract import Contract, contract_of
+from .edit_blocks import FORMAT as EDIT_FORMAT
 from .knowledge import fit
 from .memory import Candidate
 from .trimmed_test import trimmed_test
@@ -42,6 +43,12 @@ class Context:
     search_after: bool = False  # launch configurations are tuned by measurement after the model's rounds
     tolerances: Mapping[str, Tolerance] = field(default_factory=dict)  # the evaluator's overrides of its defaults
     budget: int | None = PROMPT_CHARS  # None: every section whole, whatever the length
+    edits: bool = False  # the model replies with SEARCH/REPLACE blocks (diff mode), not whole modules
+
+    @property
+    def module(self) -> str:
+        """What a reply ends with: the complete module, or (diff mode) the edit blocks."""
+        return "your edits as SEARCH/REPLACE blocks" if self.edits else "the complete module"
 
     @cached_property
     def contract(self) -> Contract:
@@ -66,9 +73,14 @@ def system_prompt(ctx: Context) -> str:
         f"{ctx.contract.describe()}\n"
         "- The work must be done by @triton.jit kernels launched from the wrappers: no PyTorch compute "
         "fallbacks, no try/except around launches, no side streams or threads.\n"
-        "- Write ONE complete, self-contained Python module (imports, kernels, wrappers) in a single "
-        "```python block. Do not include tests or benchmarks.\n"
-        "- Masks on every load and store that can go out of bounds; block sizes as tl.constexpr powers of two; "
+        + (
+            "- Change the code you are given by SEARCH/REPLACE blocks (the format is below), not by writing the "
+            "whole module again. Do not add tests or benchmarks.\n"
+            if ctx.edits
+            else "- Write ONE complete, self-contained Python module (imports, kernels, wrappers) in a single "
+            "```python block. Do not include tests or benchmarks.\n"
+        )
+        + "- Masks on every load and store that can go out of bounds; block sizes as tl.constexpr powers of two; "
         "use only features of Triton 3.2 to 3.9 (no tl.make_block_ptr, no tensor descriptors)."
         + (
             f"\n- Optimize the kernel `{ctx.focus}` (and how its wrapper launches it); keep the other kernels as "
@@ -76,6 +88,7 @@ def system_prompt(ctx: Context) -> str:
             if ctx.focus
             else ""
         )
+        + (f"\n\n## Reply format\n{EDIT_FORMAT}" if ctx.edits else "")
     )
 
 
@@ -241,7 +254,7 @@ def generate(ctx: Context, code: str, one_shot: str | None, note: str = "", aim:
             f"## Task\n{_rewrite_task(ctx)}\n"
             + (f"{note}\n" if note else "")
             + f"\n{aim_section(aim)}## Current code\n{_fence(code)}\n\n{shared}\n\n"
-            "Reply with a short analysis of the bottleneck and your plan, then the complete module."
+            f"Reply with a short analysis of the bottleneck and your plan, then {ctx.module}."
         )
         return [{"role": "system", "content": system_prompt(ctx)}, {"role": "user", "content": user}]
 
@@ -290,7 +303,7 @@ def reflect(
             + (f"## The reference, whose outputs yours must match\n{_fence(reference)}\n\n" if reference else "")
             + f"{shared}\n\n"
             "First write a section '## Reflection': the root cause of the failure, traced to the code, and what "
-            "must change. Then give the complete corrected module."
+            f"must change. Then give {ctx.module if ctx.edits else 'the complete corrected module'}."
         )
         return [{"role": "system", "content": system_prompt(ctx)}, {"role": "user", "content": user}]
 
@@ -310,9 +323,9 @@ def reflect_on_reply(
     def build(shared: str) -> Messages:
         user = (
             f"## Your previous reply could not be used\n{why}\n"
-            "Keep the analysis short, so that the complete module fits in the reply.\n\n"
+            f"Keep the analysis short, so that {ctx.module} {'fit' if ctx.edits else 'fits'} in the reply.\n\n"
             f"## Task\n{task}\n\n{strategy}{code}{shared}\n\n"
-            "Reply with one or two sentences on your plan, then the complete module."
+            f"Reply with one or two sentences on your plan, then {ctx.module}."
         )
         return [{"role": "system", "content": system_prompt(ctx)}, {"role": "user", "content": user}]
 
@@ -388,7 +401,7 @@ def implement(ctx: Context, base: Candidate, strategy: str, one_shot: str | None
     def build(shared: str) -> Messages:
         user = task + (
             f"\n{aim_section(aim)}## Strategy\n{strategy.strip()}\n\n## Code\n{_fence(base.code)}\n\n{shared}\n\n"
-            "Reply with one sentence on what you changed, then the complete module."
+            f"Reply with one sentence on what you changed, then {ctx.module}."
         )
         return [{"role": "system", "content": system_prompt(ctx)}, {"role": "user", "content": user}]
 
