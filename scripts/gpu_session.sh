@@ -3,6 +3,7 @@
 #   bash scripts/gpu_session.sh PART...   with PART in: env native isolation trust evaluator suites tb rocm some lsp
 #                                         eval batch scaling run1 run2 check sanitize profile split
 #                                         search speed aasmall eval1 eval2 probecost snapshots gputests base liger
+#                                         scripted lspbase
 # `split` runs groups of parts at once, each on its GPUs: SPLIT="0:tb 1:native,rocm 2:trust 3:eval 4,5:scaling" (logs
 # in $OUT/gpuN.log). A machine with several GPUs then does in one call what one GPU does in several. Groups share the
 # host: heavy groups side by side (both suites, two `geak eval`s, A/A) slow each other many times over, so figures to
@@ -145,6 +146,15 @@ part_liger() {  # `geak check MODULE --against-self` on the Liger modules named 
     timeout "${LIGER_S:-150}" python3 -m geak.server.cli check "shared/repos/liger-kernel/src/liger_kernel/ops/$m.py" \
       --against-self --json > "$OUT/liger/$m.json" 2> "$OUT/liger/$m.err"; echo "exit $? for $m"
   done
+}
+part_scripted() {  # `geak run` over suite files with a scripted model built from the files (issue 65's target)
+  timeout "${SCRIPTED_S:-570}" python3 benchmarks/scripted_run_report.py --files "${SCRIPTED_FILES:-10}" \
+    --out "$OUT/scripted" ${SCRIPTED_ARGS:-} 2>&1 | tail -40
+}
+part_lspbase() {  # didSave -> diagnostics with the base comparison off and on, then with the timing (issue 63)
+  timeout 240 python3 benchmarks/lsp_base_bench.py --device gpu --saves 10 --out "$OUT/lsp_base.json" 2>&1 | tail -15
+  timeout 240 python3 benchmarks/lsp_base_bench.py --device gpu --saves 10 --timing --out "$OUT/lsp_base_timed.json" \
+    2>&1 | tail -15
 }
 part_split() {  # SPLIT_CORES=1: each group pinned to its share of the cores (taskset), so that one group's compiles
   # do not stall another's host-bound timings (several searches, each with a compile process per core)
