@@ -373,8 +373,9 @@ def _mismatch_diagnostic(m: Mismatch, owner: TritonFile, candidate: TritonFile, 
 def _passed(tests: tuple[TestOutcome, ...]) -> str:
     """`3 test(s)`, with what did not run: `3 test(s) (2 skipped, 21 benchmark(s) left to geak bench)`."""
     text = f"{sum(t.kind not in NOT_RUN_KINDS for t in tests)} test(s)"
-    counts = {kind: sum(t.kind == kind for t in tests) for kind in ("skipped", "xfail", "benchmark")}
-    words = {"skipped": "{} skipped", "xfail": "{} xfail", "benchmark": "{} benchmark(s) left to geak bench"}
+    words = {"skipped": "{} skipped", "xfail": "{} xfail", "benchmark": "{} benchmark(s) left to geak bench",
+             "left out": "{} left out"}  # fmt: skip
+    counts = {kind: sum(t.kind == kind for t in tests) for kind in words}
     extra = [words[k].format(n) for k, n in counts.items() if n]
     return text + (f" ({', '.join(extra)})" if extra else "")
 

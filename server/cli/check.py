@@ -53,7 +53,8 @@ def register(commands) -> None:
         "--changed",
         action="store_true",
         help=f"check the Triton files changed since the base ({DEFAULT_BASE} unless --base): committed since, staged, "
-        "unstaged or untracked; each against its version there, timed against it on a GPU",
+        "unstaged or untracked; each against its version there, timed against it on a GPU; a repository's module "
+        "(kernels, no test of its own) by its repository's tests",
     )
     parser.add_argument(
         "--jobs",
@@ -170,10 +171,9 @@ def _run_base(args: argparse.Namespace) -> int:
             where = f" under {' '.join(args.paths)}" if args.paths else ""
             print(f"no Triton file{where} changed since {selection.base.name}")
         return EXIT_OK
-    try:
-        options = options_from_flags(args)
-    except ValueError as e:
-        raise CommandError(str(e)) from None
+    if args.tests and not single:
+        raise CommandError("--tests names the tests of one module: give one file")
+    options = module_check.options_of(args)
     options.max_concurrent = args.jobs or (1 if single else min(4, os.cpu_count() or 1))
     started = time.perf_counter()
     finished: list[BaseVerdict] = []
@@ -193,6 +193,7 @@ def _run_base(args: argparse.Namespace) -> int:
                     max_slowdown=args.max_slowdown,
                     on_done=done,
                     on_progress=progress.update,
+                    tests=args.tests,
                 )
             )
         except (BadInput, WorkerStartError) as e:
