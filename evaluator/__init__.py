@@ -70,6 +70,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "module_tests": ("repo_tests", "module_tests"),
     "as_module": ("repo_tests", "as_module"),
     "cases_run": ("repo_tests", "cases_run"),
+    "check_module_in_jobs": ("module_shards", "check_module_in_jobs"),
     "read_source": ("triton_file", "read_source"),
     "needs_repository_tests": ("repo_tests", "needs_repository_tests"),
     "tightened_contracts": ("input_contracts", "tightened_contracts"),

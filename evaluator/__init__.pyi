@@ -6,6 +6,7 @@ from .compile_store import default_root as default_root
 from .input_contracts import tightened_contracts as tightened_contracts
 from .inputs import BadInput as BadInput
 from .isolation import job_environment as job_environment
+from .module_shards import check_module_in_jobs as check_module_in_jobs
 from .options import EvalOptions as EvalOptions
 from .pool import WorkerPool as WorkerPool
 from .pool import device_masks as device_masks
@@ -84,6 +85,7 @@ __all__ = [
     "WorkerStartError",
     "as_module",
     "cases_run",
+    "check_module_in_jobs",
     "constexpr_params",
     "decorator_name",
     "default_root",

@@ -253,7 +253,16 @@ def _compared_with_reference(j: _Judged) -> CheckResult:
             diagnostics=(*j.test_diagnostics, *located),
             comparison=comparison,
         )
-    message = f"{_passed(j.tests)} passed; outputs match the reference"
+    message = passed_words(j.tests, comparison)
+    return CheckResult(ok=True, stage="exec", message=message, tests=j.tests, comparison=comparison, **j.base)
+
+
+def passed_words(tests: tuple[TestOutcome, ...], comparison: Comparison | None = None) -> str:
+    """A pass said: `3 test(s) passed`, against a reference with what its outputs were compared on."""
+    message = f"{_passed(tests)} passed"
+    if comparison is None:
+        return message
+    message += "; outputs match the reference"
     probed = [
         f"{n} {words}"
         for n, words in (
@@ -267,7 +276,7 @@ def _compared_with_reference(j: _Judged) -> CheckResult:
         message += f" (also on {', '.join(probed)})"
     if comparison.probes_skipped:
         message += f"; {comparison.probes_skipped} probe(s) skipped (see the notes)"
-    return CheckResult(ok=True, stage="exec", message=message, tests=j.tests, comparison=comparison, **j.base)
+    return message
 
 
 STEPS: tuple[Callable[[_Judged], CheckResult | None], ...] = (

@@ -61,7 +61,8 @@ def register(commands) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="files checked at once (default: 1 for one file, else min(4, CPU cores))",
+        help="files checked at once (default: 1 for one file, else min(4, CPU cores)); a repository's module: its "
+        "test files in jobs of their own at once (default min(4, CPU cores))",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     module_check.add_arguments(parser)  # a repository's module: judged by the repository's tests

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from geak.evaluator import (
     RepositoryError,
     WorkerStartError,
     cases_run,
+    check_module_in_jobs,
     module_tests,
     needs_repository_tests,
 )
@@ -104,8 +106,9 @@ def run(args: argparse.Namespace) -> int:
         say_found(target)
     against = str(target.path) if args.against_self else args.against
     options = options_of(args)
-    result = _evaluated(target, options, args.json, lambda ev, report: ev.check_module(target, against=against,
-                                                                                        progress=report))  # fmt: skip
+    options.max_concurrent = args.jobs or min(4, os.cpu_count() or 1)  # test files in jobs of their own at once
+    result = _evaluated(target, options, args.json, lambda ev, report: check_module_in_jobs(
+        ev, target, options.max_concurrent, against=against, progress=report))  # fmt: skip
     if args.json:
         print(json.dumps({**result.to_dict(), "repository_tests": found_and_run(target, result.tests, options)}))
     else:
