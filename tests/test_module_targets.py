@@ -261,3 +261,16 @@ def test_a_proposal_is_confirmed_by_every_case_whatever_the_evaluators_limits(re
     evaluation = asyncio.run(run())
     assert evaluation.ok, evaluation.message
     assert "7 test(s) passed; outputs match the reference" in evaluation.message
+
+
+def test_optimize_module_with_a_model_judges_each_candidate_by_the_repositorys_tests(repo, scripted_llm, tmp_path):
+    wrong, right = (CANDIDATES / "scale_wrong.py").read_text(), (CANDIDATES / "scale_right.py").read_text()
+    scripted_llm.reply(f"Analysis: memory bound.\n\n```python\n{wrong}```\n")  # round 1: generate
+    scripted_llm.reply(f"## Reflection\nThe store adds a stray term.\n\n```python\n{right}```\n")  # round 2: reflect
+    cfg = AgentConfig(model_id="scripted-model", base_url=scripted_llm.base_url, max_iteration=2, search=False,
+                      output_path=tmp_path / "runs", max_retries=1, timeout_s=5.0, one_shot=False)  # fmt: skip
+    session = OptimizeSession(repo / MODULE, cfg, backend="interpreter", module=module_tests(repo / MODULE))
+    result = asyncio.run(session.run())
+    first, fixed = result.candidates
+    assert not first.passed and "tests/test_scale.py::" in first.evaluation.message
+    assert fixed.passed and "7 test(s) passed; outputs match the reference" in fixed.evaluation.message
