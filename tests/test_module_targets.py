@@ -28,7 +28,7 @@ MODULE = Path("src/tinyops/ops/scale.py")
 CPU = ("--backend", "interpreter")
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 # a second test file reaching the module (through the layer), for the tests split over jobs
-MORE_TESTS = '''import torch
+MORE_TESTS = """import torch
 
 from tinyops import Scaler
 
@@ -36,7 +36,7 @@ from tinyops import Scaler
 def test_scaler_forward(rows):
     x = torch.randn(rows, 10)
     torch.testing.assert_close(Scaler(0.5)(x), x * 0.5)
-'''
+"""
 
 
 @pytest.fixture
@@ -135,8 +135,8 @@ def test_test_files_are_split_over_jobs_and_one_verdict_made_of_theirs(repo):
     (repo / "tests" / "test_layers.py").write_text(MORE_TESTS)
     target = module_tests(repo / MODULE)
     parts = shards(target, 4)
-    assert [sorted({t.node.partition("::")[0] for t in p.tests}) for p in parts] == [["tests/test_scale.py"],
-                                                                                     ["tests/test_layers.py"]]  # fmt: skip
+    files = [sorted({t.node.partition("::")[0] for t in p.tests}) for p in parts]
+    assert files == [["tests/test_scale.py"], ["tests/test_layers.py"]]  # the larger file first
     assert shards(target, 1) == [target]
     result = check(repo, jobs=2)
     assert result.ok, result.message
@@ -274,3 +274,6 @@ def test_optimize_module_with_a_model_judges_each_candidate_by_the_repositorys_t
     first, fixed = result.candidates
     assert not first.passed and "tests/test_scale.py::" in first.evaluation.message
     assert fixed.passed and "7 test(s) passed; outputs match the reference" in fixed.evaluation.message
+    prompt = scripted_llm.requests[0]["messages"][-1]["content"]  # the model is shown the tests that judge it
+    assert "# tests/test_scale.py\n" in prompt and "def test_scaler_backward(rows):" in prompt
+    assert "def _inputs(rows, cols):" in prompt and "def test_plain_torch" not in prompt
