@@ -49,6 +49,7 @@ class CandidateEvaluator:
         self.evaluator = evaluator
         self.original_path = Path(original_path)
         self.module = module
+        self._target = {"module": module} if module is not None else {}  # what the evaluator's calls add for it
         if original is None:
             path = self.original_path
             original = read_triton_file(path) if module is None else as_module(module, read_source(path), str(path))
@@ -77,7 +78,7 @@ class CandidateEvaluator:
         if not self.timing:
             return from_check(check)
         started = time.perf_counter()
-        bench = await self.evaluator.bench(self.original_path, check_first=False, progress=progress, module=self.module)
+        bench = await self.evaluator.bench(self.original_path, check_first=False, progress=progress, **self._target)
         self.bench_s = time.perf_counter() - started - bench.peaks_s
         if bench.ok and bench.total_ms:
             self.baseline_ms = bench.total_ms
@@ -94,14 +95,14 @@ class CandidateEvaluator:
         took (at least its own check: a run kept from before costs nothing now, but a check against it does)."""
         if self.reference_s is None:
             started = time.perf_counter()
-            await self.evaluator.prepare_reference(self.original_path, progress=progress, module=self.module)
+            await self.evaluator.prepare_reference(self.original_path, progress=progress, **self._target)
             self.reference_s = max(time.perf_counter() - started, self.check_s or 0.0)
         return self.reference_s
 
     async def release(self) -> None:
         """Forget the original's run as a reference (its outputs, on disk): the evaluator outlives this problem (a
         batch's slot, the editor's server)."""
-        await self.evaluator.forget_reference(self.original_path, module=self.module)
+        await self.evaluator.forget_reference(self.original_path, **self._target)
 
     @property
     def diagnosis(self) -> str:
@@ -114,7 +115,7 @@ class CandidateEvaluator:
         """Screen variants of `baseline` (kernel code or a whole file) with the original's test."""
         return await self.evaluator.screen(
             self.original_path, variants, baseline=baseline, deadline_s=deadline_s, finalists=finalists,
-            progress=progress, module=self.module,
+            progress=progress, **self._target,
         )  # fmt: skip
 
     async def evaluate(self, code: str, *, rounds: int | None = None, progress: Progress | None = None) -> Evaluation:
@@ -130,7 +131,7 @@ class CandidateEvaluator:
     ) -> BenchResult:
         """The paired bench of `code` against the file at `against` (both checked already)."""
         return await self.evaluator.bench(
-            source=code, against=against, check_first=False, rounds=rounds, progress=progress, module=self.module
+            source=code, against=against, check_first=False, rounds=rounds, progress=progress, **self._target
         )
 
     async def _check(
