@@ -258,7 +258,7 @@ class Evaluator:
         the other way round."""
         job_dir = self._folders.new()
         order = list(texts.items())[::-1] if candidate_first else list(texts.items())
-        modules = [self._bench_spec(name, text, owner, job_dir) for name, text in order]
+        modules = [self._bench_module(name, text, owner, job_dir) for name, text in order]
         # Compiled code is taken from the reference (or the file alone) and kept only when no candidate is in the job.
         first = text_key(next(iter(texts.values())))
         cache = cache_request(seed=first, keep=first if len(texts) == 1 and reference is None else None)
@@ -318,7 +318,7 @@ class Evaluator:
             raise BadInput("the baseline of a screening does not parse")
         job_dir = self._folders.new()
         reference_text = reference.compose(base_kernel).text
-        modules = [self._bench_spec("reference", reference_text, reference, job_dir)]
+        modules = [self._bench_module("reference", reference_text, reference, job_dir)]
         labels, unparsed = [], {}
         for i, variant in enumerate(variants, 1):
             label, kernel = f"v{i}", _kernel_section(variant)
@@ -326,7 +326,7 @@ class Evaluator:
             if kernel is None:
                 unparsed[label] = ScreenedVariant(label, "failed", "does not parse")
             else:
-                modules.append(self._bench_spec(label, reference.compose(kernel).text, reference, job_dir))
+                modules.append(self._bench_module(label, reference.compose(kernel).text, reference, job_dir))
         plan = ScreenPlan(deadline_s, finalists, compile_workers=min(16, usable_cores()))
         cache = cache_request(seed=text_key(reference_text), keep=None)
         timed = info.backend != "interpreter"
@@ -364,7 +364,7 @@ class Evaluator:
                                  "ROCm device is visible")  # fmt: skip
         job_dir = self._folders.new()
         text = owner.compose().text
-        module = self._bench_spec("profiled", text, owner, job_dir)
+        module = self._bench_module("profiled", text, owner, job_dir)
         job_package.write_package(job_dir)  # what the profiler's own process imports: the job cannot see the zygote's
         job = profile_stage.profile_job(module, owner, self.options, job_dir, cache_request(text_key(text), None))
         say(progress, "profiling the kernels")
@@ -379,7 +379,7 @@ class Evaluator:
         """The device's ceilings and noise margin (``device_peaks.DevicePeaks``)."""
         return await self._peaks.get(progress)
 
-    def _bench_spec(self, label: str, text: str, owner: TritonFile, job_dir: Path) -> dict[str, Any]:
+    def _bench_module(self, label: str, text: str, owner: TritonFile, job_dir: Path) -> dict[str, Any]:
         module_name = self._folders.module_name()
         (job_dir / f"{module_name}.py").write_text(text)
         return bench_stage.module_spec(label, job_dir / f"{module_name}.py", module_name, owner, self.options)
