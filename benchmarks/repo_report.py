@@ -1,11 +1,12 @@
 """A kernel library's modules judged by the library's own tests: every module with `@triton.jit` kernels checked
 against itself, and `geak optimize` without a model on a few of them.
 
-    python benchmarks/repo_report.py check [--repo ../shared/repos/liger-kernel] [--glob 'src/**/ops/*.py']
+    python benchmarks/repo_report.py check [MODULE...] [--repo ../shared/repos/liger-kernel] [--glob 'src/**/ops/*.py']
         [--timeout S] [--jobs N] [--budget-s S] [--backend auto|gpu|interpreter] [--out FILE.json]
     python benchmarks/repo_report.py optimize MODULE... [--repo ...] [--search-s S] [--timeout S] [--out FILE.json]
 
-`check`: for each module the glob finds with kernels and no test of its own, the tests that reach it
+`check`: for each module the glob finds with kernels and no test of its own (only the named ones where MODULEs are
+given: paths under the repository or file names), the tests that reach it
 (``module_tests``: pytest configuration and import graph), then the module checked against itself with them (the
 tests with the module as the reference, then again with its outputs compared on the probes), each within --timeout
 seconds; a table (module, tests found, cases passed of those run, seconds, verdict and why) and the rows as JSON.
@@ -41,6 +42,10 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_REPO = ROOT.parent / "shared" / "repos" / "liger-kernel"
 
 
+def named(path: Path, repo: Path, names: list[str]) -> bool:
+    return path.name in names or str(path.relative_to(repo)) in names
+
+
 def kernel_modules(repo: Path, pattern: str) -> list[Path]:
     """The modules under `repo` the glob finds with `@triton.jit` kernels and no test of their own."""
     return [p for p in sorted(repo.glob(pattern)) if looks_like_triton(p) and needs_repository_tests(p)]
@@ -48,7 +53,7 @@ def kernel_modules(repo: Path, pattern: str) -> list[Path]:
 
 async def check_all(args: argparse.Namespace) -> dict:
     repo = args.repo.resolve()
-    modules = kernel_modules(repo, args.glob)
+    modules = [m for m in kernel_modules(repo, args.glob) if not args.modules or named(m, repo, args.modules)]
     options = EvalOptions(backend=args.backend, spares=0, max_concurrent=args.jobs, tests_budget_s=args.budget_s,
                           cases_per_test=4 if args.budget_s else None)  # fmt: skip
     rows = []
@@ -150,11 +155,11 @@ async def optimize_one(repo: Path, path: Path, args: argparse.Namespace) -> dict
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("mode", choices=("check", "optimize"))
-    parser.add_argument("modules", nargs="*", help="optimize: the modules (paths under --repo, or file names)")
+    parser.add_argument("modules", nargs="*", help="the modules (paths under --repo, or file names); check: all")
     parser.add_argument("--repo", type=Path, default=DEFAULT_REPO)
     parser.add_argument("--glob", default="src/**/ops/*.py")
     parser.add_argument("--backend", choices=("auto", "gpu", "interpreter"), default="auto")
-    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per module")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per module")
     parser.add_argument("--jobs", type=int, default=4, help="check: a module's test files in jobs at once")
     parser.add_argument("--budget-s", type=float, default=None, help="check: a budget per run of a module's tests")
     parser.add_argument("--search-s", type=float, default=120.0, help="optimize: the launch search's budget")

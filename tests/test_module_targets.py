@@ -231,12 +231,15 @@ def test_geak_bench_module_checks_it_by_its_tests_and_needs_a_gpu_to_time(repo, 
 
 @needs_gpu
 def test_geak_bench_module_times_the_calls_its_tests_make(repo, capsys, monkeypatch):
+    tests = repo / "tests" / "test_scale.py"  # the fixture's inputs on the GPU
+    tests.write_text(tests.read_text().replace("torch.randn(rows, cols)", "torch.randn(rows, cols, device='cuda')"))
     monkeypatch.chdir(repo)
     code, out, err = geak(capsys, "bench", str(MODULE), "--against", str(CANDIDATES / "scale_right.py"), "--json")
     assert code == 0, err
     data = json.loads(out)
-    assert data["ok"] and data["calls"] and all(c["wrapper"] == "scale" for c in data["calls"])
-    assert data["speedup"] is not None
+    assert data["ok"] and data["speedup"] is not None
+    # the parametrized cases' calls, and test_scaler_backward's forward (the autograd.Function) and backward
+    assert {"scale", "ScaleFunction.apply"} == {c["wrapper"] for c in data["calls"]}
 
 
 def test_optimize_module_without_a_model_screens_its_launch_configurations_by_its_tests(repo, tmp_path):
