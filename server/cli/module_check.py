@@ -134,6 +134,8 @@ def run_bench(args: argparse.Namespace) -> int:
         print(json.dumps({**result.to_dict(), "repository_tests": found_and_run(target, check, options)}))
     else:
         print_bench(result)
+        if args.verbose and check:
+            say_run(check, options)
     if result.ok:
         return EXIT_OK
     untimed = result.backend == "interpreter" and (result.check is None or result.check.ok)  # no GPU
