@@ -19,6 +19,7 @@ from geak.agent.config import AgentConfig
 from geak.agent.evaluation import CandidateEvaluator
 from geak.agent.session import OptimizeSession
 from geak.evaluator import EvalOptions, Evaluator, cases_run, check_module_in_jobs, module_tests
+from geak.evaluator.job.case_limits import spread
 from geak.evaluator.module_shards import shards
 from geak.server.cli.entry import main
 
@@ -67,6 +68,11 @@ def geak(capsys, *args: str) -> tuple[int, str, str]:
 
 
 # ------------------------------------------------------------------------------------------- limits on the cases
+
+
+def test_the_sampled_cases_are_the_first_the_last_and_evenly_between():
+    assert spread(6, 2) == [0, 5] and spread(6, 4) == [0, 2, 3, 5] and spread(9, 3) == [0, 4, 8]
+    assert spread(3, 5) == [0, 1, 2] and spread(5, 1) == [0]
 
 
 def test_cases_are_sampled_the_same_way_every_run_spread_over_the_parameters_and_said(repo):
