@@ -49,7 +49,9 @@ class CandidateEvaluator:
         self.evaluator = evaluator
         self.original_path = Path(original_path)
         self.module = module
-        self._target = {"module": module} if module is not None else {}  # what the evaluator's calls add for it
+        # what the evaluator's calls add for a module: every case of its tests, whatever the evaluator's limits (a
+        # screening, which only ranks, keeps them)
+        self._target = {"module": module.with_every_case()} if module is not None else {}
         if original is None:
             path = self.original_path
             original = read_triton_file(path) if module is None else as_module(module, read_source(path), str(path))
@@ -115,12 +117,12 @@ class CandidateEvaluator:
         """Screen variants of `baseline` (kernel code or a whole file) with the original's test."""
         return await self.evaluator.screen(
             self.original_path, variants, baseline=baseline, deadline_s=deadline_s, finalists=finalists,
-            progress=progress, **self._target,
+            progress=progress, **({"module": self.module} if self.module is not None else {}),
         )  # fmt: skip
 
     async def evaluate(self, code: str, *, rounds: int | None = None, progress: Progress | None = None) -> Evaluation:
         """Check `code` (kernel code, or a whole file) against the original; time it if it passes."""
-        check = await self._check(code, self.original_path, progress, every_case=True)  # a proposal: all cases
+        check = await self._check(code, self.original_path, progress)
         if not check.ok or not self.timing:
             return from_check(check)
         bench = await self.bench(code, self.original_path, rounds or self.screen_rounds, progress)
@@ -134,14 +136,13 @@ class CandidateEvaluator:
             source=code, against=against, check_first=False, rounds=rounds, progress=progress, **self._target
         )
 
-    async def _check(
-        self, code: str | None, against: Path | None, progress: Progress | None, every_case: bool = False
-    ) -> CheckResult:
+    async def _check(self, code: str | None, against: Path | None, progress: Progress | None) -> CheckResult:
         """`code` (None: the original) checked, against the file at `against` where given; a repository's module by
-        its tests, `every_case` whatever the evaluator's limits on them."""
-        if self.module is not None:
-            module = self.module.with_every_case() if every_case else self.module
-            return await self.evaluator.check_module(module, source=code, against=against, progress=progress)
+        every case of its tests."""
+        if self._target:
+            return await self.evaluator.check_module(
+                self._target["module"], source=code, against=against, progress=progress
+            )
         if code is None:
             return await self.evaluator.check(self.original_path, against=against, progress=progress)
         return await self.evaluator.check(source=code, against=against, progress=progress)
