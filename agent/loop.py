@@ -409,9 +409,7 @@ class _SearchBackend:
         with tempfile.TemporaryDirectory(prefix="geak-autotune-best-") as folder:
             path = Path(folder) / candidates.original_path.name
             path.write_text(reference)
-            bench = await candidates.evaluator.bench(
-                source=source, against=path, check_first=False, rounds=candidates.screen_rounds, progress=progress
-            )
+            bench = await candidates.bench(source, path, candidates.screen_rounds, progress)
         s = bench.speedup
         if not bench.ok or s is None:
             return Evaluation(False, "perf", bench.message)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import re
+from pathlib import Path
 
 from geak.evaluator import TritonFile, defined_names, is_benchmark_test, is_kernel_def, statement_span
 from geak.evaluator import parse_python as parse
@@ -23,10 +24,16 @@ Statement = ast.stmt
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 
 
+REPOSITORY_TESTS_CHARS = 8000  # of a repository's tests, what the prompts show at most
+
+
 def trimmed_test(original: TritonFile, *, helper_bodies: bool = True) -> str:
     """The test section reduced to the tests and timing functions, what they use, and the imports they need; as
     written, less comments, docstrings and result savers. `helper_bodies` False: the helpers that reach nothing of
-    the kernel section keep only their `def` lines."""
+    the kernel section keep only their `def` lines. A repository's module: the selected tests of its repository
+    (``repository_tests``)."""
+    if original.repository is not None:
+        return repository_tests(original.repository)
     text = original.test_section
     try:
         tree = parse(text)
@@ -201,3 +208,49 @@ def _names_read(node: ast.AST, *, header_only: bool) -> set[str]:
     if header_only and isinstance(node, Function):
         nodes = [*node.decorator_list, node.args]
     return {n.id for node in nodes for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def repository_tests(repository: dict, limit: int = REPOSITORY_TESTS_CHARS) -> str:
+    """The test functions a repository's module is judged by (its job dict's node ids), with the helpers of their
+    files they use and the files' imports, as written, each file under its path; at most `limit` characters (what is
+    left out is said)."""
+    by_file: dict[str, list[str]] = {}
+    for node in repository["nodes"]:
+        file, _, name = node.partition("::")
+        by_file.setdefault(file, []).append(name.split("::", 1)[0].split("[", 1)[0])
+    parts: list[str] = []
+    left = 0
+    for file, names in by_file.items():
+        try:
+            text = (Path(repository["root"]) / file).read_text(encoding="utf-8")
+            tree = parse(text)
+        except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+            continue
+        block = f"# {file}\n{_without_comments(_used_by(text, tree, set(names)))}"
+        if parts and sum(map(len, parts)) + len(block) > limit:
+            left += len(set(names))
+            continue
+        parts.append(block)
+    note = f"\n\n# ({left} more test function(s) of the repository omitted)" if left else ""
+    return "\n\n\n".join(parts) + note
+
+
+def _used_by(text: str, tree: ast.Module, roots: set[str]) -> str:
+    """The top-level statements of a test file that define `roots`, those they use (helpers, constants), and its
+    imports, in the file's order."""
+    defines = {name: stmt for stmt in tree.body for name in defined_names(stmt)}
+    kept: set[Statement] = set()
+    pending = [defines[name] for name in roots if name in defines]
+    while pending:
+        stmt = pending.pop()
+        if stmt not in kept:
+            kept.add(stmt)
+            pending += [defines[n] for n in _names_read(stmt, header_only=False) if n in defines]
+    kept |= {s for s in tree.body if isinstance(s, ast.Import | ast.ImportFrom)}
+    lines = text.split("\n")
+    excerpt = ""
+    for stmt in (s for s in tree.body if s in kept):
+        start, end = statement_span(stmt)
+        joint = "\n" if isinstance(stmt, ast.Import | ast.ImportFrom) else "\n\n\n"
+        excerpt += (joint if excerpt else "") + "\n".join(lines[start - 1 : end])
+    return excerpt

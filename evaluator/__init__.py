@@ -71,6 +71,10 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "ModuleTests": ("repo_tests", "ModuleTests"),
     "RepositoryError": ("repo_tests", "RepositoryError"),
     "module_tests": ("repo_tests", "module_tests"),
+    "as_module": ("repo_tests", "as_module"),
+    "cases_run": ("repo_tests", "cases_run"),
+    "check_module_in_jobs": ("module_shards", "check_module_in_jobs"),
+    "read_source": ("triton_file", "read_source"),
     "needs_repository_tests": ("repo_tests", "needs_repository_tests"),
     "tightened_contracts": ("input_contracts", "tightened_contracts"),
 }

@@ -253,7 +253,16 @@ def _compared_with_reference(j: _Judged) -> CheckResult:
             diagnostics=(*j.test_diagnostics, *located),
             comparison=comparison,
         )
-    message = f"{_passed(j.tests)} passed; outputs match the reference"
+    message = passed_words(j.tests, comparison)
+    return CheckResult(ok=True, stage="exec", message=message, tests=j.tests, comparison=comparison, **j.base)
+
+
+def passed_words(tests: tuple[TestOutcome, ...], comparison: Comparison | None = None) -> str:
+    """A pass said: `3 test(s) passed`, against a reference with what its outputs were compared on."""
+    message = f"{_passed(tests)} passed"
+    if comparison is None:
+        return message
+    message += "; outputs match the reference"
     probed = [
         f"{n} {words}"
         for n, words in (
@@ -267,7 +276,7 @@ def _compared_with_reference(j: _Judged) -> CheckResult:
         message += f" (also on {', '.join(probed)})"
     if comparison.probes_skipped:
         message += f"; {comparison.probes_skipped} probe(s) skipped (see the notes)"
-    return CheckResult(ok=True, stage="exec", message=message, tests=j.tests, comparison=comparison, **j.base)
+    return message
 
 
 STEPS: tuple[Callable[[_Judged], CheckResult | None], ...] = (
@@ -373,8 +382,9 @@ def _mismatch_diagnostic(m: Mismatch, owner: TritonFile, candidate: TritonFile, 
 def _passed(tests: tuple[TestOutcome, ...]) -> str:
     """`3 test(s)`, with what did not run: `3 test(s) (2 skipped, 21 benchmark(s) left to geak bench)`."""
     text = f"{sum(t.kind not in NOT_RUN_KINDS for t in tests)} test(s)"
-    counts = {kind: sum(t.kind == kind for t in tests) for kind in ("skipped", "xfail", "benchmark")}
-    words = {"skipped": "{} skipped", "xfail": "{} xfail", "benchmark": "{} benchmark(s) left to geak bench"}
+    words = {"skipped": "{} skipped", "xfail": "{} xfail", "benchmark": "{} benchmark(s) left to geak bench",
+             "left out": "{} left out"}  # fmt: skip
+    counts = {kind: sum(t.kind == kind for t in tests) for kind in words}
     extra = [words[k].format(n) for k, n in counts.items() if n]
     return text + (f" ({', '.join(extra)})" if extra else "")
 

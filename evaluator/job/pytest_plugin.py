@@ -31,6 +31,7 @@ import pytest
 
 from ..shared.test_ids import sanitized_test_id, test_function
 from . import error_reports, user_code
+from .case_limits import is_left_out
 from .launch_modes import STATE
 
 _MODULE = pytest.StashKey[ModuleType]()
@@ -216,6 +217,8 @@ class CasePlugin:
                 kind = "xfail" if xfail is not None else "skipped"
                 reason = xfail if xfail is not None else _skip_reason(report)
                 entry.update(kind=kind, message=f"{'expected failure' if xfail is not None else 'skipped'}: {reason}")
+                if xfail is None and is_left_out(reason):  # a check's limit kept it from running (``case_limits``)
+                    entry.update(kind="left out", message=reason)
                 break
             if when == "call" and xfail is not None:
                 entry.update(kind="xpass", message=f"passed although marked xfail ({xfail})".replace(" ()", ""))
@@ -236,10 +239,12 @@ def case_id(nodeid: str) -> str:
     return nodeid.split("::", 1)[1] if "::" in nodeid else ""
 
 
-def run_session(plugin: CasePlugin, scratch: Path, args: list[str] | None = None) -> list[dict[str, Any]]:
-    """Run pytest on the plugin's file (or with `args`: a repository's tests, ``repository.session_args``); returns
-    entries for what did not run as a case (collection errors, cases left after a stop, selected tests pytest never
-    collected)."""
+def run_session(
+    plugin: CasePlugin, scratch: Path, args: list[str] | None = None, others: tuple[object, ...] = ()
+) -> list[dict[str, Any]]:
+    """Run pytest on the plugin's file (or with `args`: a repository's tests, ``repository.session_args``; `others`:
+    plugins beside it, a repository's ``case_limits.CaseLimits``); returns entries for what did not run as a case
+    (collection errors, cases left after a stop, selected tests pytest never collected)."""
     basetemp = scratch / "pytest-tmp"
     args = args or [
         str(plugin.path),
@@ -258,7 +263,7 @@ def run_session(plugin: CasePlugin, scratch: Path, args: list[str] | None = None
     saved = {k: os.environ.pop(k, None) for k in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")}
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     try:
-        code = pytest.main(args, plugins=[plugin])
+        code = pytest.main(args, plugins=[plugin, *others])
     finally:
         os.environ.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
         os.environ.update({k: v for k, v in saved.items() if v is not None})
