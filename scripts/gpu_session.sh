@@ -3,7 +3,7 @@
 #   bash scripts/gpu_session.sh PART...   with PART in: env native isolation trust evaluator suites tb rocm some lsp
 #                                         eval batch scaling run1 run2 check sanitize profile split
 #                                         search speed aasmall eval1 eval2 probecost snapshots gputests base liger
-#                                         scripted lspbase
+#                                         scripted lspbase repo
 # `split` runs groups of parts at once, each on its GPUs: SPLIT="0:tb 1:native,rocm 2:trust 3:eval 4,5:scaling" (logs
 # in $OUT/gpuN.log). A machine with several GPUs then does in one call what one GPU does in several. Groups share the
 # host: heavy groups side by side (both suites, two `geak eval`s, A/A) slow each other many times over, so figures to
@@ -155,6 +155,11 @@ part_lspbase() {  # didSave -> diagnostics with the base comparison off and on, 
   timeout 240 python3 benchmarks/lsp_base_bench.py --device gpu --saves 10 --out "$OUT/lsp_base.json" 2>&1 | tail -15
   timeout 240 python3 benchmarks/lsp_base_bench.py --device gpu --saves 10 --timing --out "$OUT/lsp_base_timed.json" \
     2>&1 | tail -15
+}
+part_repo() {  # benchmarks/repo_report.py over Liger-Kernel: REPO_MODE check|optimize, REPO_MODULES (check: all)
+  local mode=${REPO_MODE:-check}
+  timeout "${REPO_S:-560}" python3 benchmarks/repo_report.py "$mode" --repo shared/repos/liger-kernel ${REPO_ARGS:-} \
+    --out "$OUT/repo_$mode.json" ${REPO_MODULES:-} 2>&1 | tee -a "$OUT/repo_$mode.log" | tail -45
 }
 part_split() {  # SPLIT_CORES=1: each group pinned to its share of the cores (taskset), so that one group's compiles
   # do not stall another's host-bound timings (several searches, each with a compile process per core)
