@@ -34,8 +34,8 @@ UNPOISONED_CAVEAT = (
     "kernel never writes is not caught for this file"
 )
 INTERPRETER_CAVEAT = (
-    "checked with Triton's CPU interpreter: a pre-check, not a sign-off (bf16 arithmetic, TF32 rounding of "
-    "tl.dot, races and out-of-bounds loads are not modelled; run on a GPU to be sure)"
+    "checked with Triton's CPU interpreter: a pre-check, not a sign-off (TF32 rounding of tl.dot, races and "
+    "out-of-bounds loads are not modelled; run on a GPU to be sure)"
 )
 
 
