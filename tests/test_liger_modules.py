@@ -1,0 +1,91 @@
+"""Liger-Kernel's op modules judged by Liger's own tests, as `geak check MODULE --against-self` judges them, on
+Triton's CPU interpreter: the tests are found through the imports, and two cases of each module's own test file
+(one fp32, one bf16; the whole files take minutes each on the interpreter) pass against the module itself, its
+captured kernel calls replayed on fresh and probe inputs. Needs the shared copy (`../shared/repos/liger-kernel`, or
+GEAK_LIGER) and the `repos` extra (transformers: Liger's test/utils.py and conftest import it)."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+from pathlib import Path
+
+import pytest
+
+from geak.evaluator import CheckResult, EvalOptions, Evaluator, module_tests
+
+LIGER = Path(os.environ.get("GEAK_LIGER", Path(__file__).resolve().parents[2] / "shared" / "repos" / "liger-kernel"))
+OPS = LIGER / "src" / "liger_kernel" / "ops"
+
+pytestmark = [
+    pytest.mark.skipif(not OPS.is_dir(), reason=f"needs Liger-Kernel at {LIGER} (or GEAK_LIGER)"),
+    pytest.mark.skipif(
+        importlib.util.find_spec("transformers") is None,
+        reason="Liger's tests import transformers: pip install -e '.[repos]' (scripts/setup.sh does)",
+    ),
+]
+
+# module -> (its own test file, the cases run here: fp32 and bf16 at the file's smallest size)
+CASES = {
+    "rms_norm": (
+        "test/transformers/test_rms_norm.py",
+        ("test_correctness_functional[True-LlamaRMSNorm-0.0-llama-dtype0-0.0001-1e-06-2-2-8]",
+         "test_correctness_functional[True-GemmaRMSNorm-1.0-gemma-dtype1-0.2-0.02-2-2-8]"),
+    ),
+    "swiglu": (
+        "test/transformers/test_swiglu.py",
+        ("test_correctness_functional[dtype0-1.0-1e-05-2-8-8]",
+         "test_correctness_silumul_with_multipliers[dtype1-0.1-0.01-0.7-1.3-2-8-8]"),
+    ),
+    "softmax": (
+        "test/transformers/test_softmax.py",
+        ("test_liger_softmax[dtype0-1e-05-1e-05-shape0]", "test_liger_softmax_functional[dtype1-0.05-0.05-shape3]"),
+    ),
+    "layer_norm": (
+        "test/transformers/test_layer_norm.py",
+        ("test_liger_layer_norm[dtype0-1e-05-1e-05-2-8-64]",
+         "test_liger_layer_norm_functional[dtype1-0.02-0.02-2-8-64]"),
+    ),
+    "geglu": (
+        "test/transformers/test_geglu.py",
+        ("test_correctness_functional[dtype0-1e-05-1e-05-2-2-8]",
+         "test_correctness_functional[dtype1-0.01-0.01-2-2-8]"),
+    ),
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def verdicts() -> dict[str, CheckResult]:
+    """Each module against itself with its two cases, by one evaluator (two warm workers) that may read Liger."""
+
+    async def go() -> dict[str, CheckResult]:
+        options = EvalOptions(backend="interpreter", spares=0, max_concurrent=2, compile_cache=None, timeout_s=280)
+        async with Evaluator(options, readable=(str(LIGER),)) as evaluator:
+            found = await asyncio.gather(*(
+                evaluator.check_module(module_tests(OPS / f"{name}.py", [f"{LIGER / file}::{case}" for case in cases]),
+                                       against=OPS / f"{name}.py")
+                for name, (file, cases) in CASES.items()
+            ))  # fmt: skip
+            return dict(zip(CASES, found, strict=True))
+
+    return asyncio.run(go())
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_the_module_s_own_tests_are_found_through_its_imports(name):
+    file, _ = CASES[name]
+    found = module_tests(OPS / f"{name}.py")
+    assert found.source == "imports" and found.module == f"liger_kernel.ops.{name}"
+    own = [t for t in found.tests if t.node.startswith(f"{file}::")]
+    assert own and all(f"liger_kernel.ops.{name}" in t.why for t in own), found.describe()
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_the_module_passes_its_own_tests_against_itself(verdicts, name):
+    result = verdicts[name]
+    assert result.ok and result.not_checkable is None, result.message + "\n" + result.output_tail
+    file, cases = CASES[name]
+    assert sorted(t.name for t in result.tests) == sorted(f"{file}::{case}" for case in cases)
+    assert all(t.ok and sum(t.launches.values()) > 0 for t in result.tests), result.tests  # its kernels ran
+    assert result.comparison is not None and result.comparison.ok and result.comparison.fresh_calls > 0
