@@ -1,8 +1,9 @@
 """Liger-Kernel's op modules judged by Liger's own tests, as `geak check MODULE --against-self` judges them, on
 Triton's CPU interpreter: the tests are found through the imports, and two cases of each module's own test file
 (one fp32, one bf16; the whole files take minutes each on the interpreter) pass against the module itself, its
-captured kernel calls replayed on fresh and probe inputs. Needs the shared copy (`../shared/repos/liger-kernel`, or
-GEAK_LIGER) and the `repos` extra (transformers: Liger's test/utils.py and conftest import it)."""
+captured kernel calls replayed on fresh and probe inputs; a wrong softmax in the module's place fails them. Needs
+the shared copy (`../shared/repos/liger-kernel`, or GEAK_LIGER) and the `repos` extra (transformers: Liger's
+test/utils.py and conftest import it)."""
 
 from __future__ import annotations
 
@@ -53,21 +54,30 @@ CASES = {
          "test_correctness_functional[dtype1-0.01-0.01-2-2-8]"),
     ),
 }  # fmt: skip
+RIGHT, WRONG = "    y = e / d\n", "    y = e / (d + 1e-2)\n"  # softmax.py's single-block forward, off by up to 1%
+
+
+def _target(name: str):
+    file, cases = CASES[name]
+    return module_tests(OPS / f"{name}.py", [f"{LIGER / file}::{case}" for case in cases])
 
 
 @pytest.fixture(scope="module")
 def verdicts() -> dict[str, CheckResult]:
-    """Each module against itself with its two cases, by one evaluator (two warm workers) that may read Liger."""
+    """Each module against itself with its two cases, and the wrong softmax against the module, by one evaluator
+    (two warm workers) that may read Liger."""
 
     async def go() -> dict[str, CheckResult]:
         options = EvalOptions(backend="interpreter", spares=0, max_concurrent=2, compile_cache=None, timeout_s=280)
+        softmax = (OPS / "softmax.py").read_text()
+        assert softmax.count(RIGHT) == 1, "softmax.py changed: choose another line to get wrong"
         async with Evaluator(options, readable=(str(LIGER),)) as evaluator:
-            found = await asyncio.gather(*(
-                evaluator.check_module(module_tests(OPS / f"{name}.py", [f"{LIGER / file}::{case}" for case in cases]),
-                                       against=OPS / f"{name}.py")
-                for name, (file, cases) in CASES.items()
-            ))  # fmt: skip
-            return dict(zip(CASES, found, strict=True))
+            checks = {name: evaluator.check_module(_target(name), against=OPS / f"{name}.py") for name in CASES}
+            checks["wrong softmax"] = evaluator.check_module(
+                _target("softmax"), source=softmax.replace(RIGHT, WRONG), against=OPS / "softmax.py"
+            )
+            found = await asyncio.gather(*checks.values())
+            return dict(zip(checks, found, strict=True))
 
     return asyncio.run(go())
 
@@ -89,3 +99,10 @@ def test_the_module_passes_its_own_tests_against_itself(verdicts, name):
     assert sorted(t.name for t in result.tests) == sorted(f"{file}::{case}" for case in cases)
     assert all(t.ok and sum(t.launches.values()) > 0 for t in result.tests), result.tests  # its kernels ran
     assert result.comparison is not None and result.comparison.ok and result.comparison.fresh_calls > 0
+
+
+def test_a_wrong_softmax_fails_liger_s_tests(verdicts):
+    result = verdicts["wrong softmax"]
+    assert not result.ok and result.not_checkable is None, result.message
+    failed = [t.name for t in result.tests if not t.ok]
+    assert "test/transformers/test_softmax.py::test_liger_softmax[dtype0-1e-05-1e-05-shape0]" in failed, result.message
