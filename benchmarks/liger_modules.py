@@ -8,7 +8,8 @@ Modules: the names given, else every `src/liger_kernel/ops/*.py` with `@triton.j
 search through the imports, the default) or `own` (the module's `test/transformers/test_<name>.py`, where there is
 one). Each module is one `geak check --json` process, one after another, so the seconds are what a user waits for.
 Prints a table and writes `results.json` (each module's verdict, cases by kind, found tests, seconds) under --out.
-A "not checkable" verdict is neither a pass nor a fail: it says why (exit 3 of `geak check`).
+A "not checkable" verdict is neither a pass nor a fail: it says why (exit 3 of `geak check`); "error" is exit 2 (no
+test found, or the module fails its own tests as the reference), with the reason.
 """
 
 from __future__ import annotations
@@ -51,6 +52,9 @@ def check(module: Path, liger: Path, tests: str, backend: str, timeout_s: int) -
     except json.JSONDecodeError:
         tail = (p.stderr or p.stdout).strip().splitlines()[-3:]
         return {"module": module.stem, "exit": p.returncode, "seconds": seconds, "verdict": "error", "why": tail}
+    if "error" in result:  # exit 2: no test found, or a reference that fails its own tests
+        return {"module": module.stem, "exit": p.returncode, "seconds": seconds, "verdict": "error",
+                "why": result["error"]}  # fmt: skip
     kinds = Counter(t.get("kind") for t in result.get("tests", []))
     verdict = "not checkable" if result.get("not_checkable") else "pass" if result.get("ok") else "fail"
     found = result.get("repository_tests", {})

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -106,3 +109,15 @@ def test_a_wrong_softmax_fails_liger_s_tests(verdicts):
     assert not result.ok and result.not_checkable is None, result.message
     failed = [t.name for t in result.tests if not t.ok]
     assert "test/transformers/test_softmax.py::test_liger_softmax[dtype0-1e-05-1e-05-shape0]" in failed, result.message
+
+
+def test_geak_check_run_inside_liger_with_relative_paths():
+    """`cd liger-kernel && geak check src/...`: the repository is the working directory, which jobs still read."""
+    case = "test/transformers/test_softmax.py::test_liger_softmax[dtype0-1e-05-1e-05-shape0]"
+    p = subprocess.run(
+        [sys.executable, "-m", "geak.server.cli", "check", "src/liger_kernel/ops/softmax.py", "--tests", case,
+         "--against-self", "--backend", "interpreter", "--json"],
+        capture_output=True, text=True, timeout=280, cwd=LIGER,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr + p.stdout
+    assert [t["name"] for t in json.loads(p.stdout)["tests"]] == [case]
