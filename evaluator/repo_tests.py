@@ -32,6 +32,7 @@ from typing import Any
 from .compile_store import default_root
 from .python_source import parse
 from .results import NOT_RUN_KINDS, TestOutcome
+from .shared.test_ids import test_function
 from .triton_file import TritonFile, TritonFileError, _asserts, parse_triton_file, read_source
 
 MARKERS = ("pyproject.toml", "pytest.ini", "setup.cfg", "tox.ini", ".git")
@@ -139,7 +140,7 @@ def as_module(target: ModuleTests, text: str, label: str) -> TritonFile:
         tests=tuple(t.node for t in target.tests),
         benches=(),
         test_style="pytest",
-        asserting_tests=tuple(t.node for t in target.tests if t.asserts),
+        asserting_tests=tuple(dict.fromkeys(test_function(t.node) for t in target.tests if t.asserts)),
         repository=target.to_job(),
     )
 

@@ -24,7 +24,7 @@ from .results import FAILED_KINDS, NOT_RUN_KINDS, TEST_KINDS, CheckResult, Compa
 from .runtime_facts import RuntimeFacts
 from .shared.isolation_policy import PROCESS_ONLY
 from .shared.protocol import output_file_of_test
-from .shared.test_ids import test_function
+from .shared.test_ids import chosen, test_function
 from .triton_file import Composed, TritonFile
 from .vendor_code import vendor_caveats
 
@@ -34,8 +34,8 @@ UNPOISONED_CAVEAT = (
     "kernel never writes is not caught for this file"
 )
 INTERPRETER_CAVEAT = (
-    "checked with Triton's CPU interpreter: a pre-check, not a sign-off (bf16 arithmetic, TF32 rounding of "
-    "tl.dot, races and out-of-bounds loads are not modelled; run on a GPU to be sure)"
+    "checked with Triton's CPU interpreter: a pre-check, not a sign-off (TF32 rounding of tl.dot, races and "
+    "out-of-bounds loads are not modelled; run on a GPU to be sure)"
 )
 
 
@@ -340,8 +340,8 @@ def expected_tests(result: dict[str, Any], owner: TritonFile, ref_run: Reference
         expected = [t["name"] for t in (ref_run.outcome.result or {}).get("tests", [])]
     elif owner.test_style == "pytest":  # the cases pytest collected from the file's own tests (and its errors)
         functions = set(owner.tests) | set(owner.benches)
-        expected = [n for n, t in by_name.items() if test_function(str(n)) in functions or t["kind"] == "error"]
-        expected += [f for f in owner.tests if not any(test_function(str(n)) == f for n in expected)]
+        expected = [n for n, t in by_name.items() if chosen(str(n), functions) or t["kind"] == "error"]
+        expected += [f for f in owner.tests if not any(chosen(str(n), (f,)) for n in expected)]
     else:
         expected = list(owner.tests)
     out = []

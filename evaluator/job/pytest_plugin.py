@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from ..shared.test_ids import sanitized_test_id, test_function
+from ..shared.test_ids import chosen, sanitized_test_id, test_function
 from . import error_reports, user_code
 from .case_limits import is_left_out
 from .launch_modes import STATE
@@ -120,10 +120,10 @@ class CasePlugin:
     def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config, items: list) -> None:
         keep, benchmarks, dropped = [], [], []
         for item in items:
-            function = test_function(self.name_of(item.nodeid))
-            if function in self.plan.tests:
+            name = self.name_of(item.nodeid)
+            if chosen(name, self.plan.tests):
                 keep.append(item)
-            elif function in self.plan.benchmarks:
+            elif test_function(name) in self.plan.benchmarks:
                 benchmarks.append(item)
             else:
                 dropped.append(item)
@@ -274,10 +274,9 @@ def run_session(
         if name not in plugin.finished:
             why = plugin.stop_reason or "the session stopped early"
             extra.append({"name": name, "kind": "error", "message": f"not run: {why}"})
-    seen = {test_function(n) for n in plugin.selected}
     if not plugin.collect_errors:
-        for function in sorted(plugin.plan.tests - seen):
-            extra.append({"name": function, "kind": "error", "message": f"pytest collected no case of {function}"})
+        for test in sorted(t for t in plugin.plan.tests if not any(chosen(n, (t,)) for n in plugin.selected)):
+            extra.append({"name": test, "kind": "error", "message": f"pytest collected no case of {test}"})
     return extra
 
 
