@@ -1,15 +1,16 @@
 """A kernel library's modules judged by the library's own tests: every module with `@triton.jit` kernels checked
 against itself, and `geak optimize` without a model on a few of them.
 
-    python benchmarks/repo_report.py check [MODULE...] [--repo ../shared/repos/liger-kernel] [--glob 'src/**/ops/*.py']
-        [--timeout S] [--jobs N] [--budget-s S] [--backend auto|gpu|interpreter] [--out FILE.json]
+    python benchmarks/repo_report.py check [MODULE...] [--repo ../shared/repos/liger-kernel] [--glob 'src/*/ops/*.py']
+        [--tests found|own] [--timeout S] [--jobs N] [--budget-s S] [--backend auto|gpu|interpreter] [--out FILE.json]
     python benchmarks/repo_report.py optimize MODULE... [--repo ...] [--search-s S] [--timeout S] [--out FILE.json]
 
 `check`: for each module the glob finds with kernels and no test of its own (only the named ones where MODULEs are
 given: paths under the repository or file names), the tests that reach it
 (``module_tests``: pytest configuration and import graph), then the module checked against itself with them (the
 tests with the module as the reference, then again with its outputs compared on the probes), each within --timeout
-seconds; a table (module, tests found, cases passed of those run, seconds, verdict and why) and the rows as JSON.
+seconds (`--tests own`: only the module's own test file, `test_<module>.py`, where the search found one); a table
+(module, tests found, cases passed of those run, seconds, verdict and why) and the rows as JSON.
 `optimize`: the launch search on each named module (a path under the repository, or a module's file name the glob
 finds) with the repository's tests as the judge, every case of them for a proposal: speedup with its interval, or
 why there is none. The device is named in the JSON.
@@ -74,6 +75,10 @@ async def check_one(evaluator: Evaluator, repo: Path, path: Path, args: argparse
         return {**row, "verdict": "no tests", "why": str(e)}
     row["tests_found"] = len(target.tests)
     row["test_files"] = sorted({t.node.partition("::")[0] for t in target.tests})
+    own = [f for f in row["test_files"] if Path(f).name == f"test_{path.stem}.py"]
+    if args.tests == "own" and own:  # the module's own test file alone, named as a user would with --tests
+        target = module_tests(path, [str(target.repository.root / f) for f in own])
+        row["test_files"], row["tests_from"] = own, "own file"
     try:
         result = await asyncio.wait_for(
             check_module_in_jobs(evaluator, target, args.jobs, against=path), timeout=args.timeout
@@ -157,14 +162,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("mode", choices=("check", "optimize"))
     parser.add_argument("modules", nargs="*", help="the modules (paths under --repo, or file names); check: all")
     parser.add_argument("--repo", type=Path, default=DEFAULT_REPO)
-    parser.add_argument("--glob", default="src/**/ops/*.py")
+    parser.add_argument("--glob", default="src/*/ops/*.py")
+    parser.add_argument("--tests", choices=("found", "own"), default="found", help="check: the tests found, or the "
+                        "module's own test file (test_<module>.py) where one is found")  # fmt: skip
     parser.add_argument("--backend", choices=("auto", "gpu", "interpreter"), default="auto")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per module")
     parser.add_argument("--jobs", type=int, default=4, help="check: a module's test files in jobs at once")
     parser.add_argument("--budget-s", type=float, default=None, help="check: a budget per run of a module's tests")
     parser.add_argument("--search-s", type=float, default=120.0, help="optimize: the launch search's budget")
     parser.add_argument("--out", type=Path, help="write the rows here as JSON")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)
     if args.mode == "optimize" and not args.modules:
         parser.error("optimize: name the modules")
     if not args.repo.is_dir():
