@@ -12,7 +12,8 @@ which a kernel that needs a multiple of a larger block does not), every size one
 (the innermost size of the largest tensor past 1024 and past twice itself, the other sizes small), every size small (3,
 or one above an integer tensor's largest value; only sizes at least twice that shrink to it). "One above" is the nearest
 size Triton specializes alike (``alike``): 16 above a multiple of 16, so that on a GPU the kernels need not compile
-again (a wide row often needs a wider block, and does).
+again (a wide row often needs a wider block, and does). A size stepped over without a mask moves by whole blocks in
+every variant: at any other size the reference reads out of bounds and is no oracle.
 
 Value variants draw the floating tensors at a magnitude times their original scale, all positive, or all negative (a
 tensor that was non-negative stays so).
@@ -56,15 +57,25 @@ def shape_variants(call: RecordedCall, fn: Callable | None, steps: Iterable[tupl
     if not free:
         return []
     floor = max((_int_range(original)[0] for spec, original in tensors if not _resizable(spec)), default=-1)
-    small = {s: alike(max(SMALL, floor + 1), s, up=True) for s in free}  # never below what an index may reach
+    blocks = _stepped_blocks(free, steps)
+
+    def moved(size: int, to: int, up: bool) -> int:
+        """`to`, or for a size the reference steps over without a mask, the nearest multiple of its block that way:
+        elsewhere the reference reads out of bounds, and could judge a candidate only by chance."""
+        block = blocks.get(size)
+        if block is None:
+            return alike(to, size, up)
+        return -(-to // block) * block if up else to // block * block
+
+    small = {s: moved(s, max(SMALL, floor + 1), up=True) for s in free}  # never below what an index may reach
     shrunk = {s: small[s] for s in free if 2 * small[s] <= s}
-    below = {s: alike(s - 1, s, up=False) for s in free}
+    below = {s: moved(s, s - 1, up=False) for s in free}
     wide = _innermost_of_largest(tensors, free)
     plans = [
-        ("multiples of the reference's unmasked blocks only", _odd_multiples(free, steps)),
-        ("sizes one above", {s: alike(s + 1, s, up=True) for s in free}),
+        ("multiples of the reference's unmasked blocks only", _odd_multiples(blocks)),
+        ("sizes one above", {s: moved(s, s + 1, up=True) for s in free}),
         ("sizes one below", {s: below[s] for s in free if below[s] > max(floor, 1)}),
-        ("a wide row", {**shrunk, wide: alike(max(2 * wide, WIDE) + 1, wide, up=True)} if wide else {}),
+        ("a wide row", {**shrunk, wide: moved(wide, max(2 * wide, WIDE) + 1, up=True)} if wide else {}),
         ("small sizes", shrunk),
     ]
     tied = _tied_scalars(call, fn)
@@ -81,14 +92,19 @@ def shape_variants(call: RecordedCall, fn: Callable | None, steps: Iterable[tupl
     return variants
 
 
-def _odd_multiples(free: list[int], steps: Iterable[tuple[int, int]]) -> dict[int, int]:
-    """Each size that a kernel steps over in tiles of blocks without a mask, to the next odd multiple of those blocks
-    (of their least common multiple) above it: a size the reference handles, which a kernel that needs a multiple of
-    twice the block or more does not (K = 128 stepped by 32: 160, not a multiple of 64 or 128)."""
+def _stepped_blocks(free: list[int], steps: Iterable[tuple[int, int]]) -> dict[int, int]:
+    """Each free size that a kernel steps over in tiles without a mask, with the least common multiple of its blocks."""
     blocks: dict[int, int] = {}
     for size, block in steps:
         if size in free:
             blocks[size] = math.lcm(blocks.get(size, 1), block)
+    return blocks
+
+
+def _odd_multiples(blocks: dict[int, int]) -> dict[int, int]:
+    """Each size stepped over in `blocks` without a mask, to the next odd multiple of its block above it: a size the
+    reference handles, which a kernel that needs a multiple of twice the block or more does not (K = 128 stepped by
+    32: 160, not a multiple of 64 or 128)."""
     found = {}
     for size, block in blocks.items():
         times = size // block + 1
