@@ -104,11 +104,12 @@ class EvalActor:
 
 
 class RayEvaluator:
-    """The driver's side: the `Evaluator` interface (runtime, check, bench, screen, prepare_reference,
-    forget_reference, known_reference_seconds, aclose), served by one actor."""
+    """The driver's side: the `Evaluator` interface (options, runtime, check, bench, screen, prepare_reference,
+    forget_reference, known_reference_seconds, aclose), served by one actor evaluating with `options`."""
 
-    def __init__(self, actor: Any):
+    def __init__(self, actor: Any, options: EvalOptions):
         self.actor = actor
+        self.options = options
 
     async def runtime(self) -> dict[str, Any]:
         return await self.actor.runtime.remote()
@@ -186,12 +187,14 @@ def ray_slots(address: str, options: EvalOptions, workers: int) -> list[EvalSlot
     slots = []
     if gpus:
         for i in range(gpus):
-            actor = actor_cls.options(num_gpus=1, num_cpus=1).remote(_options(options, "gpu"))
-            slots.append(EvalSlot(f"ray gpu actor {i}", RayEvaluator(actor)))
+            served = _options(options, "gpu")
+            actor = actor_cls.options(num_gpus=1, num_cpus=1).remote(served)
+            slots.append(EvalSlot(f"ray gpu actor {i}", RayEvaluator(actor, served)))
     else:
         for i in range(workers):
-            actor = actor_cls.options(num_gpus=0, num_cpus=1).remote(_options(options, "interpreter"))
-            slots.append(EvalSlot(f"ray cpu actor {i}", RayEvaluator(actor)))
+            served = _options(options, "interpreter")
+            actor = actor_cls.options(num_gpus=0, num_cpus=1).remote(served)
+            slots.append(EvalSlot(f"ray cpu actor {i}", RayEvaluator(actor, served)))
     return slots
 
 
