@@ -36,6 +36,11 @@ class EvalOptions:
     gpu_id: int | None = None
     isolation: str = "auto"  # auto | namespaces (required) | process (off): see isolation.py
     compile_cache: str | None = field(default_factory=default_root)  # kept between runs (None: the pool's own)
+    # A repository's module (``repo_tests``): its tests' cases at most this many per test function, spread over its
+    # parameters, and no case started past this many seconds of a run once one has run; None: all of them (what a
+    # proposal's confirmation runs). What is left out is said (kind "left out").
+    cases_per_test: int | None = None
+    tests_budget_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The options as plain JSON data (each tolerance as {"rtol", "atol", "floor"}): ``from_dict`` reads it back."""
