@@ -20,7 +20,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -29,7 +29,7 @@ from geak.evaluator import BadInput, BenchResult, CheckResult, EvalOptions, Eval
 from .analysis import content_key
 from .base_compare import BaseReport, BaseTarget, bench_against, check_against, find_base, without_running
 from .engine import Engine
-from .modules import ModuleTarget
+from .modules import ModuleTarget, RepositoryEvaluators, made_evaluator
 
 log = logging.getLogger(__name__)
 DEBOUNCE_S = 0.15
@@ -95,11 +95,10 @@ class CheckManager:
         self.engine = engine
         self.hooks = hooks
         self.options = options
-        self.module_budget_s: float | None = None  # of a module's check (``set_module_budget``)
         self.debounce_s = debounce_s
         self.cache = ReportCache()
         self._evaluator: Evaluator | None = None
-        self._repositories: dict[str, Evaluator] = {}  # repository folder -> an evaluator whose jobs may read it
+        self.repositories = RepositoryEvaluators(engine)  # the evaluators of modules' checks
         self._evaluator_lock = asyncio.Lock()
         self._runtime: dict[str, Any] = {}
         self._pipelines: dict[str, asyncio.Task[FileReport | None]] = {}
@@ -118,36 +117,20 @@ class CheckManager:
 
     async def evaluator(self, repository: str | None = None) -> Evaluator:
         """The warm evaluator (created on the engine loop at first use); with `repository`, the one whose jobs may
-        read that repository's folder (a module's tests run from it), with the options' module budget."""
+        read that repository's folder (a module's tests run from it)."""
+        if repository is not None:
+            return await self.repositories.get(repository, self.options)
         async with self._evaluator_lock:
-            if repository is not None:
-                if repository not in self._repositories:
-                    options = replace(self.options, tests_budget_s=self.module_budget_s)
-                    self._repositories[repository] = await self.engine.run(_made(options, (repository,)))
-                return self._repositories[repository]
             if self._evaluator is None:
-                self._evaluator = await self.engine.run(_made(self.options, ()))
+                self._evaluator = await self.engine.run(made_evaluator(self.options, ()))
             return self._evaluator
 
     async def set_module_budget(self, budget_s: float | None) -> None:
-        """The seconds a module's check on save may spend on its tests' cases (the rest is said to be left out)."""
-        if budget_s == self.module_budget_s:
-            return
-        self.module_budget_s = budget_s
-        await self._close_repositories()
-
-    async def _close_repositories(self) -> None:
-        """Close the repositories' evaluators (stopping every check first) and forget the modules' results."""
-        self.cancel_all()
-        async with self._evaluator_lock:
-            evaluators, self._repositories = list(self._repositories.values()), {}
-        for evaluator in evaluators:
-            await self.engine.run(evaluator.aclose())
-        self.cache.drop(lambda report: report.module is not None)
-
-    def closing(self) -> list[Evaluator]:
-        """The evaluators to close when the server ends."""
-        return [e for e in (self._evaluator, *self._repositories.values()) if e is not None]
+        """The seconds a module's check on save may spend on its tests' cases: the modules' checks start again."""
+        if budget_s != self.repositories.budget_s:
+            self.cancel_all()
+            await self.repositories.close(budget_s)
+            self.cache.drop(lambda report: report.module is not None)
 
     async def runtime(self) -> dict[str, Any]:
         """{"backend", "device", ...} of the evaluator's workers (starts a warm worker the first time)."""
@@ -172,7 +155,7 @@ class CheckManager:
             old, self._evaluator, self._runtime = self._evaluator, None, {}
             if old is not None:
                 await self.engine.run(old.aclose())
-        await self._close_repositories()
+        await self.repositories.close(self.repositories.budget_s)
         self.cache.clear()
 
     async def aclose(self) -> None:
@@ -180,7 +163,7 @@ class CheckManager:
         if self._evaluator is not None:
             await self.engine.run(self._evaluator.aclose())
             self._evaluator = None
-        await self._close_repositories()
+        await self.repositories.close(self.repositories.budget_s)
 
     # ------------------------------------------------------------------------------------------ scheduling
 
@@ -454,11 +437,6 @@ class CheckManager:
                 self._set_activity(None)
             if not inner.cancelled():
                 return inner.result()
-
-
-async def _made(options: EvalOptions, readable: tuple[str, ...]) -> Evaluator:
-    """An evaluator, made on the engine's loop (its pool belongs to that loop)."""
-    return Evaluator(options, readable=readable)
 
 
 def _cancel_pending(future: asyncio.Future) -> None:

@@ -24,7 +24,7 @@ CODE = "repository-test"
 
 
 @dataclass(frozen=True)
-class TestFinding:
+class FailedTest:
     """A failing test function of the repository, at its definition: one finding for all its failing cases."""
 
     uri: str  # of the test file
@@ -53,7 +53,7 @@ def first_line(text: str, default: str) -> str:
     return lines[0] if lines else default
 
 
-def test_lines(root: Path, nodes: list[str]) -> dict[str, tuple[Path, int]]:
+def definition_lines(root: Path, nodes: list[str]) -> dict[str, tuple[Path, int]]:
     """Where each test node id's function is defined: (its file, the 1-based line of its `def`); nodes whose file or
     function cannot be found are left out. Reads the test files (call it in a thread)."""
     trees: dict[str, ast.Module | None] = {}
@@ -85,15 +85,15 @@ def _def_line(tree: ast.Module, tail: str) -> int | None:
     return line
 
 
-def test_findings(
+def failed_tests(
     check: CheckResult,
     target: ModuleTarget,
     module_uri: str,
     model: DocumentModel,
     positions: Positions,
     lines: dict[str, tuple[Path, int]],
-) -> list[TestFinding]:
-    """The failing tests of a module's check, one finding per test function (at `lines`, from ``test_lines``), each
+) -> list[FailedTest]:
+    """The failing tests of a module's check, one per test function (at `lines`, from ``definition_lines``), each
     with related information at the module's kernels its failing cases launched (all of them where none is known)."""
     groups: dict[tuple[Path, int], list] = defaultdict(list)  # (file, line) -> its failing cases
     for test in failing(check):
@@ -119,11 +119,11 @@ def test_findings(
             )
             for name in names
         )
-        findings.append(TestFinding(uri, line, message, related))
+        findings.append(FailedTest(uri, line, message, related))
     return findings
 
 
-def at_failing_tests(findings: list[TestFinding]) -> list[types.DiagnosticRelatedInformation]:
+def at_failing_tests(findings: list[FailedTest]) -> list[types.DiagnosticRelatedInformation]:
     """Related information for the module's summary: where each failing test is."""
     related = []
     for f in findings:
@@ -137,9 +137,9 @@ class ModuleDiagnostics:
     """Each module's findings at test files, merged per test file."""
 
     def __init__(self) -> None:
-        self._by_module: dict[str, list[TestFinding]] = {}
+        self._by_module: dict[str, list[FailedTest]] = {}
 
-    def set(self, module_uri: str, findings: list[TestFinding]) -> set[str]:
+    def set(self, module_uri: str, findings: list[FailedTest]) -> set[str]:
         """The module's findings now; returns the test files whose diagnostics changed."""
         old = self._by_module.pop(module_uri, [])
         if findings:
@@ -148,5 +148,5 @@ class ModuleDiagnostics:
             return set()
         return {f.uri for f in (*old, *findings)}
 
-    def at(self, test_uri: str) -> list[TestFinding]:
+    def at(self, test_uri: str) -> list[FailedTest]:
         return [f for findings in self._by_module.values() for f in findings if f.uri == test_uri]

@@ -10,18 +10,21 @@ modules such a file concerns. A `ModuleTarget` is what the checks, timings and O
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from geak.evaluator import (
     BenchResult,
     CheckResult,
+    EvalOptions,
     Evaluator,
     ModuleTests,
     RepositoryError,
     module_tests,
     needs_repository_tests,
 )
+
+from .engine import Engine
 
 CONFIGURATION = ("pyproject.toml", "pytest.ini", "setup.cfg", "tox.ini", "conftest.py")
 NOT_A_MODULE = "no embedded test, and it is not a module of a repository with tests of its own"
@@ -131,3 +134,37 @@ class ModuleTargets:
 
     def forget(self, path: str) -> None:
         self._found.pop(path, None)
+
+
+class RepositoryEvaluators:
+    """One warm evaluator per repository whose modules are checked: its jobs may read that repository (never write
+    it), and a module's cases are limited to `budget_s` seconds a check (``geak.moduleBudgetS``)."""
+
+    def __init__(self, engine: Engine, budget_s: float | None = None):
+        self.engine = engine
+        self.budget_s = budget_s
+        self._evaluators: dict[str, Evaluator] = {}
+        self._lock = asyncio.Lock()
+
+    async def get(self, root: str, options: EvalOptions) -> Evaluator:
+        """The evaluator of the repository at `root` (made on the engine's loop at first use, with `options`)."""
+        async with self._lock:
+            if root not in self._evaluators:
+                budgeted = replace(options, tests_budget_s=self.budget_s)
+                self._evaluators[root] = await self.engine.run(made_evaluator(budgeted, (root,)))
+            return self._evaluators[root]
+
+    async def close(self, budget_s: float | None) -> None:
+        """Close every repository's evaluator (the next check makes a new one, with `budget_s`)."""
+        async with self._lock:
+            evaluators, self._evaluators, self.budget_s = list(self._evaluators.values()), {}, budget_s
+        for evaluator in evaluators:
+            await self.engine.run(evaluator.aclose())
+
+    def open(self) -> list[Evaluator]:
+        return list(self._evaluators.values())
+
+
+async def made_evaluator(options: EvalOptions, readable: tuple[str, ...]) -> Evaluator:
+    """An evaluator, made on the engine's loop (its pool belongs to that loop)."""
+    return Evaluator(options, readable=readable)

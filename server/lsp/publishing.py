@@ -23,13 +23,13 @@ from .base_compare import BaseReport
 from .checks import CheckManager, FileReport
 from .documents import Documents, Snapshot
 from .module_diagnostics import (
+    FailedTest,
     ModuleDiagnostics,
-    TestFinding,
     at_failing_tests,
+    definition_lines,
+    failed_tests,
     failing,
     first_line,
-    test_findings,
-    test_lines,
 )
 from .modules import NOT_A_MODULE, ModuleFinding, ModuleTargets
 from .positions import Positions
@@ -109,7 +109,7 @@ def module_problems(model: DocumentModel, found: ModuleFinding | None) -> tuple[
 
 
 def module_diagnostics(
-    report: FileReport, model: DocumentModel, positions: Positions, path: str, at_tests: list[TestFinding]
+    report: FileReport, model: DocumentModel, positions: Positions, path: str, at_tests: list[FailedTest]
 ) -> list[types.Diagnostic]:
     """A module's check by its repository's tests, on the module: errors the evaluator located in it, a summary of
     the failing tests (related information at each, `at_tests`) at the first kernel they launched, caveats."""
@@ -259,11 +259,11 @@ class DiagnosticsPublisher:
         report = self.checks.cache.get(model.key)
         if report is not None and report.module is not None and report.module == getattr(module, "target", None):
             check, target = report.check, report.module
-            at_tests: list[TestFinding] = []
+            at_tests: list[FailedTest] = []
             if check is not None:
-                lines = await asyncio.to_thread(test_lines, target.tests.repository.root,
+                lines = await asyncio.to_thread(definition_lines, target.tests.repository.root,
                                                 [t.name for t in failing(check)])  # fmt: skip
-                at_tests = test_findings(check, target, uri, model, positions, lines)
+                at_tests = failed_tests(check, target, uri, model, positions, lines)
             found += module_diagnostics(report, model, positions, snap.path, at_tests)
             await self._publish_tests(self.at_tests.set(uri, at_tests))
             return found

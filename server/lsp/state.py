@@ -53,7 +53,7 @@ class ServerState:
         options = eval_options(AgentConfig(), "auto")
         options.spares = 1
         self.checks = CheckManager(self.engine, hooks, options, **({"debounce_s": debounce_s} if debounce_s else {}))
-        self.checks.module_budget_s = self.settings.module_budget_s
+        self.checks.repositories.budget_s = self.settings.module_budget_s
         self.modules = ModuleTargets()
         optimize_hooks = OptimizeHooks(
             self.ready.wait, self.trust.ensure, lambda: self.config, self.send_status, self.refresh_hints
@@ -267,7 +267,8 @@ class ServerState:
 
     def end(self) -> None:
         """The connection ended: stop the engine (closing the evaluator, unless `close` did; its workers end)."""
-        evaluators = self.checks.closing() if not self._closed else []
+        main = [self.checks._evaluator] if self.checks._evaluator is not None else []
+        evaluators = [*main, *self.checks.repositories.open()] if not self._closed else []
         self.engine.close(_closed_all(evaluators) if evaluators else None)
 
 
