@@ -1,10 +1,11 @@
 """The language server's pieces for a module of a repository, without a server: finding its tests and forgetting them
 when a file that concerns them changes, where a failing test is shown (its file, its `def` line, the kernels as
-related information), the module's summary and problems, merging per test file, the budget setting, and a
-`[tool.geak.tests]` table that the agent's configuration must not see."""
+related information), the module's summary and problems, merging per test file, an evaluator per repository with
+the budget setting, and a `[tool.geak.tests]` table that the agent's configuration must not see."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 from pathlib import Path
@@ -12,12 +13,13 @@ from pathlib import Path
 import pytest
 from lsprotocol import types
 
-from geak.evaluator import CheckResult
+from geak.evaluator import CheckResult, EvalOptions
 from geak.evaluator.results import TestOutcome
 from geak.server.lsp.analysis import analyze
 from geak.server.lsp.checks import FileReport
+from geak.server.lsp.engine import Engine
 from geak.server.lsp.module_diagnostics import FailedTest, ModuleDiagnostics, definition_lines, failed_tests
-from geak.server.lsp.modules import NOT_A_MODULE, ModuleTargets, find_module
+from geak.server.lsp.modules import NOT_A_MODULE, ModuleTargets, RepositoryEvaluators, find_module
 from geak.server.lsp.positions import Positions
 from geak.server.lsp.publishing import module_diagnostics, module_problems
 from geak.server.lsp.settings import SettingsError, parse_settings, read_workspace_file
@@ -147,3 +149,25 @@ def test_the_module_budget_setting_and_a_tests_table_in_pyproject(tmp_path):
         parse_settings({"moduleBudgetS": 0})
     (tmp_path / "pyproject.toml").write_text('[tool.geak]\nmax_iteration = 7\n[tool.geak.tests]\n"a.b" = "t.py"\n')
     assert read_workspace_file(tmp_path)[0] == {"max_iteration": 7}  # the module tests are the evaluator's
+
+
+def test_each_repository_has_its_evaluator_with_the_budget_until_the_budget_changes(repo, tmp_path):
+    engine = Engine()
+    evaluators = RepositoryEvaluators(engine, budget_s=7.0)
+    options = EvalOptions(backend="interpreter", spares=0, compile_cache=None)
+
+    async def main():
+        first = await evaluators.get(str(repo), options)
+        assert await evaluators.get(str(repo), options) is first  # kept warm
+        other = await evaluators.get(str(tmp_path), options)
+        assert other is not first and first.options.tests_budget_s == 7.0
+        assert first.pool._launcher.shown == (str(repo),)  # its jobs may read the repository (never write it)
+        await evaluators.close(None)
+        assert not evaluators.open() and evaluators.budget_s is None
+        assert (await evaluators.get(str(repo), options)).options.tests_budget_s is None
+        await evaluators.close(None)
+
+    try:
+        asyncio.run(main())
+    finally:
+        engine.close()

@@ -115,7 +115,7 @@ async def test_a_wrong_kernel_fails_at_the_test_in_its_own_file_and_a_right_one_
     (related,) = at_scale.related_information
     assert related.location.uri == uri and related.location.range.start.line == KERNEL_LINE - 1
     assert related.message == "kernel _scale_kernel of tinyops.ops.scale (launched by this test)"
-    (summary,) = of_code(client, uri, "repository-tests")
+    (summary,) = await until(lambda: of_code(client, uri, "repository-tests"), what="the module's summary")
     assert summary.message.startswith("7 of 7 repository test case(s) fail: tests/test_scale.py::test_scale[0.5-5]: ")
     assert summary.range.start.line == KERNEL_LINE - 1
     assert {r.location.uri for r in summary.related_information} == {tests_uri}
@@ -129,6 +129,21 @@ async def test_a_wrong_kernel_fails_at_the_test_in_its_own_file_and_a_right_one_
 
     await until(cleared, timeout=240, what="the test file's diagnostics to go")
     await until(lambda: not of_code(client, uri, "repository-tests"), what="the module's summary to go")
+
+
+async def test_a_changed_test_file_checks_the_module_again_and_geak_check_serves_a_module(client, repo):
+    uri = (repo / MODULE).as_uri()
+    tests_uri = (repo / TESTS).as_uri()
+    original = (repo / TESTS).read_text()
+    broken = original.replace("torch.full_like(x, 2.0))", "torch.full_like(x, 3.0))")
+    (repo / TESTS).write_text(broken)  # changed on disk (a git checkout, another editor): the watcher sees it
+    (found,) = await until(lambda: of_code(client, tests_uri, "repository-test"), timeout=240, what="the new failure")
+    assert found.range.start.line == line_of(repo / TESTS, "def test_scaler_backward")
+    assert found.message.startswith("test_scaler_backward fails with tinyops.ops.scale as saved: ")
+    (repo / TESTS).write_text(original)
+    await until(lambda: not of_code(client, tests_uri, "repository-test"), timeout=240, what="the failure to go")
+    answer = await client.protocol.send_request_async("geak/check", {"textDocument": {"uri": uri}})
+    assert answer.ok and answer.message == "7 test(s) passed", answer
 
 
 async def test_latency_hints_on_the_modules_kernels(client, repo):

@@ -257,8 +257,9 @@ class DiagnosticsPublisher:
         module = self.modules.known(snap.path) if not model.has_tests else None
         found = [_problem(p, positions) for p in module_problems(model, module)]
         report = self.checks.cache.get(model.key)
-        if report is not None and report.module is not None and report.module == getattr(module, "target", None):
-            check, target = report.check, report.module
+        target = module.target if module is not None else None
+        if report is not None and target is not None and report.module == target:
+            check = report.check
             at_tests: list[FailedTest] = []
             if check is not None:
                 lines = await asyncio.to_thread(definition_lines, target.tests.repository.root,

@@ -112,7 +112,9 @@ class ServerState:
             snap = await self.documents.snapshot(uri) if uri else None
             if snap is None:
                 continue
+            log.info("%s changed: checking %s again", Path(path).name, Path(module).name)
             await self.modules.find(module)
+            self.checks.cancel(uri)  # a check in flight ran the old tests
             self.checks.cache.drop(lambda report, key=snap.model.key: report.key == key)
             self.request_check(snap, debounce=False)
 
