@@ -22,6 +22,7 @@ export interface ServerSettings {
   base: string;
   device: Device;
   gpuId: number | null;
+  moduleBudgetS: number | null;
 }
 
 export const DEFAULTS: ServerSettings = {
@@ -35,6 +36,7 @@ export const DEFAULTS: ServerSettings = {
   base: "HEAD",
   device: "auto",
   gpuId: null,
+  moduleBudgetS: 20,
 };
 
 export interface InitializationOptions {
@@ -66,6 +68,7 @@ export function serverSettings(read: SettingReader): ServerSettings {
     base: value("base"),
     device: value("device"),
     gpuId: value("gpuId"),
+    moduleBudgetS: value("moduleBudgetS"),
   };
 }
 

@@ -55,6 +55,7 @@ describe("serverSettings", () => {
       base: "main",
       device: "interpreter",
       gpuId: 3,
+      moduleBudgetS: 60,
       pythonPath: "/opt/venv/bin/python",
     };
     assert.deepEqual(serverSettings((key) => values[key]), {
@@ -68,6 +69,7 @@ describe("serverSettings", () => {
       base: "main",
       device: "interpreter",
       gpuId: 3,
+      moduleBudgetS: 60,
     });
   });
 });
@@ -89,6 +91,7 @@ describe("initializationOptions", () => {
         base: "HEAD",
         device: "auto",
         gpuId: null,
+        moduleBudgetS: 20,
       },
     });
   });
