@@ -116,7 +116,7 @@ def extract_code(reply: str, *, required_names: Sequence[str] = (), finish_reaso
         else:
             reason = f"the code does not parse: {e.msg} (line {e.lineno})"
         return Extraction(None, reason, prose, truncated)
-    missing = [name for name in required if name not in _top_level_names(tree)]
+    missing = missing_names(tree, required)
     if missing:
         reason = "the code does not define the required " + ", ".join(f"`{n}`" for n in missing)
         if truncated:
@@ -248,8 +248,10 @@ def _prose(text: str, fences: list[_Fence]) -> str:
     return _squeeze_blank_lines(outside).strip()
 
 
-def _top_level_names(tree: ast.Module) -> set[str]:
-    return set().union(*(defined_names(stmt) for stmt in tree.body))
+def missing_names(tree: ast.Module, required: Sequence[str]) -> list[str]:
+    """The `required` names the module does not define at its top level."""
+    defined = set().union(*(defined_names(stmt) for stmt in tree.body))
+    return [name for name in required if name not in defined]
 
 
 def _parses(code: str) -> bool:

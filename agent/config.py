@@ -63,7 +63,10 @@ class AgentConfig(BaseModel):
     model_id: str | None = None
     base_url: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
-    temperature: float = Field(1.0, ge=0, le=2)
+    temperature: float = Field(1.0, ge=0, le=2)  # generation: the Generator's and the Optimizer's requests
+    # The Reflector's requests (a fix of a failed candidate, or a reply without usable code asked again): a fix
+    # should stay close to the code it repairs, so it samples more narrowly than a fresh attempt.
+    fix_temperature: float = Field(0.2, ge=0, le=2)
     # Sized for reasoning models, which think before they answer: a kernel task takes them 10-30 k tokens of
     # thinking before a module of 2-6 k tokens, and at 30-60 tokens/s such a reply takes 10-15 minutes. A reply cut
     # by the limit is asked once more with twice the budget (``llm.RETRY_BUDGET_FACTOR``).
@@ -86,6 +89,9 @@ class AgentConfig(BaseModel):
     ancestor_num: int = Field(5, ge=1)
     descendant_num: int = Field(1, ge=1)
     max_perf_debug_num: int = Field(5, ge=1)
+    # Files whose kernel code has at least this many characters are edited with SEARCH/REPLACE blocks (the original
+    # GEAK's diff mode), which keep a large module's reply short; 0: every file; null: never (whole modules).
+    diff_mode_min_chars: int | None = Field(8000, ge=0)
 
     # LLM-free launch-configuration search.
     search: bool = True
@@ -172,6 +178,10 @@ class AgentConfig(BaseModel):
     def model_configured(self) -> bool:
         """Is an LLM selected (`model_id` set)? Without one only the LLM-free search can run."""
         return self.model_id is not None
+
+    def diff_mode_applies(self, kernel_chars: int) -> bool:
+        """Is a file with this much kernel code edited by SEARCH/REPLACE blocks (`diff_mode_min_chars`)?"""
+        return self.diff_mode_min_chars is not None and kernel_chars >= self.diff_mode_min_chars
 
     def to_public_dict(self) -> dict[str, Any]:
         """JSON-ready settings, safe to log or save: holds no secret (credentials in base_url are masked)."""

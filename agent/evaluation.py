@@ -17,9 +17,12 @@ from geak.evaluator import (
     CheckResult,
     CompiledKernelFacts,
     Evaluator,
+    ModuleTests,
     Progress,
     ScreenResult,
     TritonFile,
+    as_module,
+    read_source,
     read_triton_file,
     timing_cost,
     with_profile,
@@ -30,7 +33,9 @@ from .memory import Evaluation
 
 
 class CandidateEvaluator:
-    """Evaluates candidate code for one problem file. `timing` is False where no GPU is visible."""
+    """Evaluates candidate code for one problem file. `timing` is False where no GPU is visible. `module`: the file
+    is a repository's module, judged by the repository's tests (``geak.evaluator.module_tests``): every check, bench
+    and screening of the run is of texts in its place."""
 
     def __init__(
         self,
@@ -39,10 +44,18 @@ class CandidateEvaluator:
         *,
         original: TritonFile | None = None,
         screen_rounds: int | None = None,
+        module: ModuleTests | None = None,
     ):
         self.evaluator = evaluator
         self.original_path = Path(original_path)
-        self.original: TritonFile = original if original is not None else read_triton_file(self.original_path)
+        self.module = module
+        # what the evaluator's calls add for a module: every case of its tests, whatever the evaluator's limits (a
+        # screening, which only ranks, keeps them)
+        self._target = {"module": module.with_every_case()} if module is not None else {}
+        if original is None:
+            path = self.original_path
+            original = read_triton_file(path) if module is None else as_module(module, read_source(path), str(path))
+        self.original: TritonFile = original
         self.screen_rounds = screen_rounds
         self.timing: bool | None = None
         self.runtime: dict = {}
@@ -60,21 +73,21 @@ class CandidateEvaluator:
         self.runtime = await self.evaluator.runtime()
         self.timing = self.runtime.get("backend") != "interpreter"
         started = time.perf_counter()
-        check = await self.evaluator.check(self.original_path, progress=progress)
+        check = await self._check(None, None, progress)
         self.check_s = time.perf_counter() - started
         if not check.ok:
             return from_check(check)
         if not self.timing:
             return from_check(check)
         started = time.perf_counter()
-        bench = await self.evaluator.bench(self.original_path, check_first=False, progress=progress)
+        bench = await self.evaluator.bench(self.original_path, check_first=False, progress=progress, **self._target)
         self.bench_s = time.perf_counter() - started - bench.peaks_s
         if bench.ok and bench.total_ms:
             self.baseline_ms = bench.total_ms
             self.baseline_costs = tuple(timing_cost(c, bench.peaks) for c in bench.calls)
             kernels = {k.kernel: k for c in bench.calls for k in c.kernels}
             self.baseline_kernels = tuple(kernels.values())
-            if profile:
+            if profile and self.module is None:  # the profiler runs a file's own tests
                 measured = await self.evaluator.profile(self.original_path, progress=progress)
                 self.baseline_kernels = with_profile(self.baseline_kernels, measured)
         return from_bench(check, bench, self.baseline_ms)
@@ -84,14 +97,14 @@ class CandidateEvaluator:
         took (at least its own check: a run kept from before costs nothing now, but a check against it does)."""
         if self.reference_s is None:
             started = time.perf_counter()
-            await self.evaluator.prepare_reference(self.original_path, progress=progress)
+            await self.evaluator.prepare_reference(self.original_path, progress=progress, **self._target)
             self.reference_s = max(time.perf_counter() - started, self.check_s or 0.0)
         return self.reference_s
 
     async def release(self) -> None:
         """Forget the original's run as a reference (its outputs, on disk): the evaluator outlives this problem (a
         batch's slot, the editor's server)."""
-        await self.evaluator.forget_reference(self.original_path)
+        await self.evaluator.forget_reference(self.original_path, **self._target)
 
     @property
     def diagnosis(self) -> str:
@@ -104,22 +117,35 @@ class CandidateEvaluator:
         """Screen variants of `baseline` (kernel code or a whole file) with the original's test."""
         return await self.evaluator.screen(
             self.original_path, variants, baseline=baseline, deadline_s=deadline_s, finalists=finalists,
-            progress=progress,
+            progress=progress, **({"module": self.module} if self.module is not None else {}),
         )  # fmt: skip
 
     async def evaluate(self, code: str, *, rounds: int | None = None, progress: Progress | None = None) -> Evaluation:
         """Check `code` (kernel code, or a whole file) against the original; time it if it passes."""
-        check = await self.evaluator.check(source=code, against=self.original_path, progress=progress)
+        check = await self._check(code, self.original_path, progress)
         if not check.ok or not self.timing:
             return from_check(check)
-        bench = await self.evaluator.bench(
-            source=code,
-            against=self.original_path,
-            check_first=False,
-            rounds=rounds or self.screen_rounds,
-            progress=progress,
-        )
+        bench = await self.bench(code, self.original_path, rounds or self.screen_rounds, progress)
         return from_bench(check, bench, self.baseline_ms)
+
+    async def bench(
+        self, code: str, against: Path, rounds: int | None, progress: Progress | None = None
+    ) -> BenchResult:
+        """The paired bench of `code` against the file at `against` (both checked already)."""
+        return await self.evaluator.bench(
+            source=code, against=against, check_first=False, rounds=rounds, progress=progress, **self._target
+        )
+
+    async def _check(self, code: str | None, against: Path | None, progress: Progress | None) -> CheckResult:
+        """`code` (None: the original) checked, against the file at `against` where given; a repository's module by
+        every case of its tests."""
+        if self._target:
+            return await self.evaluator.check_module(
+                self._target["module"], source=code, against=against, progress=progress
+            )
+        if code is None:
+            return await self.evaluator.check(self.original_path, against=against, progress=progress)
+        return await self.evaluator.check(source=code, against=against, progress=progress)
 
 
 def from_check(check: CheckResult) -> Evaluation:

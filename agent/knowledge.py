@@ -24,7 +24,7 @@ _SECTION_RULES = (
     ("## Atomics", re.compile(r"\btl\.atomic_\w+")),
     ("## Random numbers", re.compile(r"\btl\.(?:rand|randn|randint|randint4x)\b")),
 )
-_SECTION = re.compile(r"(?m)^(?=## )")
+_SECTION = re.compile(r"(?m)^(?=##? )")  # at each section, and at each text's title
 _SM_ARCH = re.compile(r"^(?:sm_?|compute_?)?(\d+)(?:\.(\d))?[a-z]?$")  # sm_80, sm_90a, sm100, 8.6, 90
 _GPU_NAMES = (  # (pattern over the upper-cased device name, text); first match wins
     (re.compile(r"\bMI\s?\d{2,3}[A-Z]?\b|\bINSTINCT\b"), AMD_CDNA),
@@ -109,3 +109,52 @@ def for_code(knowledge: str, code: str) -> str:
         if rule is None or rule.search(code):
             kept.append(section)
     return "".join(kept)
+
+
+# The sections a prompt keeps first where it has room for only part of the knowledge (``fit``): correctness, then
+# the kernel family's, then how the target executes, then tuning and hardware figures (the launch search measures
+# those anyway). Sections not named here come after.
+_PRIORITY = (
+    "## Correctness rules",
+    "## Matrix multiply",
+    "## Reductions and scans",
+    "## Atomics",
+    "## Random numbers",
+    "## Execution model",
+    "## What Triton does",
+    "## Matrix cores",
+    "## Memory access",
+    "## Memory-bound kernels",
+    "## Contract of the task",
+    "## `tl.constexpr`",
+    "## AMD-only launch",
+    "## Pipelining and shared memory",
+    "## Launch parameters and autotuning",
+    "## Program ordering",
+    "## Wave quantization",
+    "## The hardware",
+    "## Good starting configurations",
+)
+
+
+def fit(knowledge: str, room: int) -> str:
+    """`knowledge` within `room` characters: whole sections, in the order of ``_PRIORITY`` while they fit, shown in
+    their own order, each text's title with the first of its sections kept. '' where no section fits."""
+    if len(knowledge) <= room:
+        return knowledge
+    sections = _SECTION.split(knowledge)
+    titles = [i for i, section in enumerate(sections) if not section.startswith("## ")]
+    title_of = {i: max((t for t in titles if t < i), default=None) for i in range(len(sections))}
+    chosen: set[int] = set()
+    used = 0
+    for i in sorted((i for i in range(len(sections)) if i not in titles), key=lambda i: (_rank(sections[i]), i)):
+        title = title_of[i]
+        cost = len(sections[i]) + (len(sections[title]) if title is not None and title not in chosen else 0)
+        if used + cost <= room:
+            chosen |= {i} if title is None else {i, title}
+            used += cost
+    return "".join(section for i, section in enumerate(sections) if i in chosen)
+
+
+def _rank(section: str) -> int:
+    return next((i for i, heading in enumerate(_PRIORITY) if section.startswith(heading)), len(_PRIORITY))

@@ -148,6 +148,8 @@ class GeakAgent:
             fresh_inputs=cfg.fresh_inputs > 0,
             probe_variants=cfg.probe_variants,
             search_after=cfg.search,
+            tolerances=self.candidates.evaluator.options.tolerances,
+            edits=self.instruction is None and cfg.diff_mode_applies(len(original.kernel_section)),
         )
         run = _Run(memory, context, store, usage_before)
         base = f"baseline {self.candidates.baseline_ms:.4f} ms" if self.candidates.baseline_ms else "no timing"
@@ -407,9 +409,7 @@ class _SearchBackend:
         with tempfile.TemporaryDirectory(prefix="geak-autotune-best-") as folder:
             path = Path(folder) / candidates.original_path.name
             path.write_text(reference)
-            bench = await candidates.evaluator.bench(
-                source=source, against=path, check_first=False, rounds=candidates.screen_rounds, progress=progress
-            )
+            bench = await candidates.bench(source, path, candidates.screen_rounds, progress)
         s = bench.speedup
         if not bench.ok or s is None:
             return Evaluation(False, "perf", bench.message)

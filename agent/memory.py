@@ -69,6 +69,7 @@ class ChainState:
     debug_count: int = 0
     trapped: int = 0  # times the debugging trap fired
     last_strategy: str = ""
+    aim: str = ""  # the bottleneck this chain is aimed at, one of several chains' (``chain_aims``)
 
 
 @dataclass

@@ -8,11 +8,14 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from . import prompts
+from .chain_aims import Aim, aim_named, chain_aim
 from .code_extraction import extract_code, extract_strategy
 from .config import AgentConfig
+from .edit_blocks import extract_edited
 from .evaluation import CandidateEvaluator
 from .llm import ChatModel, ChatReply, LLMError, ModelUnusable
 from .memory import Candidate, ChainState, Evaluation, ProblemMemory
@@ -53,6 +56,7 @@ class ModelSteps:
                     ancestors,
                     prompts.ledger([c for c in memory.candidates if c.chain == state.chain]),
                     avoid=state.last_strategy if note else "",
+                    aim=self._aim(state),
                 ),
                 state,
                 "optimizer: a strategy",
@@ -61,15 +65,15 @@ class ModelSteps:
             strategy = extract_strategy(reply.text)
             state.last_strategy = strategy
             best = ancestors[0]
-            messages = prompts.implement(self.ctx, best, strategy, self._one_shot(best.code))
+            messages = prompts.implement(self.ctx, best, strategy, self._one_shot(best.code), self._aim(state))
             parent = best.id if best.origin != "original" else None
-            return await self._generate(state, "optimize", messages, parent=parent, strategy=strategy)
+            return await self._generate(state, "optimize", messages, parent=parent, strategy=strategy, base=best.code)
         if base is None and self.instruction is not None:
             messages = prompts.from_instruction(self.ctx, self.instruction, self._one_shot(self.instruction), note)
             return await self._generate(state, "generate", messages)
         code = base.code if base is not None else memory.original_code
-        messages = prompts.generate(self.ctx, code, self._one_shot(code), note)
-        return await self._generate(state, "generate", messages, parent=base.id if base else None)
+        messages = prompts.generate(self.ctx, code, self._one_shot(code), note, self._aim(state))
+        return await self._generate(state, "generate", messages, parent=base.id if base else None, base=code)
 
     async def reflect(self, state: ChainState, failed: Candidate) -> Candidate:
         """Reflexion on a failed candidate. One whose reply had no usable code (cut off, a wrapper missing) is
@@ -79,12 +83,22 @@ class ModelSteps:
             reference = self.memory.original_code if wrong and self.instruction is None else None
             tried = self._fixes_before(failed)
             messages = prompts.reflect(self.ctx, failed, self._one_shot(failed.code), tried, reference)
+            start = failed.code
         else:
             start = self._start_of(failed)
             task = self.instruction if self.instruction is not None and start is None else None
             one_shot = self._one_shot(start or task or self.memory.original_code)
             messages = prompts.reflect_on_reply(self.ctx, failed, start, task, one_shot)
-        return await self._generate(state, "reflect", messages, parent=failed.id, strategy=failed.strategy)
+        return await self._generate(state, "reflect", messages, parent=failed.id, strategy=failed.strategy, base=start)
+
+    def _aim(self, state: ChainState) -> Aim | None:
+        """The bottleneck this chain is aimed at where several run (chosen once, from the original's why-slow facts,
+        and kept in the checkpoint); None for a lone chain."""
+        if self.config.parallel < 2:
+            return None
+        if aim_named(state.aim) is None:
+            state.aim = chain_aim(state.chain, self.ctx.timed_calls, self.memory.original_code).name
+        return aim_named(state.aim)
 
     def _original(self) -> Candidate:
         """The original as a measured candidate: the 1.00x ancestor."""
@@ -131,7 +145,8 @@ class ModelSteps:
                 )
 
     async def _request(self, messages, state: ChainState, purpose: str, role: str) -> ChatReply:
-        request = asyncio.ensure_future(self.model.complete(messages, role=role))
+        temperature = self.config.fix_temperature if role == "reflector" else None  # None: the model's own
+        request = asyncio.ensure_future(self.model.complete(messages, temperature=temperature, role=role))
         started = time.monotonic()
         try:
             while not (await asyncio.wait({request}, timeout=self.waiting_report_s))[0]:
@@ -146,13 +161,14 @@ class ModelSteps:
         finally:
             request.cancel()
 
-    async def _generate(self, state, origin, messages, *, parent=None, strategy="") -> Candidate:
+    async def _generate(self, state, origin, messages, *, parent=None, strategy="", base=None) -> Candidate:
+        """Ask for a candidate and evaluate it. `base`: the code the prompt shows to rewrite; in diff mode
+        (``Context.edits``) the reply's SEARCH/REPLACE blocks are applied to it."""
         purpose = f"{origin} of c{state.chain}.{sum(c.chain == state.chain for c in self.memory.candidates) + 1}"
         role = "reflector" if origin == "reflect" else "generator"
         reply = await self._ask(messages, state, purpose + (f" from {parent}" if parent else ""), role)
-        extraction = extract_code(
-            reply.text, required_names=self.ctx.contract.required, finish_reason=reply.finish_reason
-        )
+        extract = partial(extract_edited, base=base) if self.ctx.edits and base is not None else extract_code
+        extraction = extract(reply.text, required_names=self.ctx.contract.required, finish_reason=reply.finish_reason)
         candidate = Candidate(
             self.memory.next_id(state.chain),
             state.chain,

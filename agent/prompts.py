@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from functools import cached_property
 
-from geak.evaluator import CallCost, TritonFile
+from geak.evaluator import DEFAULT_TOLERANCES, CallCost, Tolerance, TritonFile
 
+from .chain_aims import Aim
 from .contract import Contract, contract_of
+from .edit_blocks import FORMAT as EDIT_FORMAT
+from .knowledge import fit
 from .memory import Candidate
 from .trimmed_test import trimmed_test
 
@@ -16,6 +20,10 @@ MAX_ERROR_CHARS = 4000
 MAX_CALLS_SHOWN = 12  # timed calls listed in a prompt (a ROCm benchmark times dozens of shapes)
 MAX_LEDGER_LINES = 24  # attempts listed in a prompt, the latest
 LEDGER_TEXT_CHARS = 160  # of a strategy, a failure or a reflection in one ledger line
+# A prompt's characters (system and user together) where it has a choice: a model reads a prompt of this size whole
+# and attends to it; past it, knowledge sections, the one-shot example and the bodies of the test's input helpers give
+# way (``_within_budget``), never the contract, the code, the facts or the tests.
+PROMPT_CHARS = 20_000
 
 
 @dataclass(frozen=True)
@@ -33,6 +41,14 @@ class Context:
     fresh_inputs: bool = True  # outputs are also compared on fresh random values
     probe_variants: bool = True  # and at other sizes and value ranges
     search_after: bool = False  # launch configurations are tuned by measurement after the model's rounds
+    tolerances: Mapping[str, Tolerance] = field(default_factory=dict)  # the evaluator's overrides of its defaults
+    budget: int | None = PROMPT_CHARS  # None: every section whole, whatever the length
+    edits: bool = False  # the model replies with SEARCH/REPLACE blocks (diff mode), not whole modules
+
+    @property
+    def module(self) -> str:
+        """What a reply ends with: the complete module, or (diff mode) the edit blocks."""
+        return "your edits as SEARCH/REPLACE blocks" if self.edits else "the complete module"
 
     @cached_property
     def contract(self) -> Contract:
@@ -41,6 +57,11 @@ class Context:
     @cached_property
     def trimmed_test(self) -> str:
         return trimmed_test(self.original)
+
+    @cached_property
+    def test_excerpts(self) -> tuple[str, str]:
+        """The trimmed test, then the same with the bodies of its input helpers left out (for a tight budget)."""
+        return self.trimmed_test, trimmed_test(self.original, helper_bodies=False)
 
 
 def system_prompt(ctx: Context) -> str:
@@ -52,9 +73,14 @@ def system_prompt(ctx: Context) -> str:
         f"{ctx.contract.describe()}\n"
         "- The work must be done by @triton.jit kernels launched from the wrappers: no PyTorch compute "
         "fallbacks, no try/except around launches, no side streams or threads.\n"
-        "- Write ONE complete, self-contained Python module (imports, kernels, wrappers) in a single "
-        "```python block. Do not include tests or benchmarks.\n"
-        "- Masks on every load and store that can go out of bounds; block sizes as tl.constexpr powers of two; "
+        + (
+            "- Change the code you are given by SEARCH/REPLACE blocks (the format is below), not by writing the "
+            "whole module again. Do not add tests or benchmarks.\n"
+            if ctx.edits
+            else "- Write ONE complete, self-contained Python module (imports, kernels, wrappers) in a single "
+            "```python block. Do not include tests or benchmarks.\n"
+        )
+        + "- Masks on every load and store that can go out of bounds; block sizes as tl.constexpr powers of two; "
         "use only features of Triton 3.2 to 3.9 (no tl.make_block_ptr, no tensor descriptors)."
         + (
             f"\n- Optimize the kernel `{ctx.focus}` (and how its wrapper launches it); keep the other kernels as "
@@ -62,6 +88,7 @@ def system_prompt(ctx: Context) -> str:
             if ctx.focus
             else ""
         )
+        + (f"\n\n## Reply format\n{EDIT_FORMAT}" if ctx.edits else "")
     )
 
 
@@ -83,7 +110,8 @@ def _facts(ctx: Context) -> str:
     if calls:
         lines.append("- The original's timed calls (argument shapes and dtypes, time, what bounds them):")
         for c in calls[:MAX_CALLS_SHOWN]:
-            lines.append(f"  - `{c.signature}`: {c.ms:.4f} ms, {c.bound}-bound" + (f" ({c.why})" if c.why else ""))
+            why = c.why if c.why.startswith(c.bound) else f"{c.bound}-bound" + (f" ({c.why})" if c.why else "")
+            lines.append(f"  - `{c.signature}`: {c.ms:.4f} ms, {why}")
         if len(calls) > MAX_CALLS_SHOWN:
             lines.append(f"  - and {len(calls) - MAX_CALLS_SHOWN} more")
     check = "on the test's inputs"
@@ -92,9 +120,10 @@ def _facts(ctx: Context) -> str:
     if ctx.probe_variants:
         check += ", at other sizes and on other value ranges"
     lines.append(
-        f"- Correctness: your outputs are compared with the original's {check}, within the original's tolerances; "
-        "code that is right only at the tested shapes or values fails."
+        f"- Correctness: your outputs are compared with the original's {check}; code that is right only at the "
+        "tested shapes or values fails."
     )
+    lines.append(tolerances(ctx))
     if ctx.search_after:
         lines.append(
             "- Block sizes, num_warps and num_stages are tuned by measurement after you (a launch-configuration "
@@ -109,17 +138,65 @@ def _facts(ctx: Context) -> str:
     return "## What is measured and checked\n" + "\n".join(lines)
 
 
-def _shared_sections(ctx: Context, one_shot: str | None, *, facts: bool = False) -> str:
+def tolerances(ctx: Context) -> str:
+    """The comparison's tolerances as the evaluator applies them (its defaults, with this run's overrides)."""
+    table = {**DEFAULT_TOLERANCES, **ctx.tolerances}
+    floats = "; ".join(f"{dtype} rtol {t.rtol:g}, atol {t.atol:g}" for dtype, t in table.items())
+    return (
+        "- Tolerances, per output element: |yours - original| <= atol * RMS(original output) + rtol * |original| "
+        f"(plus a tiny floor for all-zero outputs), by dtype: {floats} (every float8 type as float8); integers and "
+        "booleans exactly; NaN and infinities only where the original has them. The test's own assertions run too."
+    )
+
+
+def aim_section(aim: Aim | None) -> str:
+    """What one of several parallel chains is aimed at, or ''."""
+    if aim is None:
+        return ""
+    return (
+        f"## This attempt's aim: {aim.name}\nSeveral independent attempts work on this code in parallel, each on "
+        f"another bottleneck. This one is aimed at {aim.name}: {aim.direction}. Look for the gain in this direction "
+        "first (the original's measurements ranked the aims).\n\n"
+    )
+
+
+def _shared_sections(ctx: Context, knowledge: str, one_shot: str | None, test: str, facts: bool) -> str:
     parts = [_facts(ctx)] if facts else []
-    if ctx.knowledge:
-        parts.append(f"## Knowledge\n{ctx.knowledge.strip()}")
+    if knowledge:
+        parts.append(f"## Knowledge\n{knowledge.strip()}")
     if one_shot:
         parts.append(f"## A related, well-written Triton kernel (for reference only)\n{_fence(one_shot)}")
     parts.append(
         "## The unit test (fixed: it is re-attached to your code; shown here trimmed to what the checks and the "
-        f"timing run)\n{_fence(ctx.trimmed_test)}"
+        f"timing run)\n{_fence(test)}"
     )
     return "\n\n".join(parts)
+
+
+def size(messages: Messages) -> int:
+    return sum(len(m["content"]) for m in messages)
+
+
+def _within_budget(
+    ctx: Context, one_shot: str | None, build: Callable[[str], Messages], *, facts: bool = False
+) -> Messages:
+    """`build(shared sections)` with the richest shared sections that keep the prompt within `ctx.budget`: the test
+    with its helpers' bodies (without them where the prompt is too long even so), then as much knowledge as fits
+    (``knowledge.fit``), then the one-shot example where it fits whole."""
+    whole = ctx.test_excerpts[0]
+    if ctx.budget is None:
+        return build(_shared_sections(ctx, ctx.knowledge, one_shot, whole, facts))
+    for test in ctx.test_excerpts:
+        messages = build(_shared_sections(ctx, "", None, test, facts))
+        if size(messages) <= ctx.budget:
+            break
+    knowledge = fit(ctx.knowledge, ctx.budget - size(messages) - len("## Knowledge\n\n\n"))
+    if knowledge:
+        messages = build(_shared_sections(ctx, knowledge, None, test, facts))
+    if one_shot:
+        with_example = build(_shared_sections(ctx, knowledge, one_shot, test, facts))
+        messages = with_example if size(with_example) <= ctx.budget else messages
+    return messages
 
 
 def _rewrite_task(ctx: Context) -> str:
@@ -168,26 +245,33 @@ def ledger(candidates: list[Candidate]) -> str:
     return omitted + "\n".join(ledger_line(c) for c in model[-MAX_LEDGER_LINES:])
 
 
-def generate(ctx: Context, code: str, one_shot: str | None, note: str = "") -> Messages:
-    """First attempt, or a fresh start: rewrite the original for speed."""
-    user = (
-        f"## Task\n{_rewrite_task(ctx)}\n"
-        + (f"{note}\n" if note else "")
-        + f"\n## Current code\n{_fence(code)}\n\n{_shared_sections(ctx, one_shot, facts=True)}\n\n"
-        "Reply with a short analysis of the bottleneck and your plan, then the complete module."
-    )
-    return [{"role": "system", "content": system_prompt(ctx)}, {"role": "user", "content": user}]
+def generate(ctx: Context, code: str, one_shot: str | None, note: str = "", aim: Aim | None = None) -> Messages:
+    """First attempt, or a fresh start: rewrite the original for speed (in the direction of `aim`, one of several
+    parallel chains')."""
+
+    def build(shared: str) -> Messages:
+        user = (
+            f"## Task\n{_rewrite_task(ctx)}\n"
+            + (f"{note}\n" if note else "")
+            + f"\n{aim_section(aim)}## Current code\n{_fence(code)}\n\n{shared}\n\n"
+            f"Reply with a short analysis of the bottleneck and your plan, then {ctx.module}."
+        )
+        return [{"role": "system", "content": system_prompt(ctx)}, {"role": "user", "content": user}]
+
+    return _within_budget(ctx, one_shot, build, facts=True)
 
 
 def from_instruction(ctx: Context, instruction: str, one_shot: str | None, note: str = "") -> Messages:
     """Generate mode (the paper's setting): write the module from the task's instruction alone."""
-    user = (
-        f"## Task\n{instruction.strip()}\n"
-        + (f"{note}\n" if note else "")
-        + f"\n{_shared_sections(ctx, one_shot, facts=True)}\n\n"
-        "Reply with a short plan, then the complete module."
-    )
-    return [{"role": "system", "content": system_prompt(ctx)}, {"role": "user", "content": user}]
+
+    def build(shared: str) -> Messages:
+        user = (
+            f"## Task\n{instruction.strip()}\n" + (f"{note}\n" if note else "") + f"\n{shared}\n\n"
+            "Reply with a short plan, then the complete module."
+        )
+        return [{"role": "system", "content": system_prompt(ctx)}, {"role": "user", "content": user}]
+
+    return _within_budget(ctx, one_shot, build, facts=True)
 
 
 def reflect(
@@ -205,19 +289,25 @@ def reflect(
     stage = ev.stage if ev else "reply"
     notes = "".join(f"- {note}\n" for note in (ev.notes if ev else []))
     history = "\n".join(ledger_line(c) for c in tried)
-    user = (
-        f"## Task\n{_rewrite_task(ctx)} Your previous attempt failed; fix it.\n\n"
-        f"## Your previous attempt failed at the {stage} stage\n```\n{report}\n```\n\n"
-        + (f"## What the check noted\n{notes}\n" if notes else "")
-        + (f"## Fixes already tried on this line of attack (do not repeat them)\n{history}\n\n" if history else "")
-        + "## The code that failed (line numbers added for reference; do not copy them)\n"
-        f"{_numbered(failed.code)}\n\n"
-        + (f"## The reference, whose outputs yours must match\n{_fence(reference)}\n\n" if reference else "")
-        + f"{_shared_sections(ctx, one_shot)}\n\n"
-        "First write a section '## Reflection': the root cause of the failure, traced to the code, and what "
-        "must change. Then give the complete corrected module."
-    )
-    return [{"role": "system", "content": system_prompt(ctx)}, {"role": "user", "content": user}]
+    wrong = f"## How outputs are compared\n{tolerances(ctx)[2:]}\n\n" if stage == "exec" else ""
+
+    def build(shared: str) -> Messages:
+        user = (
+            f"## Task\n{_rewrite_task(ctx)} Your previous attempt failed; fix it.\n\n"
+            f"## Your previous attempt failed at the {stage} stage\n```\n{report}\n```\n\n"
+            + (f"## What the check noted\n{notes}\n" if notes else "")
+            + wrong
+            + (f"## Fixes already tried on this line of attack (do not repeat them)\n{history}\n\n" if history else "")
+            + "## The code that failed (line numbers added for reference; do not copy them)\n"
+            f"{_numbered(failed.code)}\n\n"
+            + (f"## The reference, whose outputs yours must match\n{_fence(reference)}\n\n" if reference else "")
+            + f"{shared}\n\n"
+            "First write a section '## Reflection': the root cause of the failure, traced to the code, and what "
+            f"must change. Then give {ctx.module if ctx.edits else 'the complete corrected module'}."
+        )
+        return [{"role": "system", "content": system_prompt(ctx)}, {"role": "user", "content": user}]
+
+    return _within_budget(ctx, one_shot, build)
 
 
 def reflect_on_reply(
@@ -229,18 +319,25 @@ def reflect_on_reply(
     task = instruction.strip() if instruction is not None else _rewrite_task(ctx)
     strategy = f"## The strategy to implement\n{failed.strategy.strip()}\n\n" if failed.strategy else ""
     code = f"## The code to start from\n{_fence(start)}\n\n" if start is not None else ""
-    user = (
-        f"## Your previous reply could not be used\n{why}\n"
-        "Keep the analysis short, so that the complete module fits in the reply.\n\n"
-        f"## Task\n{task}\n\n{strategy}{code}{_shared_sections(ctx, one_shot, facts=True)}\n\n"
-        "Reply with one or two sentences on your plan, then the complete module."
-    )
-    return [{"role": "system", "content": system_prompt(ctx)}, {"role": "user", "content": user}]
+
+    def build(shared: str) -> Messages:
+        user = (
+            f"## Your previous reply could not be used\n{why}\n"
+            f"Keep the analysis short, so that {ctx.module} {'fit' if ctx.edits else 'fits'} in the reply.\n\n"
+            f"## Task\n{task}\n\n{strategy}{code}{shared}\n\n"
+            f"Reply with one or two sentences on your plan, then {ctx.module}."
+        )
+        return [{"role": "system", "content": system_prompt(ctx)}, {"role": "user", "content": user}]
+
+    return _within_budget(ctx, one_shot, build, facts=True)
 
 
-def optimizer(ctx: Context, ancestors: list[Candidate], attempts: str = "", avoid: str = "") -> Messages:
+def optimizer(
+    ctx: Context, ancestors: list[Candidate], attempts: str = "", avoid: str = "", aim: Aim | None = None
+) -> Messages:
     """The LLM as optimizer: past (code, latency) pairs, slowest first, so the direction of improvement shows (the
-    original among them, at 1.00x), and the ledger of every attempt so far (`attempts`)."""
+    original among them, at 1.00x), and the ledger of every attempt so far (`attempts`); `aim`: the bottleneck this
+    chain, one of several, is aimed at."""
     ordered = sorted(ancestors, key=lambda c: -(c.evaluation.sort_key if c.evaluation else 0.0))
     blocks = []
     for c in ordered:
@@ -262,36 +359,50 @@ def optimizer(ctx: Context, ancestors: list[Candidate], attempts: str = "", avoi
         if ctx.search_after
         else ""
     )
-    user = (
-        f"## Measured candidates on {ctx.device}, slowest first\n{base}\n{why}\n" + "\n\n".join(blocks) + "\n\n"
-        + (f"## Every attempt so far, oldest first\n{attempts}\n\n" if attempts else "")
-        + f"## Knowledge\n{ctx.knowledge.strip()}\n\n"
-        "## Your job\nAnalyse why the faster candidates are faster and what limits the fastest one (memory- or "
-        "compute-bound? compare its efficiency with the peak). Then write a section '## Strategy': a concrete, "
-        "numbered plan for the next version that should be faster still, different from the attempts that "
-        f"failed or did not pay. Do not write code.{search}"
-        + (
-            f"\nThe last line of attack failed repeatedly; choose a clearly different approach than:\n{avoid}"
-            if avoid
-            else ""
+    aimed = f" The plan must be aimed at {aim.name} (see the aim above)." if aim else ""
+
+    def build(knowledge: str) -> Messages:
+        user = (
+            f"## Measured candidates on {ctx.device}, slowest first\n{base}\n{why}\n"
+            + "\n\n".join(blocks)
+            + "\n\n"
+            + (f"## Every attempt so far, oldest first\n{attempts}\n\n" if attempts else "")
+            + (f"## Knowledge\n{knowledge.strip()}\n\n" if knowledge else "")
+            + aim_section(aim)
+            + "## Your job\nAnalyse why the faster candidates are faster and what limits the fastest one (memory- or "
+            "compute-bound? compare its efficiency with the peak). Then write a section '## Strategy': a concrete, "
+            "numbered plan for the next version that should be faster still, different from the attempts that "
+            f"failed or did not pay. Do not write code.{search}{aimed}"
+            + (
+                f"\nThe last line of attack failed repeatedly; choose a clearly different approach than:\n{avoid}"
+                if avoid
+                else ""
+            )
         )
-    )
-    return [
-        {"role": "system", "content": "You are an expert GPU performance engineer who reads measurements."},
-        {"role": "user", "content": user},
-    ]
+        return [
+            {"role": "system", "content": "You are an expert GPU performance engineer who reads measurements."},
+            {"role": "user", "content": user},
+        ]
+
+    if ctx.budget is None:
+        return build(ctx.knowledge)
+    return build(fit(ctx.knowledge, ctx.budget - size(build("")) - len("## Knowledge\n\n\n")))
 
 
-def implement(ctx: Context, base: Candidate, strategy: str, one_shot: str | None) -> Messages:
+def implement(ctx: Context, base: Candidate, strategy: str, one_shot: str | None, aim: Aim | None = None) -> Messages:
     """The Generator, writing code from the Optimizer's strategy."""
-    user = (
+    task = (
         f"## Task\nImplement this optimization strategy on the code below (currently "
         f"{base.evaluation.latency_ms:.4f} ms).\n"
         if base.evaluation and base.evaluation.latency_ms
         else "## Task\nImplement this optimization strategy on the code below.\n"
-    ) + (
-        f"\n## Strategy\n{strategy.strip()}\n\n## Code\n{_fence(base.code)}\n\n"
-        f"{_shared_sections(ctx, one_shot, facts=True)}\n\n"
-        "Reply with one sentence on what you changed, then the complete module."
     )
-    return [{"role": "system", "content": system_prompt(ctx)}, {"role": "user", "content": user}]
+
+    def build(shared: str) -> Messages:
+        user = task + (
+            f"\n{aim_section(aim)}## Strategy\n{strategy.strip()}\n\n## Code\n{_fence(base.code)}\n\n{shared}\n\n"
+            f"Reply with one sentence on what you changed, then {ctx.module}."
+        )
+        return [{"role": "system", "content": system_prompt(ctx)}, {"role": "user", "content": user}]
+
+    return _within_budget(ctx, one_shot, build, facts=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from geak.evaluator import BadInput, Evaluator, TritonFileError, read_triton_file
+from geak.evaluator import BadInput, Evaluator, ModuleTests, TritonFileError, as_module, read_source, read_triton_file
 
 from .config import AgentConfig, eval_options
 from .evaluation import CandidateEvaluator
@@ -22,7 +22,9 @@ from .retrieval import KernelCorpus
 
 class OptimizeSession:
     """Optimizes `file` with `config`. `evaluator` None: the session starts its own (on `backend`) and closes it.
-    `kernel` names one `@triton.jit` kernel to focus on (prompts and the launch-parameter search); None = all."""
+    `kernel` names one `@triton.jit` kernel to focus on (prompts and the launch-parameter search); None = all.
+    `module`: `file` is a repository's module, and its repository's tests (``geak.evaluator.module_tests``) judge
+    every candidate in its place (a lent evaluator must be able to read the repository)."""
 
     def __init__(
         self,
@@ -33,8 +35,10 @@ class OptimizeSession:
         backend: str = "auto",
         progress: ProgressCallback | None = None,
         kernel: str | None = None,
+        module: ModuleTests | None = None,
     ):
         self.file = Path(file)
+        self.module = module
         self.config = config
         self.evaluator = evaluator
         self.backend = backend
@@ -58,7 +62,7 @@ class OptimizeSession:
         `LLMError` (the model cannot be used); a `kernel` the file lacks is bad input."""
         cfg = self.config
         try:
-            original = await asyncio.to_thread(read_triton_file, self.file)
+            original = await asyncio.to_thread(self._read)
         except FileNotFoundError as e:
             raise BadInput(f"{self.file}: no such file") from e
         except TritonFileError as e:
@@ -70,8 +74,9 @@ class OptimizeSession:
         if cfg.one_shot and model is not None:
             corpus = await asyncio.to_thread(KernelCorpus.load, cfg.corpus_path)
         own = self.evaluator is None
-        evaluator = Evaluator(eval_options(cfg, self.backend)) if own else self.evaluator
-        candidates = CandidateEvaluator(evaluator, self.file, original=original)
+        readable = (str(self.module.repository.root),) if self.module is not None else ()
+        evaluator = Evaluator(eval_options(cfg, self.backend), readable=readable) if own else self.evaluator
+        candidates = CandidateEvaluator(evaluator, self.file, original=original, module=self.module)
         try:
             self._agent = GeakAgent(cfg, candidates, model, corpus, progress=self.progress, kernel=self.kernel)
             if self._stop_requested:
@@ -84,3 +89,8 @@ class OptimizeSession:
                 await evaluator.aclose()
             else:
                 await candidates.release()
+
+    def _read(self):
+        if self.module is None:
+            return read_triton_file(self.file)
+        return as_module(self.module, read_source(self.file), str(self.file))

@@ -1,6 +1,7 @@
 """Prompt sizes over the benchmark suites: the characters of each generate prompt, before (the whole test section
 and every knowledge section) and after (the test trimmed to what the checks and the timing run, the knowledge chosen
-by the kernel's family), per suite. Reads ``../shared/suites`` (or ``--suites DIR``); needs no GPU and no model.
+by the kernel's family, within ``prompts.PROMPT_CHARS``), per suite, with how many prompts needed knowledge cut or the
+test's helpers' bodies left out. Reads ``../shared/suites`` (or ``--suites DIR``); needs no GPU and no model.
 
     .venv/bin/python benchmarks/prompt_sizes.py [--suites ../shared/suites] [--files]
 """
@@ -20,20 +21,25 @@ SUITES = {  # suite folder, the device its prompts are rendered for
     "rocm/ROCm_v1": ("AMD Instinct MI300X (rocm, gfx942)", "rocm", "gfx942"),
     "tritonbench_revised/TritonBench_G_v1": ("NVIDIA H100 80GB HBM3 (cuda, sm_90)", "cuda", "sm_90"),
 }
-LIMIT = 20_000
+LIMIT = prompts.PROMPT_CHARS
 
 
-def sizes(path: Path, device: str, backend: str, arch: str) -> tuple[int, int]:
-    """(before, after) characters of the generate prompt for one file, with the launch search to follow. Before: the
-    same prompt with the whole test section and every knowledge section, as prompts carried them (each appears once
-    in a generate prompt)."""
+def sizes(path: Path, device: str, backend: str, arch: str) -> tuple[int, int, bool, bool]:
+    """(before, after, knowledge cut, helpers' bodies left out) for the generate prompt of one file, with the launch
+    search to follow. Before: the same prompt with the whole test section and every knowledge section, no budget.
+    After: as the loop sends it (``prompts.PROMPT_CHARS``); without a GPU's timed calls, which add a line each."""
     original = read_triton_file(path)
     knowledge = knowledge_for(backend, arch)
     chosen = for_code(knowledge, original.kernel_section)
     ctx = prompts.Context(original, device, chosen, True, search_after=True)
-    after = sum(len(m["content"]) for m in prompts.generate(ctx, original.kernel_section, None))
-    before = after + len(original.test_section) - len(ctx.trimmed_test) + len(knowledge.strip()) - len(chosen.strip())
-    return before, after
+    after = prompts.generate(ctx, original.kernel_section, None)
+    whole = prompts.Context(original, device, knowledge, True, search_after=True, budget=None)
+    before = prompts.size(prompts.generate(whole, original.kernel_section, None))
+    before += len(original.test_section) - len(whole.trimmed_test)
+    user = after[-1]["content"]
+    cut = chosen.strip() not in user
+    helpers = ctx.test_excerpts[0] not in user
+    return before, prompts.size(after), cut, helpers
 
 
 def main() -> int:
@@ -62,9 +68,12 @@ def main() -> int:
                 f"  {label:6} min {min(values):6}  median {statistics.median(values):8.0f}  max {max(values):6}  "
                 f"over {LIMIT // 1000} k: {over}"
             )
+        cut, helpers = sum(row[3] for row in rows), sum(row[4] for row in rows)
+        print(f"  within {LIMIT // 1000} k by cutting knowledge in {cut}, and the test's helpers' bodies in {helpers}")
         if args.files:
-            for name, before, after in sorted(rows, key=lambda r: -r[2]):
-                print(f"    {name:45} {before:6} -> {after:6}")
+            for name, before, after, cut, helpers in sorted(rows, key=lambda r: -r[2]):
+                gave = [w for w, said in (("knowledge cut", cut), ("helpers' bodies left out", helpers)) if said]
+                print(f"    {name:45} {before:6} -> {after:6}  {', '.join(gave)}")
     return 0
 
 

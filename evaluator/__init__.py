@@ -27,6 +27,9 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "job_environment": ("isolation", "job_environment"),
     "register_secret": ("redaction", "register_secret"),
     "parse_tolerance_overrides": ("compare", "parse_tolerance_overrides"),
+    "DEFAULT_TOLERANCES": ("compare", "DEFAULT_TOLERANCES"),
+    "Tolerance": ("compare", "Tolerance"),
+    "tolerance_for": ("compare", "tolerance_for"),
     "longest_first": ("reference_costs", "longest_first"),
     # results
     "BenchResult": ("results", "BenchResult"),
@@ -68,6 +71,10 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "ModuleTests": ("repo_tests", "ModuleTests"),
     "RepositoryError": ("repo_tests", "RepositoryError"),
     "module_tests": ("repo_tests", "module_tests"),
+    "as_module": ("repo_tests", "as_module"),
+    "cases_run": ("repo_tests", "cases_run"),
+    "check_module_in_jobs": ("module_shards", "check_module_in_jobs"),
+    "read_source": ("triton_file", "read_source"),
     "needs_repository_tests": ("repo_tests", "needs_repository_tests"),
     "tightened_contracts": ("input_contracts", "tightened_contracts"),
 }

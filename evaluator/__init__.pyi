@@ -1,11 +1,15 @@
 """The public surface's types, for type checkers: ``__init__.py`` loads each name on first use."""
 
 from .api import Evaluator as Evaluator
+from .compare import DEFAULT_TOLERANCES as DEFAULT_TOLERANCES
+from .compare import Tolerance as Tolerance
 from .compare import parse_tolerance_overrides as parse_tolerance_overrides
+from .compare import tolerance_for as tolerance_for
 from .compile_store import default_root as default_root
 from .input_contracts import tightened_contracts as tightened_contracts
 from .inputs import BadInput as BadInput
 from .isolation import job_environment as job_environment
+from .module_shards import check_module_in_jobs as check_module_in_jobs
 from .options import EvalOptions as EvalOptions
 from .pool import WorkerPool as WorkerPool
 from .pool import device_masks as device_masks
@@ -17,6 +21,8 @@ from .redaction import register_secret as register_secret
 from .reference_costs import longest_first as longest_first
 from .repo_tests import ModuleTests as ModuleTests
 from .repo_tests import RepositoryError as RepositoryError
+from .repo_tests import as_module as as_module
+from .repo_tests import cases_run as cases_run
 from .repo_tests import module_tests as module_tests
 from .repo_tests import needs_repository_tests as needs_repository_tests
 from .results import NOT_RUN_KINDS as NOT_RUN_KINDS
@@ -49,6 +55,7 @@ from .triton_file import is_kernel_def as is_kernel_def
 from .triton_file import is_test_code as is_test_code
 from .triton_file import looks_like_triton as looks_like_triton
 from .triton_file import parse_triton_file as parse_triton_file
+from .triton_file import read_source as read_source
 from .triton_file import read_triton_file as read_triton_file
 from .triton_file import separator_index as separator_index
 from .triton_file import statement_span as statement_span
@@ -56,6 +63,7 @@ from .zygote import WorkerStartError as WorkerStartError
 
 __all__ = [
     "AUTOTUNE_DECORATORS",
+    "DEFAULT_TOLERANCES",
     "JIT_DECORATORS",
     "NOT_RUN_KINDS",
     "SEPARATOR",
@@ -75,10 +83,14 @@ __all__ = [
     "RepositoryError",
     "ScreenResult",
     "ScreenedVariant",
+    "Tolerance",
     "TritonFile",
     "TritonFileError",
     "WorkerPool",
     "WorkerStartError",
+    "as_module",
+    "cases_run",
+    "check_module_in_jobs",
     "constexpr_params",
     "decorator_name",
     "default_root",
@@ -99,6 +111,7 @@ __all__ = [
     "parse_tolerance_overrides",
     "parse_triton_file",
     "pin_device",
+    "read_source",
     "read_triton_file",
     "register_secret",
     "separator_index",
@@ -106,6 +119,7 @@ __all__ = [
     "statement_span",
     "tightened_contracts",
     "timing_cost",
+    "tolerance_for",
     "usable_cores",
     "with_profile",
 ]

@@ -137,17 +137,20 @@ class Evaluator:
         async with self._references.held(ref_run):
             return await self._candidates.verdict(candidate, reference, ref_run, label, progress, started)
 
-    async def prepare_reference(self, file: str | Path, progress: Progress | None = None) -> None:
+    async def prepare_reference(
+        self, file: str | Path, progress: Progress | None = None, module: ModuleTests | None = None
+    ) -> None:
         """Run `file` as a reference now (with its probes), where no run of it is kept: the checks against it then
-        find it done. A search does it before planning, to know what checking a finalist takes."""
-        await self._references.run(read_file(file, "reference"), progress)
+        find it done. A search does it before planning, to know what checking a finalist takes. `module`: `file`
+        is a text of a repository's module (judged by its tests)."""
+        await self._references.run(_read(file, "reference", module), progress)
 
-    async def forget_reference(self, file: str | Path) -> None:
+    async def forget_reference(self, file: str | Path, module: ModuleTests | None = None) -> None:
         """Drop the kept run of `file` as a reference (its outputs stay on disk until the evaluator closes): for work
         over many references, once no check against it is to come. A check against it still running keeps it until
         that check ends; a later check runs the reference again."""
         try:
-            reference = read_file(file, "reference")
+            reference = _read(file, "reference", module)
         except BadInput:
             return
         await self._references.forget(reference)
@@ -190,23 +193,30 @@ class Evaluator:
         progress: Progress | None = None,
         check_first: bool = True,
         rounds: int | None = None,
+        module: ModuleTests | None = None,
     ) -> BenchResult:
         """Time the captured bench calls (the `bench_*` functions', else the tests'). With `against`, the
         reference and the candidate are interleaved in one process and a speedup interval is reported.
         The candidate must pass `check` first (unless `check_first=False` because the caller just did).
         `rounds` fixes the number of interleaved timing rounds (default: the options' `bench_rounds`, else, against a
-        reference, as many as the speedup needs to be decided; ``bench.round_plan``)."""
+        reference, as many as the speedup needs to be decided; ``bench.round_plan``). `module`: the texts are a
+        repository's module, whose tests' calls of its wrappers are timed (`file` defaults to the module's)."""
         started = time.perf_counter()
+        file = module.path if module is not None and file is None and source is None else file
         label = str(file) if file is not None else CANDIDATE_LABEL
-        check = await self.check(file, source=source, against=against, progress=progress) if check_first else None
+        if check_first:
+            checked = dict(source=source, against=against, progress=progress)
+            check = await (self.check(file, **checked) if module is None else self.check_module(module, **checked))
+        else:
+            check = None
         info = RuntimeFacts.from_dict(await self.pool.runtime_info())
         if check is not None and not check.ok:
             return bench_stage.check_failed(check, label, against)
         if info.backend == "interpreter":
             return bench_stage.needs_a_gpu(check, label)
-        reference = read_file(against, "reference") if against is not None else None
+        reference = _read(against, "reference", module) if against is not None else None
         candidate_text = source if source is not None else source_text(file)
-        candidate = parse_triton_file(candidate_text, label, require_tests=reference is None)
+        candidate = _parsed(candidate_text, label, module, require_tests=reference is None)
         owner = reference or candidate
         measuring = time.perf_counter()
         peaks = await self.device_peaks(progress)
@@ -292,16 +302,18 @@ class Evaluator:
         deadline_s: float = 60.0,
         finalists: int = 2,
         progress: Progress | None = None,
+        module: ModuleTests | None = None,
     ) -> ScreenResult:
         """Screen many variants (kernel code, or whole files) with the test of `against` in one job: each runs the
         captured calls on the test's own inputs (its outputs compared here with the baseline's), and on a GPU the
         correct ones are ranked by short timings until `finalists` are left. `baseline`: the code they are variants
-        of (default: `against` itself). Screen timings only rank; the full check and bench confirm."""
+        of (default: `against` itself). Screen timings only rank; the full check and bench confirm. `module`: the
+        texts are a repository's module, screened on the calls its tests make."""
         started = time.perf_counter()
-        reference = read_file(against, "reference")
+        reference = _read(against, "reference", module)
         info = RuntimeFacts.from_dict(await self.pool.runtime_info())
         peaks = await self.device_peaks(progress) if info.backend != "interpreter" else None
-        base_kernel = reference.kernel_section if baseline is None else self._kernel_section(baseline)
+        base_kernel = reference.kernel_section if baseline is None else _kernel_section(baseline)
         if base_kernel is None:
             raise BadInput("the baseline of a screening does not parse")
         job_dir = self._folders.new()
@@ -309,7 +321,7 @@ class Evaluator:
         modules = [self._bench_module("reference", reference_text, reference, job_dir)]
         labels, unparsed = [], {}
         for i, variant in enumerate(variants, 1):
-            label, kernel = f"v{i}", self._kernel_section(variant)
+            label, kernel = f"v{i}", _kernel_section(variant)
             labels.append(label)
             if kernel is None:
                 unparsed[label] = ScreenedVariant(label, "failed", "does not parse")
@@ -363,27 +375,40 @@ class Evaluator:
         result = profile_stage.profile_result(outcome, label, owner, info.device, info.units)
         return _with_duration(result, time.perf_counter() - started)
 
-    def _kernel_section(self, code: str) -> str | None:
-        try:
-            return parse_triton_file(code, CANDIDATE_LABEL, require_tests=False).kernel_section
-        except TritonFileError:
-            return None
-
     async def device_peaks(self, progress: Progress | None = None) -> Peaks:
         """The device's ceilings and noise margin (``device_peaks.DevicePeaks``)."""
         return await self._peaks.get(progress)
 
     def _bench_module(self, label: str, text: str, owner: TritonFile, job_dir: Path) -> dict[str, Any]:
         module_name = self._folders.module_name()
-        path = job_dir / f"{module_name}.py"
-        path.write_text(text)
-        return {
-            "label": label,
-            "path": str(path),
-            "module_name": module_name,
-            "wrappers": list(owner.entry_points),
-            "kernels": [k.name for k in owner.kernels],
-        }
+        (job_dir / f"{module_name}.py").write_text(text)
+        return bench_stage.module_spec(label, job_dir / f"{module_name}.py", module_name, owner, self.options)
+
+
+def _read(path: str | Path, role: str, module: ModuleTests | None) -> TritonFile:
+    """The file at `path` for its `role`, or, for a repository's `module`, its text as that module; BadInput where it
+    cannot be."""
+    if module is None:
+        return read_file(path, role)
+    try:
+        return as_module(module, source_text(path), str(path))
+    except TritonFileError as e:
+        raise BadInput(f"{role} {path}: {e}") from e
+
+
+def _parsed(text: str, label: str, module: ModuleTests | None, require_tests: bool) -> TritonFile:
+    return (
+        parse_triton_file(text, label, require_tests=require_tests)
+        if module is None
+        else as_module(module, text, label)
+    )
+
+
+def _kernel_section(code: str) -> str | None:
+    try:
+        return parse_triton_file(code, CANDIDATE_LABEL, require_tests=False).kernel_section
+    except TritonFileError:
+        return None
 
 
 def _unparsed(error: TritonFileError, label: str, against: str | Path | None, started: float) -> CheckResult:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import timing_rules as rules
+from .check import limited
 from .pool import JobOutcome
 from .results import BenchResult, CallTiming, CheckResult, Diagnostic, Peaks
 from .runtime_facts import RuntimeFacts
@@ -37,6 +38,21 @@ def round_plan(options: EvalOptions, rounds: int | None, against: bool, margin: 
         return RoundPlan.fixed(MIN_ROUNDS, margin)
     most = max(MIN_ROUNDS, options.max_bench_rounds + options.max_bench_rounds % 2)
     return RoundPlan(MIN_ROUNDS, most, margin, options.max_rounds_s)
+
+
+def module_spec(label: str, path: Path, module_name: str, owner: TritonFile, options: EvalOptions) -> dict[str, Any]:
+    """One module of a bench, screen or profile job: the variant's file and what to record of it; for a
+    repository's module, where the repository lies and the check's limits on its tests (``check.limited``)."""
+    spec = {
+        "label": label,
+        "path": str(path),
+        "module_name": module_name,
+        "wrappers": list(owner.entry_points),
+        "kernels": [k.name for k in owner.kernels],
+    }
+    if owner.repository is not None:
+        spec["repository"] = limited(owner.repository, options)
+    return spec
 
 
 def bench_job(

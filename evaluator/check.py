@@ -59,9 +59,19 @@ def check_job(
             probe_stall_s=options.probe_stall_s,
             stop_kinds=sorted(stop_kinds),
             compile_workers=compile_workers(options) if owner.repository is None else 0,  # the dry pass imports a file
-            repository=owner.repository,
+            repository=limited(owner.repository, options),
         )
     )
+
+
+def limited(repository: dict[str, Any] | None, options: EvalOptions) -> dict[str, Any] | None:
+    """A repository's job dict with the options' limits on its cases (``job/case_limits.py``), none where it asks
+    for every case."""
+    if repository is None:
+        return None
+    if repository.get("every_case"):
+        return {**repository, "cases_per_test": None, "budget_s": None}
+    return {**repository, "cases_per_test": options.cases_per_test, "budget_s": options.tests_budget_s}
 
 
 def compile_workers(options: EvalOptions) -> int:

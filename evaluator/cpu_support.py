@@ -44,6 +44,10 @@ ERROR_LIMITS = (
         "a vendor libdevice function the interpreter cannot compute (not in GEAK's NumPy map)",
     ),
     CpuLimit(
+        ("ValueError('Unsupported data type')",),  # the interpreter's atomics: 16-bit floats other than fp16
+        "an atomic operation on bf16 values (tl.atomic_add, tl.atomic_max...), which the interpreter's atomics lack",
+    ),
+    CpuLimit(
         ("Torch not compiled with CUDA enabled", "Cannot access accelerator device when none is available"),
         "the code needs torch's CUDA runtime, which a CPU-only torch lacks",
     ),

@@ -102,15 +102,20 @@ def _through(value: str, python_home: str | None) -> str:
 def default_policy(
     extra_hidden: Iterable[str] = (), python_home: str | None = None, shown: Iterable[str] = ()
 ) -> Policy:
-    """Hide the system's private places, the caller's working directory (the project), the temporary directory
-    (every scratch directory of the evaluator) and `extra_hidden`; expose again, read-only, what Python needs: its
-    installation, the folders on PYTHONPATH, and the environment (its prefix and site-packages), through
-    `python_home` where the zygote starts through a link to it (``job_package``), the GPU toolkits named by
+    """Hide the system's private places, the caller's working directory (the project, unless it lies in `shown`), the
+    temporary directory (every scratch directory of the evaluator) and `extra_hidden`; expose again, read-only, what
+    Python needs: its installation, the folders on PYTHONPATH, and the environment (its prefix and site-packages),
+    through `python_home` where the zygote starts through a link to it (``job_package``), the GPU toolkits named by
     ``TOOLKIT_PATHS``, and `shown` (a repository whose tests judge a module of it). The evaluator's own code is not
     exposed: job processes run what the zygote imported."""
     import tempfile
 
-    candidates = [*HIDDEN_SYSTEM, os.path.expanduser("~"), tempfile.gettempdir(), os.getcwd(), *extra_hidden]
+    repositories = [os.path.realpath(p) for p in shown]
+    project = os.path.realpath(os.getcwd())
+    # `geak check` run inside the repository it shows: hidden, the project could not be shown again (only folders
+    # deeper than a hidden one are); it is the repository, shown read-only
+    projects = [] if any(within(project, p) for p in repositories) else [project]
+    candidates = [*HIDDEN_SYSTEM, os.path.expanduser("~"), tempfile.gettempdir(), *projects, *extra_hidden]
     roots = python_roots()
     hidden: list[str] = []
     for path in map(os.path.realpath, candidates):
@@ -123,7 +128,7 @@ def default_policy(
     python_path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     toolkits = [os.environ[name] for name in TOOLKIT_PATHS if os.environ.get(name)]
     environment = [python_home] if python_home else _environment_paths()
-    needed = {*roots, *environment, *map(os.path.realpath, [*python_path, *toolkits, *shown])}
+    needed = {*roots, *environment, *map(os.path.realpath, [*python_path, *toolkits]), *repositories}
     return Policy(tuple(hidden), _inside(needed, hidden))
 
 

@@ -24,12 +24,15 @@ import fnmatch
 import os
 import tempfile
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from .compile_store import default_root
 from .python_source import parse
+from .results import NOT_RUN_KINDS, TestOutcome
+from .shared.test_ids import test_function
 from .triton_file import TritonFile, TritonFileError, _asserts, parse_triton_file, read_source
 
 MARKERS = ("pyproject.toml", "pytest.ini", "setup.cfg", "tox.ini", ".git")
@@ -72,6 +75,7 @@ class ModuleTests:
     tests: tuple[FoundTest, ...]
     source: str  # "imports" (found), "[tool.geak]" or "--tests"
     searched: tuple[Path, ...]  # the folders whose pytest files were read
+    every_case: bool = False  # run every case whatever the evaluator's limits (a proposal's confirmation)
 
     @property
     def sys_path(self) -> list[str]:
@@ -86,7 +90,13 @@ class ModuleTests:
             "module": self.module,
             "sys_path": self.sys_path,
             "nodes": [t.node for t in self.tests],
+            "every_case": self.every_case,
         }
+
+    def with_every_case(self) -> ModuleTests:
+        """The same tests, every case of them run whatever the evaluator's limits (``EvalOptions.cases_per_test``,
+        ``tests_budget_s``): what confirms a proposal."""
+        return replace(self, every_case=True)
 
     def to_dict(self) -> dict[str, Any]:
         """What was found and why, as data (`geak check --json`)."""
@@ -103,6 +113,24 @@ class ModuleTests:
         return [f"{t.node}: {t.why}" for t in self.tests]
 
 
+def cases_run(tests: Sequence[TestOutcome], budget_s: float | None = None, shown: int = 3) -> str:
+    """What of a module's selected cases ran, and what a limit left out (``EvalOptions.cases_per_test``,
+    ``tests_budget_s``): `ran 4 of 7 selected case(s) within 20 s; left out: 3 not sampled (tests/t.py::f[2], ...)`."""
+    left = [t for t in tests if t.kind == "left out"]
+    ran = [t for t in tests if t.kind not in NOT_RUN_KINDS]
+    within = f" within {budget_s:g} s" if budget_s is not None else ""
+    line = f"ran {len(ran)} of {len(tests)} selected case(s){within}"
+    if not left:
+        return line + "; none left out"
+    parts = []
+    for why, words in (("not sampled", "not sampled"), ("past the budget", "past the budget")):
+        names = [t.name for t in left if why in t.message]
+        if names:
+            more = f", and {len(names) - shown} more" if len(names) > shown else ""
+            parts.append(f"{len(names)} {words} ({', '.join(names[:shown])}{more})")
+    return f"{line}; left out: {'; '.join(parts)}"
+
+
 def as_module(target: ModuleTests, text: str, label: str) -> TritonFile:
     """`text` as the module under check (the original or a candidate): its kernels and entry points as a file's,
     its tests the repository's (pytest runs them), carried to the job with where the repository lies."""
@@ -112,7 +140,7 @@ def as_module(target: ModuleTests, text: str, label: str) -> TritonFile:
         tests=tuple(t.node for t in target.tests),
         benches=(),
         test_style="pytest",
-        asserting_tests=tuple(t.node for t in target.tests if t.asserts),
+        asserting_tests=tuple(dict.fromkeys(test_function(t.node) for t in target.tests if t.asserts)),
         repository=target.to_job(),
     )
 

@@ -40,16 +40,18 @@ class KernelInfo:
 
 
 # Kinds of test outcome that are failures; the others are pass, xpass (passed although marked xfail), and the
-# cases that did not run as a check: skipped, xfail (failed as expected), benchmark (run by the perf stage).
+# cases that did not run as a check: skipped, xfail (failed as expected), benchmark (run by the perf stage), left out
+# (a repository's case not sampled, or past a check's budget: ``job/case_limits.py``).
 FAILED_KINDS = frozenset({"assert", "error", "timeout", "crash"})
-NOT_RUN_KINDS = frozenset({"skipped", "xfail", "benchmark"})
+NOT_RUN_KINDS = frozenset({"skipped", "xfail", "benchmark", "left out"})
 TEST_KINDS = FAILED_KINDS | NOT_RUN_KINDS | {"pass", "xpass"}
 
 
 @dataclass(frozen=True)
 class TestOutcome:
     """One test's result (a `test_*` function, or one pytest case named by its id, `test_x[4-fp16]`). `kind`: pass,
-    assert (wrong result), error (raised), timeout, crash; for pytest cases also skipped, xfail, xpass, benchmark.
+    assert (wrong result), error (raised), timeout, crash; for pytest cases also skipped, xfail, xpass, benchmark,
+    left out.
     `ok`: not a failure (a skipped case is ok, but it checked nothing)."""
 
     __test__ = False  # not a pytest test class

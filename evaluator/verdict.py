@@ -24,7 +24,7 @@ from .results import FAILED_KINDS, NOT_RUN_KINDS, TEST_KINDS, CheckResult, Compa
 from .runtime_facts import RuntimeFacts
 from .shared.isolation_policy import PROCESS_ONLY
 from .shared.protocol import output_file_of_test
-from .shared.test_ids import test_function
+from .shared.test_ids import chosen, test_function
 from .triton_file import Composed, TritonFile
 from .vendor_code import vendor_caveats
 
@@ -34,8 +34,8 @@ UNPOISONED_CAVEAT = (
     "kernel never writes is not caught for this file"
 )
 INTERPRETER_CAVEAT = (
-    "checked with Triton's CPU interpreter: a pre-check, not a sign-off (bf16 arithmetic, TF32 rounding of "
-    "tl.dot, races and out-of-bounds loads are not modelled; run on a GPU to be sure)"
+    "checked with Triton's CPU interpreter: a pre-check, not a sign-off (TF32 rounding of tl.dot, races and "
+    "out-of-bounds loads are not modelled; run on a GPU to be sure)"
 )
 
 
@@ -253,7 +253,16 @@ def _compared_with_reference(j: _Judged) -> CheckResult:
             diagnostics=(*j.test_diagnostics, *located),
             comparison=comparison,
         )
-    message = f"{_passed(j.tests)} passed; outputs match the reference"
+    message = passed_words(j.tests, comparison)
+    return CheckResult(ok=True, stage="exec", message=message, tests=j.tests, comparison=comparison, **j.base)
+
+
+def passed_words(tests: tuple[TestOutcome, ...], comparison: Comparison | None = None) -> str:
+    """A pass said: `3 test(s) passed`, against a reference with what its outputs were compared on."""
+    message = f"{_passed(tests)} passed"
+    if comparison is None:
+        return message
+    message += "; outputs match the reference"
     probed = [
         f"{n} {words}"
         for n, words in (
@@ -267,7 +276,7 @@ def _compared_with_reference(j: _Judged) -> CheckResult:
         message += f" (also on {', '.join(probed)})"
     if comparison.probes_skipped:
         message += f"; {comparison.probes_skipped} probe(s) skipped (see the notes)"
-    return CheckResult(ok=True, stage="exec", message=message, tests=j.tests, comparison=comparison, **j.base)
+    return message
 
 
 STEPS: tuple[Callable[[_Judged], CheckResult | None], ...] = (
@@ -331,8 +340,8 @@ def expected_tests(result: dict[str, Any], owner: TritonFile, ref_run: Reference
         expected = [t["name"] for t in (ref_run.outcome.result or {}).get("tests", [])]
     elif owner.test_style == "pytest":  # the cases pytest collected from the file's own tests (and its errors)
         functions = set(owner.tests) | set(owner.benches)
-        expected = [n for n, t in by_name.items() if test_function(str(n)) in functions or t["kind"] == "error"]
-        expected += [f for f in owner.tests if not any(test_function(str(n)) == f for n in expected)]
+        expected = [n for n, t in by_name.items() if chosen(str(n), functions) or t["kind"] == "error"]
+        expected += [f for f in owner.tests if not any(chosen(str(n), (f,)) for n in expected)]
     else:
         expected = list(owner.tests)
     out = []
@@ -373,8 +382,9 @@ def _mismatch_diagnostic(m: Mismatch, owner: TritonFile, candidate: TritonFile, 
 def _passed(tests: tuple[TestOutcome, ...]) -> str:
     """`3 test(s)`, with what did not run: `3 test(s) (2 skipped, 21 benchmark(s) left to geak bench)`."""
     text = f"{sum(t.kind not in NOT_RUN_KINDS for t in tests)} test(s)"
-    counts = {kind: sum(t.kind == kind for t in tests) for kind in ("skipped", "xfail", "benchmark")}
-    words = {"skipped": "{} skipped", "xfail": "{} xfail", "benchmark": "{} benchmark(s) left to geak bench"}
+    words = {"skipped": "{} skipped", "xfail": "{} xfail", "benchmark": "{} benchmark(s) left to geak bench",
+             "left out": "{} left out"}  # fmt: skip
+    counts = {kind: sum(t.kind == kind for t in tests) for kind in words}
     extra = [words[k].format(n) for k, n in counts.items() if n]
     return text + (f" ({', '.join(extra)})" if extra else "")
 

@@ -2,7 +2,8 @@
 # One lease on the GPU machine, in parts (each part fits one 10-minute device call):
 #   bash scripts/gpu_session.sh PART...   with PART in: env native isolation trust evaluator suites tb rocm some lsp
 #                                         eval batch scaling run1 run2 check sanitize profile split
-#                                         search speed aasmall eval1 eval2 probecost snapshots gputests
+#                                         search speed aasmall eval1 eval2 probecost snapshots gputests base liger
+#                                         scripted lspbase repo
 # `split` runs groups of parts at once, each on its GPUs: SPLIT="0:tb 1:native,rocm 2:trust 3:eval 4,5:scaling" (logs
 # in $OUT/gpuN.log). A machine with several GPUs then does in one call what one GPU does in several. Groups share the
 # host: heavy groups side by side (both suites, two `geak eval`s, A/A) slow each other many times over, so figures to
@@ -135,6 +136,30 @@ part_snapshots() {  # $OUT packed into $SNAPSHOT (e.g. $REAL_OUT/out.tgz) every 
   ( while sleep "${SNAPSHOT_S:-60}"; do tar czf "${SNAPSHOT:?}.part" -C "$OUT" . && mv "$SNAPSHOT.part" "$SNAPSHOT"
     done ) > /dev/null 2>&1 &
   trap "kill $! 2>/dev/null; tar czf '${SNAPSHOT:?}' -C '$OUT' ." EXIT
+}
+part_base() {  # `geak bench --base` on corpus kernels in git repositories made for it (issue 63's targets)
+  timeout "${BASE_S:-420}" python3 benchmarks/base_report.py --out "$OUT/base" ${BASE_ARGS:-} 2>&1 | tail -40
+}
+part_liger() {  # `geak check MODULE --against-self` on the Liger modules named in $LIGER_MODULES
+  local m; mkdir -p "$OUT/liger"
+  for m in ${LIGER_MODULES:-rms_norm swiglu softmax}; do
+    timeout "${LIGER_S:-150}" python3 -m geak.server.cli check "shared/repos/liger-kernel/src/liger_kernel/ops/$m.py" \
+      --against-self --json > "$OUT/liger/$m.json" 2> "$OUT/liger/$m.err"; echo "exit $? for $m"
+  done
+}
+part_scripted() {  # `geak run` over suite files with a scripted model built from the files (issue 65's target)
+  timeout "${SCRIPTED_S:-570}" python3 benchmarks/scripted_run_report.py --files "${SCRIPTED_FILES:-10}" \
+    --out "$OUT/scripted" ${SCRIPTED_ARGS:-} 2>&1 | tail -40
+}
+part_lspbase() {  # didSave -> diagnostics with the base comparison off and on, then with the timing (issue 63)
+  timeout 240 python3 benchmarks/lsp_base_bench.py --device gpu --saves 10 --out "$OUT/lsp_base.json" 2>&1 | tail -15
+  timeout 240 python3 benchmarks/lsp_base_bench.py --device gpu --saves 10 --timing --out "$OUT/lsp_base_timed.json" \
+    2>&1 | tail -15
+}
+part_repo() {  # benchmarks/repo_report.py over Liger-Kernel: REPO_MODE check|optimize, REPO_MODULES (check: all)
+  local mode=${REPO_MODE:-check}
+  timeout "${REPO_S:-560}" python3 benchmarks/repo_report.py "$mode" --repo shared/repos/liger-kernel ${REPO_ARGS:-} \
+    --out "$OUT/repo_$mode.json" ${REPO_MODULES:-} 2>&1 | tee -a "$OUT/repo_$mode.log" | tail -45
 }
 part_split() {  # SPLIT_CORES=1: each group pinned to its share of the cores (taskset), so that one group's compiles
   # do not stall another's host-bound timings (several searches, each with a compile process per core)

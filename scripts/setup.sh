@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Create .venv and install GEAK with its test extras, at the versions of constraints.txt (what CI tested; `make lock`
-# updates it). Keeps an existing torch; otherwise installs torch $TORCH_VERSION built for this machine's GPU
+# Create .venv and install GEAK with its `test` and `repos` extras (`repos`: what kernel repositories' own tests
+# import, transformers for Liger-Kernel's), at the versions of constraints.txt (what CI tested; `make lock` updates
+# it). Keeps an existing torch; otherwise installs torch $TORCH_VERSION built for this machine's GPU
 # (scripts/torch_choice.sh: CUDA from PyPI, ROCm or CPU from PyTorch's index; GEAK_TORCH_INDEX_URL overrides), then
 # GEAK, with its `triton` extra where that torch brings no Triton of its own (the CPU build), and ends by printing
 # the backend torch gives (scripts/torch_backend.py). Quiet, and a no-op when .venv is already up to date with
@@ -65,7 +66,7 @@ if [ -n "$PLAN" ]; then
     echo "$PIP $(torch_args)"
     [ "$TORCH_MACHINE" = cpu ] && extra=,triton || extra=
   fi
-  echo "$PIP -c .venv/constraints.txt -e \".[test$extra]\""
+  echo "$PIP -c .venv/constraints.txt -e \".[test,repos$extra]\""
   exit 0
 fi
 
@@ -124,6 +125,6 @@ for name, number in kept.items():
 EOF
 has_triton && extra= || extra=,triton
 # The build backend's notes on editable installs are not actionable here: keep them out of the demo's output.
-PYTHONWARNINGS=ignore $PIP -c .venv/constraints.txt -e ".[test$extra]"
+PYTHONWARNINGS=ignore $PIP -c .venv/constraints.txt -e ".[test,repos$extra]"
 touch "$STAMP"
 .venv/bin/python scripts/torch_backend.py "$TORCH_MACHINE"

@@ -24,7 +24,10 @@ from geak.evaluator import (
     BadInput,
     BenchResult,
     CheckResult,
+    ModuleTests,
+    TritonFile,
     TritonFileError,
+    as_module,
     parse_triton_file,
 )
 
@@ -62,9 +65,34 @@ class Evaluates(Protocol):
 
     async def check(self, file: str | Path, *, against: str | Path | None = None, progress=None) -> CheckResult: ...
 
+    async def check_module(
+        self, target: ModuleTests, *, against: str | Path | None = None, progress=None
+    ) -> CheckResult: ...
+
     async def bench(
         self, file: str | Path, *, against: str | Path | None = None, progress=None, check_first: bool = True
     ) -> BenchResult: ...
+
+
+@dataclass(frozen=True)
+class _Judge:
+    """A file's evaluations, or, for a repository's module (`module`), those of texts in its place judged by the
+    repository's tests: the module's version at the base is its reference like a file's."""
+
+    evaluator: Evaluates
+    module: ModuleTests | None = None
+
+    def parse(self, text: str, label: str) -> TritonFile:
+        return parse_triton_file(text, label) if self.module is None else as_module(self.module, text, label)
+
+    async def check(self, file: Path, *, against: Path | None = None, progress=None) -> CheckResult:
+        if self.module is None:
+            return await self.evaluator.check(file, against=against, progress=progress)
+        return await self.evaluator.check_module(self.module, against=against, progress=progress)
+
+    async def bench(self, file: Path, *, against: Path | None = None, progress=None, check_first: bool = True):
+        found = {"module": self.module} if self.module is not None else {}
+        return await self.evaluator.bench(file, against=against, progress=progress, check_first=check_first, **found)
 
 
 def too_slow(bench: BenchResult | None, max_slowdown: float | None) -> bool:
@@ -114,17 +142,21 @@ async def compare_file(
     timed: bool,
     max_slowdown: float | None = None,
     progress: Callable[[str], None] | None = None,
+    module: ModuleTests | None = None,
 ) -> BaseVerdict:
     """`version.file` checked against its version at `base` (its own test first, where its test section differs
-    from the base's), then, `timed` (a GPU), timed against it. BadInput where the file itself cannot be checked."""
+    from the base's), then, `timed` (a GPU), timed against it. BadInput where the file itself cannot be checked.
+    `module`: the file is a repository's module, judged by its repository's tests (``geak.evaluator.module_tests``),
+    with its version at the base in its place as the reference."""
     file, label = version.file, version.label(base)
+    evaluator = _Judge(evaluator, module)
     if version.text is None:
         return await _alone(evaluator, version, f"new since {base.rev}: checked alone", progress)
     if is_same(version):
         return same(base, version)
     notes = _renamed(base, version)
     try:
-        reference = parse_triton_file(version.text, label)
+        reference = evaluator.parse(version.text, label)
     except TritonFileError as e:
         return await _alone(evaluator, version, _join(notes, f"{unparsable_base(label, e)}: checked alone"),
                             progress)  # fmt: skip
@@ -166,15 +198,18 @@ async def bench_file(
     *,
     max_slowdown: float | None = None,
     progress: Callable[[str], None] | None = None,
+    module: ModuleTests | None = None,
 ) -> BaseVerdict:
     """`version.file` timed against its version at `base` (after its check against it), or alone where the base
-    cannot be a reference. The caller has refused a file new since the base and said one that is the same."""
+    cannot be a reference. The caller has refused a file new since the base and said one that is the same.
+    `module`: as for ``compare_file``."""
     assert version.text is not None
     file, label = version.file, version.label(base)
+    evaluator = _Judge(evaluator, module)
     notes = _renamed(base, version)
     written = base_file(folder, version)
     try:
-        parse_triton_file(version.text, label)
+        evaluator.parse(version.text, label)
         bench = relabeled(await evaluator.bench(file, against=written, progress=progress), written, label)
     except TritonFileError as e:
         notes = _join(notes, f"{unparsable_base(label, e)}: timed alone")
@@ -195,7 +230,7 @@ async def bench_file(
 
 
 async def _alone(
-    evaluator: Evaluates, version: BaseVersion, note: str, progress: Callable[[str], None] | None
+    evaluator: _Judge, version: BaseVersion, note: str, progress: Callable[[str], None] | None
 ) -> BaseVerdict:
     alone = await evaluator.check(version.file, progress=progress)
     path = version.path if version.text is not None else None

@@ -6,8 +6,9 @@
         ...
         assert "kernel" in scripted_llm.requests[0]["messages"][-1]["content"]
 
-Replies are served in the order they were queued; a request with nothing queued gets the `forever` reply if one is
-set (a server that answers 429 forever, say), else HTTP 400 (not retried) and is recorded in `unexpected`, which
+Replies are served in the order they were queued; a request with nothing queued gets what the `answer_with` responder
+makes of it if one is set (a reply built from the request), else the `forever` reply if one is set (a server that
+answers 429 forever, say), else HTTP 400 (not retried) and is recorded in `unexpected`, which
 the fixture asserts empty at teardown. `raw` queues any body (HTML, broken JSON, a reply without choices).
 """
 
@@ -18,7 +19,7 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +54,7 @@ class ScriptedLLM:
         self.unexpected: list[dict[str, Any]] = []
         self._queue: deque[ScriptedReply] = deque()
         self._forever: ScriptedReply | None = None
+        self._responder: Callable[[dict[str, Any]], ScriptedReply] | None = None
         self._lock = threading.Lock()
         server.expect_request(CHAT_PATH, method="POST").respond_with_handler(self._handle)
 
@@ -95,11 +97,19 @@ class ScriptedLLM:
         self._forever = ScriptedReply(text, status=status, raw_body=raw_body)
         return self
 
+    def answer_with(self, responder: Callable[[dict[str, Any]], ScriptedReply]) -> ScriptedLLM:
+        """Answer every request that finds the queue empty with what `responder` makes of its JSON body."""
+        self._responder = responder
+        return self
+
     def _handle(self, request: Request) -> Response:
         body = json.loads(request.get_data(as_text=True) or "null")
         with self._lock:
             self.requests.append(body)
-            scripted = self._queue.popleft() if self._queue else self._forever
+            if self._queue:
+                scripted = self._queue.popleft()
+            else:
+                scripted = self._responder(body) if self._responder is not None else self._forever
         if scripted is None:
             self.unexpected.append(body)
             return _json_response(400, _error_body("ScriptedLLM: no reply queued for this request"), {})

@@ -153,11 +153,11 @@ def test_the_ledger_reaches_the_reflector_and_the_optimizer(scripted_llm, tmp_pa
 class TimedCalls(MarkedTiming):
     """`MarkedTiming` with the original's timed calls as a GPU's bench reports them."""
 
+    COSTS = (CallCost("add(x=f32[16777216], y=f32[16777216])", 201326592, None, None, 1.0, 62.0, None, "memory", ""),)
+
     async def start(self, progress=None, profile=False):
         ev = await super().start()
-        self.baseline_costs = (
-            CallCost("add(x=f32[16777216], y=f32[16777216])", 201326592, None, None, 1.0, 62.0, None, "memory", ""),
-        )
+        self.baseline_costs = self.COSTS
         return ev
 
 

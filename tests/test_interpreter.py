@@ -26,6 +26,8 @@ CASES = {
     "libdevice": (INTERP / "libdevice.py", None),
     "boolean_ops": (INTERP / "boolean_ops.py", None),
     "arguments": (INTERP / "arguments.py", None),
+    "bfloat16": (INTERP / "bfloat16.py", None),
+    "bf16_atomic": (INTERP / "bf16_atomic.py", None),
     "block_ptr": (INTERP / "block_ptr.py", None),
     "block_ptr_against_itself": (INTERP / "block_ptr.py", INTERP / "block_ptr.py"),
     "inline_asm": (INTERP / "inline_asm.py", None),
@@ -92,6 +94,13 @@ def test_float_and_storageless_pointer_arguments_are_read_as_on_a_gpu(verdicts):
     assert len(verdicts["arguments"].tests) == 2
 
 
+def test_bf16_arithmetic_is_on_values_rounded_as_on_a_gpu(verdicts):
+    """+ - * /, max, comparisons, negation, reductions, tl.dot and casts of bf16 values give torch's bf16 results
+    exactly (the interpreter alone computes on their bit patterns and truncates casts)."""
+    _passes(verdicts["bfloat16"])
+    assert len(verdicts["bfloat16"].tests) == 3
+
+
 def test_block_pointers_run_as_on_a_gpu(verdicts):
     """make_block_ptr / advance / ptr.advance, loads with boundary_check and padding "zero" / "nan" / none, stores
     with boundary_check, order=(0, 1), a K-loop tl.dot, on odd shapes: each test compares with torch (on a Triton
@@ -112,6 +121,10 @@ def test_a_reference_the_interpreter_cannot_run_makes_the_comparison_not_checkab
     r = verdicts["inline_asm_against_itself"]
     _not_checkable(r, "inline assembly")
     assert "in the reference inline_asm.py" in r.message
+
+
+def test_bf16_atomics_are_not_checkable(verdicts):
+    _not_checkable(verdicts["bf16_atomic"], "atomic operation on bf16 values")
 
 
 def test_inline_assembly_is_not_checkable(verdicts):

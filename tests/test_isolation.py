@@ -216,6 +216,18 @@ def test_the_policy_hides_home_tmp_project_and_evaluator_but_shows_python(host: 
     assert str(link) in through.exposed and os.path.realpath(sys.prefix) not in through.exposed
 
 
+
+def test_a_project_that_lies_in_a_shown_repository_is_shown_with_it(tmp_path: Path):
+    """`geak check` run inside the repository whose module it checks: the working directory is not hidden, or the
+    repository (shown read-only) would be an empty folder to its jobs."""
+    project = os.path.realpath(os.getcwd())
+    hiding = lambda policy: any(project == h or project.startswith(h + "/") for h in policy.hidden)
+    showing = lambda policy: any(project == p or project.startswith(p + "/") for p in policy.exposed)
+    inside = default_policy(shown=[project])
+    assert not hiding(inside) or showing(inside)
+    assert hiding(default_policy(shown=[str(tmp_path)]))  # a repository elsewhere: the project stays hidden
+
+
 # ------------------------------------------------------------------------------------------ attacks
 
 

@@ -162,3 +162,17 @@ def test_a_profile_job_measures_the_files_kernels_in_the_sandbox():
     assert measured.kernel == "add_kernel" and measured.hash and measured.launches >= 1
     assert 0 < measured.achieved_occupancy <= 1 and 0 < measured.theoretical_occupancy <= 1
     assert measured.dram_pct > 10 and measured.duration_us > 0
+
+
+def test_a_file_without_kernels_is_said_before_any_profiler_is_looked_for(monkeypatch, tmp_path):
+    from geak.evaluator.job import rocprof
+
+    def looked_for():
+        raise AssertionError("no profiler is needed for a file without kernels")
+
+    monkeypatch.setattr(rocprof, "find_rocprofv3", looked_for)
+    monkeypatch.setattr(kernel_profile, "find_ncu", looked_for)
+    job = SimpleNamespace(modules=[{"kernels": []}], scratch=str(tmp_path), timeout_s=10.0)
+    for backend in ("rocm", "cuda"):
+        found = kernel_profile.run_profile(job, SimpleNamespace(backend=backend), [].append)
+        assert found == {"error": "the file has no Triton kernel to profile"}

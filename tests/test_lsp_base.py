@@ -90,6 +90,12 @@ def base_statuses(client) -> list[str]:
     return [s.base for s in client.statuses if getattr(s, "base", None)]
 
 
+def verdicts(client) -> list[tuple[str, str, str]]:
+    """The status bar's words (`geak/status`'s `baseVerdict`): (file, rev, verdict)."""
+    found = [getattr(s, "baseVerdict", None) for s in client.statuses]
+    return [(v.file, v.rev, v.verdict) for v in found if v]
+
+
 async def test_an_edit_that_changes_outputs_warns_at_the_test_that_shows_it(client, repo):
     path = edit(repo, "differs.py", scale_file("x * 3.0"))  # its own test (shapes only) still passes
     uri = open_file(client, path)
@@ -104,6 +110,7 @@ async def test_an_edit_that_changes_outputs_warns_at_the_test_that_shows_it(clie
     text = await hover(client, uri)
     assert "passes" in text and "**vs HEAD**: outputs differ from HEAD's" in text
     assert any(s.startswith("differs.py: outputs differ from HEAD's") for s in base_statuses(client))
+    assert ("differs.py", "HEAD", "outputs differ") in verdicts(client)
 
 
 async def test_a_comment_only_edit_is_the_same_as_head_without_running(client, repo):
@@ -113,6 +120,7 @@ async def test_a_comment_only_edit_is_the_same_as_head_without_running(client, r
     assert "**vs HEAD**: same as HEAD" in text
     assert not warnings(client, uri)
     assert "comment.py: same as HEAD" in base_statuses(client)
+    assert ("comment.py", "HEAD", "same") in verdicts(client)
     activities = [s.activity or "" for s in client.statuses]
     assert not any("comparing comment.py" in a for a in activities)  # nothing ran against the base
 
@@ -160,6 +168,8 @@ async def test_a_scripted_gpu_slowdown_shows_in_the_hint_and_as_a_warning(client
     assert "**vs HEAD**: same outputs as HEAD:slower.py" in text
     assert "Speed: 2.00x slower than HEAD [0.49, 0.51]: slower (15 paired rounds)" in text
     assert "| `scale(x: float32[98432], y: float32[98432])` | 1 ms ±0.5% | 2 ms ±0.5% | 0.50× |" in text
+    await until(lambda: ("slower.py", "HEAD", "2.00× slower") in verdicts(client), what="the speed in the status")
+    assert "slower.py: same outputs as HEAD:slower.py; 2.00× slower than HEAD [1.96, 2.04]" in base_statuses(client)
 
 
 async def test_an_empty_base_setting_turns_the_comparison_off(client, repo):
@@ -178,10 +188,11 @@ async def test_an_empty_base_setting_turns_the_comparison_off(client, repo):
     await until(lambda: warnings(client, off), timeout=120, what="off.py compared once comparing is on")
 
 
-async def test_a_save_during_a_comparison_shows_only_the_later_one(client, repo):
+async def test_a_later_save_cancels_the_comparison_under_way(client, repo):
     """The base's test takes 3 s; while the first save's comparison (outputs that differ) runs, a second save whose
-    kernels compute what the base's do replaces it (the pipeline of the first is cancelled, as a check is): the first
-    one's warning is never shown."""
+    kernels compute what the base's do replaces it: the first comparison is cancelled (its job killed), never ends,
+    and its warning is never shown. Were it left to run, it would end and say that its outputs differ (a stale
+    result that the publisher drops but the log and the status would still tell)."""
     committed = (repo.root / "slow_base.py").read_text()
     path = edit(repo, "slow_base.py", committed.replace("x * 2.0", "x * 3.0"))
     uri = open_file(client, path)
@@ -191,11 +202,15 @@ async def test_a_save_during_a_comparison_shows_only_the_later_one(client, repo)
     path.write_text(fixed)
     replace_all(client, uri, fixed, version=2)
     save(client, uri)
+    cancelled = "the comparison of slow_base.py with HEAD:slow_base.py was cancelled after "
+    await until(lambda: [m for m in client.log_messages if m.message.startswith(cancelled)], timeout=60,
+                what="the first comparison cancelled")  # fmt: skip
     text = await hover_until(client, uri, "**vs HEAD**: same outputs as HEAD:slow_base.py", timeout=180)
     assert "passes" in text
     await asyncio.sleep(8.0)  # long enough for the first comparison (two runs of the 3 s test) to end, had it gone on
-    published = [d.message for p in client.published if p.uri == uri for d in p.diagnostics]
-    assert not [m for m in published if "outputs differ" in m]
     said = [m.message for m in client.log_messages] + base_statuses(client)  # every comparison that ended says so
     assert "slow_base.py: same outputs as HEAD:slow_base.py" in said
-    assert not [m for m in said if m.startswith("slow_base.py: outputs differ")]
+    assert not [m for m in said if m.startswith("slow_base.py: outputs differ")], said
+    published = [d.message for p in client.published if p.uri == uri for d in p.diagnostics]
+    assert not [m for m in published if "outputs differ" in m]
+    assert len([m for m in client.log_messages if m.message.startswith(cancelled)]) == 1

@@ -1,5 +1,6 @@
 """What the editor says of a comparison with the base revision, from recorded results (pure functions): the speed
-label of the inlay hint, which kernels a slowdown is put at, the warnings, and the `geak.base` setting."""
+label of the inlay hint, the status bar's verdict, which kernels a slowdown is put at, the warnings, and the
+`geak.base` setting."""
 
 from __future__ import annotations
 
@@ -48,6 +49,32 @@ def test_a_slowdown_is_put_at_the_kernels_whose_time_grew():
     assert slower_kernels(grew, ["a", "b"]) == ["b"]
     unknown = bench(0.8, 0.78, 0.82, significant=True)  # no time per kernel: the first kernel
     assert slower_kernels(unknown, ["a", "b"]) == ["a"]
+
+
+@pytest.mark.parametrize(
+    ("outcome", "measured", "verdict"),
+    [
+        ("matches", bench(1.21, 1.18, 1.24, significant=True), "1.21× faster"),
+        ("matches", bench(0.8, 0.78, 0.82, significant=True), "1.25× slower"),
+        ("matches", bench(1.0, 0.99, 1.01, significant=False), "within noise"),
+        ("matches", bench(0.97, 0.93, 1.05, significant=False, decided=False), "speed undecided"),
+        ("matches", None, "same outputs"),
+        ("same", None, "same"),
+        ("new", None, "new file"),
+        ("unusable", None, "not compared"),
+        ("differs", None, "base's test fails"),  # no mismatch: the base's test failed with these kernels
+    ],
+)
+def test_the_status_bar_verdict(outcome, measured, verdict):
+    compared = BaseReport("HEAD", "k", outcome, "said", "HEAD:scale.py", bench=measured)
+    assert compared.verdict == verdict
+    speed = against_base(measured, "HEAD") if measured is not None else None
+    assert compared.said == (f"said; {speed}" if speed else "said")
+
+
+def test_outputs_that_differ_are_said_so_in_the_status_bar():
+    differing = failed([Mismatch("test_scale → return", "3 of 100 elements differ")])
+    assert report(differing).verdict == "outputs differ"
 
 
 def report(result: CheckResult | None, outcome: str = "differs", measured: BenchResult | None = None) -> BaseReport:

@@ -122,3 +122,19 @@ def test_a_conftest_that_cannot_be_imported_fails_the_check_saying_so(tmp_path):
         "tests/test_scale.py::test_scaler_backward",
     ]
     assert all(t["why"] for t in found["tests"])
+
+
+def test_single_cases_of_a_parametrized_test_named_by_node_id(repo):
+    """`--tests FILE::test_x[params]`: just those cases run, and each counts as the asserting test it is."""
+    p = subprocess.run(
+        [sys.executable, "-m", "geak.server.cli", "check", str(MODULE), "--backend", "interpreter", "--json",
+         "--tests", "tests/test_scale.py::test_scale[3.0-64]", "--tests", "tests/test_scale.py::test_scale[0.5-5]"],
+        capture_output=True, text=True, timeout=300, cwd=repo,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr + p.stdout
+    result = json.loads(p.stdout)
+    assert sorted(t["name"] for t in result["tests"]) == [
+        "tests/test_scale.py::test_scale[0.5-5]",
+        "tests/test_scale.py::test_scale[3.0-64]",
+    ]
+    assert result["stage"] == "exec" and "assert nothing" not in result["message"], result["message"]

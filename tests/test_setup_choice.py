@@ -132,7 +132,7 @@ def test_an_nvidia_gpu_gets_pypis_torch_which_brings_its_triton(machine: Machine
     assert machine.plan() == [
         "setup: an NVIDIA GPU (nvidia-smi: NVIDIA H100 80GB HBM3)",
         torch_command(None),
-        geak_command("test"),
+        geak_command("test,repos"),
     ]
 
 
@@ -148,7 +148,7 @@ def test_an_amd_gpu_gets_the_rocm_index_of_the_installed_rocm_and_no_pypi_triton
     assert machine.plan() == [
         "setup: an AMD GPU (rocminfo: gfx942), ROCm 6.4",
         torch_command("https://download.pytorch.org/whl/rocm6.4"),
-        geak_command("test"),
+        geak_command("test,repos"),
     ]
 
 
@@ -175,7 +175,7 @@ def test_no_gpu_gets_the_cpu_wheel_and_geaks_triton_extra(machine: Machine) -> N
     machine.rocm_version("6.4.1-120")  # an installed ROCm is no AMD GPU
     lines = machine.plan()
     assert lines[0].startswith("setup: no GPU (")
-    assert lines[1:] == [torch_command("https://download.pytorch.org/whl/cpu"), geak_command("test,triton")]
+    assert lines[1:] == [torch_command("https://download.pytorch.org/whl/cpu"), geak_command("test,repos,triton")]
 
 
 def test_geak_torch_index_url_overrides_the_index_and_empty_leaves_it_to_pip(machine: Machine) -> None:
@@ -197,7 +197,7 @@ def test_an_existing_torch_is_kept_whatever_the_machine(machine: Machine) -> Non
     machine.device("kfd")
     from importlib.metadata import version
 
-    assert machine.plan()[1:] == [f"setup: keeps the torch in .venv ({version('torch')})", geak_command("test")]
+    assert machine.plan()[1:] == [f"setup: keeps the torch in .venv ({version('torch')})", geak_command("test,repos")]
 
 
 def test_an_unknown_argument_is_refused_with_the_usage(machine: Machine) -> None:

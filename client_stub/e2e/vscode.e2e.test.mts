@@ -16,7 +16,7 @@ import { CodeServer } from "./codeServer.mts";
 import { commandLine, languageServers } from "./processes.mts";
 import { ScriptedModel, TEST_SECTION } from "./scriptedModel.mts";
 import { type Problem, until, Workbench } from "./workbench.mts";
-import { BROKEN, CORRECT, FILE, pythonWithoutGeak, Workspace } from "./workspace.mts";
+import { BASE_FILE, BROKEN, CHANGED, COMMITTED, CORRECT, FILE, pythonWithoutGeak, Workspace } from "./workspace.mts";
 
 const REPOSITORY = path.resolve(import.meta.dirname, "..", "..");
 const PYTHON = process.env.GEAK_PYTHON ?? path.join(REPOSITORY, ".venv", "bin", "python");
@@ -61,6 +61,7 @@ const USER_SETTINGS = {
   "extensions.autoUpdate": false,
   "remote.autoForwardPorts": false,
   "editor.minimap.enabled": false,
+  "editor.stickyScroll.enabled": false,
   "window.commandCenter": false,
 };
 
@@ -72,6 +73,8 @@ let browser: BrowserContext;
 let model: ScriptedModel;
 let workspace: Workspace;
 let ui: Workbench;
+/** The kernel committed in a git repository of the workspace (its path in the workspace). */
+let baseFile: string;
 /** The first step that failed (skipping the rest). */
 let broken: string | undefined = "the start of code-server and Chromium";
 /** What `before` started, stopped by `after` in reverse order. */
@@ -99,9 +102,16 @@ function geakStatus(): Promise<string> {
   return ui.statusItem(EXTENSION, "geak.status").innerText();
 }
 
-/** Replace every `find` in the open file with `replacement` (VS Code's Replace All), save, and wait for the disk. */
-async function replaceAndSave(find: string, replacement: string, what: string): Promise<void> {
-  await ui.openFile(FILE);
+/** The base comparison's status item (empty while it is hidden). */
+async function baseStatus(): Promise<string> {
+  const item = ui.statusItem(EXTENSION, "geak.base");
+  return (await item.count()) > 0 && (await item.isVisible()) ? item.innerText() : "";
+}
+
+/** Replace every `find` in a file (`FILE` by default) with `replacement` (VS Code's Replace All), save, and wait
+ * for the disk. */
+async function replaceAndSave(find: string, replacement: string, what: string, file = FILE): Promise<void> {
+  await ui.openFile(path.basename(file));
   await ui.page.keyboard.press("Control+H");
   await ui.page.locator('.find-widget textarea[aria-label="Find"]').fill(find);
   const replace = ui.page.locator('.find-widget textarea[aria-label="Replace"]');
@@ -109,7 +119,7 @@ async function replaceAndSave(find: string, replacement: string, what: string): 
   await replace.press("Control+Alt+Enter");
   await ui.page.locator('.find-widget [aria-label^="Close"]').click();
   await ui.page.keyboard.press("Control+S");
-  await until(what, () => (workspace.text().includes(replacement) && !workspace.text().includes(find) ? true : undefined));
+  await until(what, () => (workspace.text(file).includes(replacement) && !workspace.text(file).includes(find) ? true : undefined));
 }
 
 function errors(problems: Problem[]): Problem[] {
@@ -151,6 +161,7 @@ describe("GEAK in VS Code (code-server, Chromium; Triton's CPU interpreter)", ()
     workspace = new Workspace(path.join(home, "workspace"), REPOSITORY);
     workspace.settings({ "geak.pythonPath": pythonWithoutGeak(path.join(home, "python-without-geak")), "geak.device": "interpreter" });
     workspace.config(SEARCH_CPU);
+    baseFile = workspace.baseRepository(PYTHON, REPOSITORY); // before VS Code starts: Quick Open finds it at once
     model = await ScriptedModel.start(workspace.file);
     cleanups.push(() => model.stop());
     codeServer = await CodeServer.start({
@@ -297,6 +308,25 @@ describe("GEAK in VS Code (code-server, Chromium; Triton's CPU interpreter)", ()
       const problems = (await ui.problems()).filter((p) => p.source === "geak");
       return errors(problems).length === 0 && problems.some((p) => p.message.includes("Triton's CPU interpreter")) ? true : undefined;
     });
+  });
+
+  step("warns in the Problems view when a saved edit changes the outputs against HEAD", async () => {
+    await ui.openFile(BASE_FILE);
+    await until("the file the same as HEAD", async () => ((await baseStatus()).includes(`${BASE_FILE} vs HEAD: same`) ? true : undefined));
+    await replaceAndSave(COMMITTED, CHANGED, "the edit on disk", baseFile); // its own test checks only the output's shape
+    const warning = await until("the base's warning", async () =>
+      (await ui.problems()).find((p) => p.source === "geak" && p.message.startsWith("outputs differ from HEAD's in test_scale")),
+    );
+    assert.equal(warning.severity, "Warning");
+    assert.equal(warning.line, workspace.lineOf("def test_scale", baseFile));
+    assert.match(warning.message, /elements differ/);
+    assert.equal(errors(await ui.problems()).length, 0, "the file's own test passes");
+    await until("the comparison in the status bar", async () =>
+      (await baseStatus()).includes(`${BASE_FILE} vs HEAD: outputs differ`) ? true : undefined,
+    );
+    await ui.goTo(workspace.lineOf("def scale(", baseFile)); // the picture: the edited line and the test, both in view
+    await ui.screenshot("base-differs");
+    await ui.openFile(FILE); // the steps below work in it
   });
 
   step("runs Optimize kernel to its end, with progress", async () => {

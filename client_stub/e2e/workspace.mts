@@ -5,6 +5,12 @@ import * as path from "node:path";
 
 export const FILE = "add.py";
 const SOURCE = "tests/fixtures/add_native.py";
+/** A git repository in the workspace, made by tests/git_repos.py, with a committed kernel whose test checks shapes. */
+export const BASE_REPOSITORY = "kernels";
+export const BASE_FILE = "scale.py";
+/** What the committed kernel stores, and an edit that changes its outputs (its own test still passes). */
+export const COMMITTED = "x * 2.0";
+export const CHANGED = "x * 3.0";
 /** The bug: the kernel subtracts. */
 export const CORRECT = "x + y, mask=mask";
 export const BROKEN = "x - y, mask=mask";
@@ -24,17 +30,36 @@ export class Workspace {
     writeFileSync(this.file, source.replace(CORRECT, BROKEN));
   }
 
-  text(): string {
-    return readFileSync(this.file, "utf8");
+  /** A file of the workspace (`FILE` by default), as on disk. */
+  text(name = FILE): string {
+    return readFileSync(path.join(this.folder, name), "utf8");
   }
 
   /** 1-based line of the first line of the file that contains `needle`. */
-  lineOf(needle: string): number {
-    const index = this.text().split("\n").findIndex((line) => line.includes(needle));
+  lineOf(needle: string, name = FILE): number {
+    const index = this.text(name).split("\n").findIndex((line) => line.includes(needle));
     if (index < 0) {
-      throw new Error(`${FILE} has no line with "${needle}"`);
+      throw new Error(`${name} has no line with "${needle}"`);
     }
     return index + 1;
+  }
+
+  /**
+   * Makes `BASE_REPOSITORY`, a git repository inside the workspace (with the tests' own helper, tests/git_repos.py),
+   * with `BASE_FILE` committed; returns the file's path relative to the workspace.
+   */
+  baseRepository(python: string, repository: string): string {
+    const make = [
+      "import sys",
+      "from pathlib import Path",
+      "sys.path.insert(0, sys.argv[1])",
+      "from git_repos import new_repo, scale_file",
+      "repo = new_repo(Path(sys.argv[2]))",
+      `repo.write("${BASE_FILE}", scale_file("${COMMITTED}"))`,
+      'repo.commit("the kernel as committed")',
+    ].join("\n");
+    execFileSync(python, ["-c", make, path.join(repository, "tests"), path.join(this.folder, BASE_REPOSITORY)]);
+    return path.join(BASE_REPOSITORY, BASE_FILE);
   }
 
   /** The workspace's own settings (.vscode/settings.json): VS Code applies a change at once. */

@@ -6,7 +6,7 @@ import * as vscode from "vscode";
 import { checkFile, OPTIMIZE_KERNEL, optimizeKernel, showCandidates } from "./commands";
 import { GeakServer } from "./server";
 import { configurationChange } from "./settings";
-import { statusView } from "./status";
+import { baseView, statusView } from "./status";
 import { containsTritonKernel } from "./tritonFile";
 
 let server: GeakServer | undefined;
@@ -34,6 +34,28 @@ function statusBar(geak: GeakServer): vscode.StatusBarItem {
   return item;
 }
 
+/** The last save's comparison with the base revision (`add.py vs HEAD: same`), while there is one. */
+function baseStatusBar(geak: GeakServer): vscode.StatusBarItem {
+  const item = vscode.window.createStatusBarItem("geak.base", vscode.StatusBarAlignment.Left, -1);
+  item.name = "GEAK: against the base revision";
+  item.command = "geak.showLog";
+  const render = (): void => {
+    const view = baseView(geak.current);
+    if (view === null) {
+      item.hide();
+      return;
+    }
+    item.text = view.text;
+    item.tooltip = view.tooltip;
+    item.backgroundColor =
+      view.alert === undefined ? undefined : new vscode.ThemeColor(`statusBarItem.${view.alert}Background`);
+    item.show();
+  };
+  geak.onDidChangeState(render);
+  render();
+  return item;
+}
+
 function isTritonDocument(document: vscode.TextDocument): boolean {
   return document.languageId === "python" && document.uri.scheme === "file" && containsTritonKernel(document.getText());
 }
@@ -51,6 +73,7 @@ export function activate(context: vscode.ExtensionContext): void {
     log,
     geak,
     statusBar(geak),
+    baseStatusBar(geak),
     vscode.commands.registerCommand(OPTIMIZE_KERNEL, (...args: unknown[]) => optimizeKernel(geak, ...args)),
     vscode.commands.registerCommand("geak.checkFile", () => checkFile(geak)),
     vscode.commands.registerCommand("geak.showCandidates", (uri?: unknown) => showCandidates(geak, uri)),

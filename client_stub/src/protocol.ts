@@ -61,9 +61,20 @@ export interface CheckResult {
 
 export type Backend = "cuda" | "rocm" | "interpreter";
 
+/** The last comparison of a saved file with its version at the base revision (`geak.base`), in parts. */
+export interface BaseVerdict {
+  file: string;
+  rev: string;
+  /** A few words: `same`, `same outputs`, `outputs differ`, `1.25× slower`, `within noise`, `new file`... */
+  verdict: string;
+}
+
 export interface ServerStatus {
   backend: Backend | null;
   device: string | null;
   busy: boolean;
   activity: string | null;
+  /** What the last comparison with the base said, whole (`add.py: outputs differ from HEAD's in test_add: …`). */
+  base?: string | null;
+  baseVerdict?: BaseVerdict | null;
 }

@@ -1,5 +1,5 @@
 /** The status-bar item's text and tooltip for each state of the server. */
-import type { Backend, ServerStatus } from "./protocol";
+import type { Backend, BaseVerdict, ServerStatus } from "./protocol";
 
 export type ServerState =
   | { kind: "idle" }
@@ -56,4 +56,26 @@ export function statusView(state: ServerState): StatusView {
       return { text: `${icon} ${name}${activity}`, tooltip: lines.join("\n") };
     }
   }
+}
+
+/** Verdicts that are warnings in the editor too: the item is drawn as a warning. */
+const WARNING_VERDICTS = [/^outputs differ$/, /^base's test fails$/, /× slower$/];
+
+/**
+ * The base comparison's item (`add.py vs HEAD: outputs differ`), or null while there is none to show: no server
+ * running, comparing off (`geak.base` empty), or nothing compared yet.
+ */
+export function baseView(state: ServerState): StatusView | null {
+  const status = state.kind === "running" ? state.status : null;
+  const verdict: BaseVerdict | null | undefined = status?.baseVerdict;
+  if (verdict === null || verdict === undefined) {
+    return null;
+  }
+  const said = status?.base ?? `${verdict.file}: ${verdict.verdict}`;
+  const warning = WARNING_VERDICTS.some((pattern) => pattern.test(verdict.verdict));
+  return {
+    text: `$(git-compare) ${verdict.file} vs ${shorten(verdict.rev)}: ${verdict.verdict}`,
+    tooltip: `Last save compared with ${verdict.rev} (setting geak.base):\n${said}\nClick to show the server log.`,
+    ...(warning ? { alert: "warning" as const } : {}),
+  };
 }

@@ -29,18 +29,25 @@ def capture_bench_calls(job: BenchJob, spec: dict[str, Any], send: Send, estimat
 
     seed = job.seed
     label = spec["label"]
+    repository = spec.get("repository")  # a repository's module: its tests run with this text in the module's place
+    recording = lambda m: CallRecorder(
+        m, spec["wrappers"], keep_args=True, describe_values=False, launches=lambda: sum(STATE.launches.values())
+    )
     try:
         user_code.seed_everything(seed)
-        module = user_code.load_module(spec["path"], spec["module_name"])
+        if repository is not None:
+            from .repository import import_candidate
+
+            module, recorder = import_candidate(repository, spec["path"], recording)
+        else:
+            module = user_code.load_module(spec["path"], spec["module_name"])
+            recorder = recording(module)
     except BaseException as e:
         return {
             "error": f"{label}: import failed",
             "error_detail": error_reports.describe_error(e, spec["path"], None),
             "label": label,
         }
-    recorder = CallRecorder(
-        module, spec["wrappers"], keep_args=True, describe_values=False, launches=lambda: sum(STATE.launches.values())
-    )
     collector = rocm_bench.Collector(recorder, estimate)
     recorder.recording = True
     with rocm_bench.collecting(collector):
@@ -69,6 +76,29 @@ def capture_bench_calls(job: BenchJob, spec: dict[str, Any], send: Send, estimat
             "is no call to time"
         }
     return {"module": module, "recorder": recorder, "calls": calls, "kernels": set(spec["kernels"])}
+
+
+def variant_of(spec: dict[str, Any], captured: dict[str, Any]) -> dict[str, Any]:
+    """Another text of a repository's module beside the one whose tests ran (`captured`, ``capture_bench_calls``):
+    loaded in its package (``repository.load_variant``), its wrappers given the calls those tests made."""
+    from . import error_reports
+    from .capture import CallRecorder
+    from .repository import load_variant
+
+    try:
+        module = load_variant(spec["repository"], spec["path"], spec["module_name"])
+    except BaseException as e:
+        return {
+            "error": f"{spec['label']}: import failed",
+            "error_detail": error_reports.describe_error(e, spec["path"], None),
+            "label": spec["label"],
+        }
+    recorder = CallRecorder(module, spec["wrappers"], keep_args=False, limit=0, describe_values=False)
+    missing = sorted({c.wrapper for c in captured["calls"]} - recorder.originals.keys())
+    if missing:
+        why = f"{spec['label']}: has no {', '.join(missing)}, whose calls the tests made"
+        return {"error": why, "label": spec["label"]}
+    return {"module": module, "recorder": recorder, "calls": list(captured["calls"]), "kernels": set(spec["kernels"])}
 
 
 @dataclass(frozen=True)
@@ -100,8 +130,10 @@ def _bench_pytest(job: BenchJob, spec: dict[str, Any], module, recorder, send: S
     error result of the first case that fails, else None."""
     from . import user_code
     from .pytest_plugin import CasePlugin, SessionPlan, run_session
+    from .repository import case_limits, case_name, session_args, unloadable
 
     label, path = spec["label"], Path(spec["path"])
+    repository = spec.get("repository")
     failures: list[dict[str, Any]] = []
 
     def record(entry: dict[str, Any], error: BaseException | None) -> str | None:
@@ -119,8 +151,18 @@ def _bench_pytest(job: BenchJob, spec: dict[str, Any], module, recorder, send: S
         on_case=record,
         before_test=lambda: user_code.seed_everything(job.seed),
         on_start=lambda name: send({"event": "progress", "bench": f"{label}:{name}"}),
+        **({"name_of": case_name} if repository is not None else {}),
     )
-    failures += [e for e in run_session(plugin, Path(job.scratch)) if e["kind"] == "error"]
+    if repository is None:
+        failures += [e for e in run_session(plugin, Path(job.scratch)) if e["kind"] == "error"]
+    else:  # the repository's tests, with its configuration, under the check's limits
+        limits = case_limits(repository, record)
+        args = session_args(repository, Path(job.scratch))
+        try:
+            ended = run_session(plugin, Path(job.scratch), args, (limits,) if limits is not None else ())
+        except RuntimeError:  # its configuration or a conftest.py failed
+            ended = [{"name": "collection", "kind": "error", "message": unloadable()}]
+        failures += [e for e in ended if e["kind"] == "error"]
     if not failures:
         return None
     first = failures[0]

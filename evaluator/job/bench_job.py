@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..shared.protocol import REPRODUCED, BenchJob, timed_output_file, timed_output_sets
-from .bench_capture import Send, calls_to_time, capture_bench_calls
+from .bench_capture import Send, calls_to_time, capture_bench_calls, variant_of
 from .bench_preparation import Laps, made_ready_ahead, prepare_timers, ready_calls
 
 _MONOTONIC = time.monotonic  # bound before any user code: a timing's time limit
@@ -148,12 +148,17 @@ def autotune_choices(module) -> dict[str, dict[str, str]]:
 def _bench_variants(job: BenchJob, send: Send) -> dict[str, Any]:
     """Load each variant and run its bench functions once, capturing the wrapper calls (with cloned arguments); every
     variant times the calls the reference's chose (``calls_to_time``; the first variant's where none is labelled so).
+    A repository's module runs its tests with the first variant in the module's place; the others replay its calls.
     {"variants": {label: variant}, "helpers": the signatures left untimed}, or {"error": ...} when one fails."""
     from . import timing
 
     variants: dict[str, Any] = {}
     for spec in job.modules:
-        captured = capture_bench_calls(job, spec, send, timing.estimate_ms)
+        first = next(iter(variants.values()), None)
+        if first is not None and spec.get("repository") is not None:  # a repository's module: its tests ran once
+            captured = variant_of(spec, first)
+        else:
+            captured = capture_bench_calls(job, spec, send, timing.estimate_ms)
         if "error" in captured:
             return captured
         variants[spec["label"]] = captured

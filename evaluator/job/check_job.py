@@ -175,8 +175,10 @@ def _run_pytest(job: CheckJob, module, recorder, gpu: bool, record, starting, be
     from . import repository  # a repository's tests, in its own files
 
     plugin = CasePlugin(module, path, plan, recorder, gpu, **hooks, name_of=repository.case_name)
+    limits = repository.case_limits(job.repository, record)
     try:
-        return run_session(plugin, Path(job.scratch), repository.session_args(job.repository, Path(job.scratch)))
+        args = repository.session_args(job.repository, Path(job.scratch))
+        return run_session(plugin, Path(job.scratch), args, (limits,) if limits is not None else ())
     except RuntimeError:  # the repository's configuration or a conftest.py failed: no test could run
         return [{"name": "collection", "kind": "error", "message": repository.unloadable()}]
 

@@ -16,7 +16,9 @@ on takes the path it takes on the GPUs it is written for, and tests that need "a
   "tl.constexpr"``), grids given as lists, float arguments (fp32 scalars, as on a GPU), pointer arguments without a
   torch storage, integer-held masks, ``and`` / ``or`` on tensors, ``x[:, None]`` on a scalar, vendor libdevice math
   (``tl.extra.cuda/hip.libdevice``, ``triton.language.extra.libdevice``), computed with NumPy/SciPy, and block
-  pointers where the installed Triton has dropped them (``interpreter_block_pointers``).
+  pointers where the installed Triton has dropped them (``interpreter_block_pointers``);
+* bf16 arithmetic, which the interpreter does on the bit patterns: in float32, rounded to bf16
+  (``interpreter_bfloat16``).
 
 Each part has its module: the device torch sees (``interpreter_device``), Triton's driver (``interpreter_driver``),
 its language (``interpreter_language``), vendor math (``interpreter_libdevice``) and block pointers.
@@ -30,6 +32,7 @@ import time
 from collections.abc import Callable
 
 from . import (
+    interpreter_bfloat16,
     interpreter_block_pointers,
     interpreter_device,
     interpreter_driver,
@@ -51,6 +54,7 @@ def install() -> None:
     interpreter_language.tensor_boolean_operators()
     interpreter_language.surplus_full_slices()
     interpreter_libdevice.map_libdevice()
+    interpreter_bfloat16.install()
     if interpreter_block_pointers.interpreter_lacks_block_pointers():
         interpreter_block_pointers.install()
     interpreter_device.CudaToCpu().__enter__()

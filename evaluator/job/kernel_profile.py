@@ -53,8 +53,11 @@ def find_ncu() -> str | None:
 def run_profile(job: ProfileJob, info: Any, send) -> dict[str, Any]:
     """{"profiler", "calls": [{"signature", "launches": [{"kernel", "hash", metrics...}]}]}, {"unavailable": why}
     where no profiler can run here, or {"error": ...}."""
+    kernels = sorted({k for m in job.modules for k in m["kernels"]})
+    if not kernels:
+        return {"error": "the file has no Triton kernel to profile"}
     if info.backend == "rocm":
-        return rocprof_profile(job, send)
+        return rocprof_profile(job, kernels, send)
     if info.backend != "cuda":
         return {"unavailable": f"no vendor profiler runs on {info.backend} (Nsight Compute on NVIDIA, rocprofv3 on "
                 "AMD GPUs)"}  # fmt: skip
@@ -62,9 +65,6 @@ def run_profile(job: ProfileJob, info: Any, send) -> dict[str, Any]:
     if ncu is None:
         return {"unavailable": "Nsight Compute (ncu) is not installed where jobs run (looked for on PATH, in "
                 "CUDA_HOME/bin, /usr/local/cuda/bin and /opt/nvidia/nsight-compute)"}  # fmt: skip
-    kernels = sorted({k for m in job.modules for k in m["kernels"]})
-    if not kernels:
-        return {"error": "the file has no Triton kernel to profile"}
     scratch = Path(job.scratch)
     command = [
         ncu,

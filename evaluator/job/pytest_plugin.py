@@ -29,8 +29,9 @@ from typing import Any
 
 import pytest
 
-from ..shared.test_ids import sanitized_test_id, test_function
+from ..shared.test_ids import chosen, sanitized_test_id, test_function
 from . import error_reports, user_code
+from .case_limits import is_left_out
 from .launch_modes import STATE
 
 _MODULE = pytest.StashKey[ModuleType]()
@@ -119,10 +120,10 @@ class CasePlugin:
     def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config, items: list) -> None:
         keep, benchmarks, dropped = [], [], []
         for item in items:
-            function = test_function(self.name_of(item.nodeid))
-            if function in self.plan.tests:
+            name = self.name_of(item.nodeid)
+            if chosen(name, self.plan.tests):
                 keep.append(item)
-            elif function in self.plan.benchmarks:
+            elif test_function(name) in self.plan.benchmarks:
                 benchmarks.append(item)
             else:
                 dropped.append(item)
@@ -216,6 +217,8 @@ class CasePlugin:
                 kind = "xfail" if xfail is not None else "skipped"
                 reason = xfail if xfail is not None else _skip_reason(report)
                 entry.update(kind=kind, message=f"{'expected failure' if xfail is not None else 'skipped'}: {reason}")
+                if xfail is None and is_left_out(reason):  # a check's limit kept it from running (``case_limits``)
+                    entry.update(kind="left out", message=reason)
                 break
             if when == "call" and xfail is not None:
                 entry.update(kind="xpass", message=f"passed although marked xfail ({xfail})".replace(" ()", ""))
@@ -236,10 +239,12 @@ def case_id(nodeid: str) -> str:
     return nodeid.split("::", 1)[1] if "::" in nodeid else ""
 
 
-def run_session(plugin: CasePlugin, scratch: Path, args: list[str] | None = None) -> list[dict[str, Any]]:
-    """Run pytest on the plugin's file (or with `args`: a repository's tests, ``repository.session_args``); returns
-    entries for what did not run as a case (collection errors, cases left after a stop, selected tests pytest never
-    collected)."""
+def run_session(
+    plugin: CasePlugin, scratch: Path, args: list[str] | None = None, others: tuple[object, ...] = ()
+) -> list[dict[str, Any]]:
+    """Run pytest on the plugin's file (or with `args`: a repository's tests, ``repository.session_args``; `others`:
+    plugins beside it, a repository's ``case_limits.CaseLimits``); returns entries for what did not run as a case
+    (collection errors, cases left after a stop, selected tests pytest never collected)."""
     basetemp = scratch / "pytest-tmp"
     args = args or [
         str(plugin.path),
@@ -258,7 +263,7 @@ def run_session(plugin: CasePlugin, scratch: Path, args: list[str] | None = None
     saved = {k: os.environ.pop(k, None) for k in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")}
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     try:
-        code = pytest.main(args, plugins=[plugin])
+        code = pytest.main(args, plugins=[plugin, *others])
     finally:
         os.environ.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
         os.environ.update({k: v for k, v in saved.items() if v is not None})
@@ -269,10 +274,9 @@ def run_session(plugin: CasePlugin, scratch: Path, args: list[str] | None = None
         if name not in plugin.finished:
             why = plugin.stop_reason or "the session stopped early"
             extra.append({"name": name, "kind": "error", "message": f"not run: {why}"})
-    seen = {test_function(n) for n in plugin.selected}
     if not plugin.collect_errors:
-        for function in sorted(plugin.plan.tests - seen):
-            extra.append({"name": function, "kind": "error", "message": f"pytest collected no case of {function}"})
+        for test in sorted(t for t in plugin.plan.tests if not any(chosen(n, (t,)) for n in plugin.selected)):
+            extra.append({"name": test, "kind": "error", "message": f"pytest collected no case of {test}"})
     return extra
 
 

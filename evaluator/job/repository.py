@@ -43,6 +43,16 @@ def import_candidate(
     return module, loaded[0]
 
 
+def load_variant(repository: dict[str, Any], path: str, name: str) -> ModuleType:
+    """Another text of the module (a variant a timing or screening compares with the one the tests ran), loaded
+    beside it in its package under `name`: its relative imports resolve as the module's, while the repository (and
+    the module's name in it) keeps the text its tests ran with. Its wrappers replay the calls those tests made."""
+    from .user_code import load_module
+
+    package = repository["module"].rpartition(".")[0]
+    return load_module(path, f"{package}.{name}" if package else name)
+
+
 class CandidateFinder(importlib.abc.MetaPathFinder):
     """Finds the module under check at the job's file; every other module where the repository has it."""
 
@@ -85,6 +95,17 @@ def session_args(repository: dict[str, Any], scratch: Path) -> list[str]:
         "--basetemp",
         str(scratch / "pytest-tmp"),
     ]
+
+
+def case_limits(repository: dict[str, Any], report: Callable[[dict[str, Any], BaseException | None], object]):
+    """The pytest plugin of the check's limits on the repository's cases (``case_limits``), or None where it has
+    none."""
+    cases, budget = repository.get("cases_per_test"), repository.get("budget_s")
+    if cases is None and budget is None:
+        return None
+    from .case_limits import CaseLimits
+
+    return CaseLimits(cases, budget, case_name, report)
 
 
 def case_name(nodeid: str) -> str:

@@ -39,17 +39,14 @@ def find_rocprofv3() -> str | None:
     return next((c for r in roots if r and os.access(c := os.path.join(r, "bin", "rocprofv3"), os.X_OK)), None)
 
 
-def rocprof_profile(job: ProfileJob, send) -> dict[str, Any]:
-    """What ``kernel_profile.run_profile`` returns, measured by rocprofv3."""
+def rocprof_profile(job: ProfileJob, kernels: list[str], send) -> dict[str, Any]:
+    """What ``kernel_profile.run_profile`` returns for `kernels` (the file's, by name), measured by rocprofv3."""
     import torch
 
     rocprof = find_rocprofv3()
     if rocprof is None:
         return {"unavailable": "rocprofv3 is not installed where jobs run (looked for on PATH, in ROCM_PATH/bin, "
                 "HIP_PATH/bin and /opt/rocm/bin)"}  # fmt: skip
-    kernels = sorted({k for m in job.modules for k in m["kernels"]})
-    if not kernels:
-        return {"error": "the file has no Triton kernel to profile"}
     scratch = Path(job.scratch)
     (scratch / INPUT_FILE).write_text("".join(f"pmc: {' '.join(p)}\n" for p in PASSES))
     command = [

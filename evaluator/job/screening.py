@@ -231,7 +231,12 @@ def _load(spec: dict[str, Any], calls: list[Any]) -> _Variant:
     from . import error_reports, user_code
 
     try:
-        module = user_code.load_module(spec["path"], spec["module_name"])
+        if spec.get("repository") is not None:  # a repository's module: beside the reference in its package
+            from .repository import load_variant
+
+            module = load_variant(spec["repository"], spec["path"], spec["module_name"])
+        else:
+            module = user_code.load_module(spec["path"], spec["module_name"])
     except Exception as e:
         why = error_reports.describe_error(e, spec["path"], None)["message"]
         return _Variant(spec["label"], None, f"import failed: {why}", calls, {})

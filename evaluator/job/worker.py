@@ -49,6 +49,7 @@ PRELOAD = (
     ".timing",
     ".device_ceilings",
     ".pytest_plugin",
+    ".case_limits",
     ".repository",
     ".rocm_bench",
     ".screening",

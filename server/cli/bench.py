@@ -11,10 +11,10 @@ import time
 from geak.evaluator import BadInput, BenchResult, Evaluator, WorkerStartError
 
 from .. import base_comparison
-from . import base_check
+from . import base_check, module_check
 from .base_files import only_version, selected
 from .ctrl_c import run_work, work_under_way
-from .evaluation import add_base_arguments, add_eval_arguments, add_service_argument, options_from_flags, run_evaluation
+from .evaluation import add_base_arguments, add_eval_arguments, add_service_argument, run_evaluation
 from .exits import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_OK, CommandError, said
 from .render import print_base_verdicts, print_bench, print_profile, status_reporter
 
@@ -38,6 +38,7 @@ def register(commands) -> None:
         "Nsight Compute); informational, it never changes the exit status",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object (with --profile, its 'profile')")
+    module_check.add_arguments(parser)  # a repository's module: the calls its repository's tests make, timed
     add_eval_arguments(parser)
     add_service_argument(parser)
     parser.set_defaults(run=run)
@@ -46,10 +47,15 @@ def register(commands) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.max_slowdown is not None and not (args.against or args.base):
         raise CommandError("--max-slowdown needs --against REF or --base REV (a slowdown against what?)")
+    module = module_check.is_module(args.file, args.tests, args.against)
     if args.base is not None:
         if args.profile:
             raise CommandError("--profile profiles FILE alone: run it without --base")
-        return _run_base(args)
+        return _run_base(args, module)
+    if module:
+        if args.profile:
+            raise CommandError("--profile profiles a file's own tests' calls: a repository's module is not profiled")
+        return module_check.run_bench(args)
     result = run_evaluation(args, "bench", print_bench, print_json=not args.profile)
     if args.profile:
         _profile(args, result)
@@ -74,20 +80,21 @@ def _profile(args: argparse.Namespace, bench: BenchResult) -> None:
         print(json.dumps({**bench.to_dict(), "profile": found}))
 
 
-def _run_base(args: argparse.Namespace) -> int:
-    """FILE timed against its version at the base; one the same as there is not timed."""
+def _run_base(args: argparse.Namespace, module: bool) -> int:
+    """FILE timed against its version at the base; one the same as there is not timed. A repository's module
+    (`module`) in its repository's tests, its version at the base in its place as the reference."""
     selection = selected([args.file], args.base, changed=False)
     version = only_version(selection)
-    try:
-        options = options_from_flags(args)
-    except ValueError as e:
-        raise CommandError(str(e)) from None
+    target = module_check.target_of(args.file, args.tests, args.json) if module else None
+    options = module_check.options_of(args)
+    readable = (str(target.repository.root),) if target is not None else ()
 
     async def timed(report) -> base_comparison.BaseVerdict:
         with base_comparison.base_folder() as folder:
-            async with Evaluator(options) as evaluator:
+            async with Evaluator(options, readable=readable) as evaluator:
                 return await base_comparison.bench_file(evaluator, selection.base, version, folder,
-                                                   max_slowdown=args.max_slowdown, progress=report)  # fmt: skip
+                                                   max_slowdown=args.max_slowdown, progress=report,
+                                                   module=target)  # fmt: skip
 
     started = time.perf_counter()
     if base_comparison.is_same(version):

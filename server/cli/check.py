@@ -53,14 +53,16 @@ def register(commands) -> None:
         "--changed",
         action="store_true",
         help=f"check the Triton files changed since the base ({DEFAULT_BASE} unless --base): committed since, staged, "
-        "unstaged or untracked; each against its version there, timed against it on a GPU",
+        "unstaged or untracked; each against its version there, timed against it on a GPU; a repository's module "
+        "(kernels, no test of its own) by its repository's tests",
     )
     parser.add_argument(
         "--jobs",
         type=int,
         default=None,
         metavar="N",
-        help="files checked at once (default: 1 for one file, else min(4, CPU cores))",
+        help="files checked at once (default: 1 for one file, else min(4, CPU cores)); a repository's module: its "
+        "test files in jobs of their own at once (default min(4, CPU cores))",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     module_check.add_arguments(parser)  # a repository's module: judged by the repository's tests
@@ -170,10 +172,9 @@ def _run_base(args: argparse.Namespace) -> int:
             where = f" under {' '.join(args.paths)}" if args.paths else ""
             print(f"no Triton file{where} changed since {selection.base.name}")
         return EXIT_OK
-    try:
-        options = options_from_flags(args)
-    except ValueError as e:
-        raise CommandError(str(e)) from None
+    if args.tests and not single:
+        raise CommandError("--tests names the tests of one module: give one file")
+    options = module_check.options_of(args)
     options.max_concurrent = args.jobs or (1 if single else min(4, os.cpu_count() or 1))
     started = time.perf_counter()
     finished: list[BaseVerdict] = []
@@ -193,6 +194,7 @@ def _run_base(args: argparse.Namespace) -> int:
                     max_slowdown=args.max_slowdown,
                     on_done=done,
                     on_progress=progress.update,
+                    tests=args.tests,
                 )
             )
         except (BadInput, WorkerStartError) as e:

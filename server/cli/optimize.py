@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
+from . import module_check
 from .ctrl_c import run_work, work_under_way
 from .evaluation import add_eval_arguments, positive_seconds, whole_number
 from .exits import EXIT_INTERRUPTED, CommandError
@@ -21,6 +22,7 @@ from .render import console, err_console, one_line
 if TYPE_CHECKING:  # the agent (and the model client) load when the command runs, not for every `geak` command
     from geak.agent.loop import ProgressEvent
     from geak.agent.outcome import OptimizeResult
+    from geak.evaluator import ModuleTests
 
 
 def register(commands) -> None:
@@ -29,7 +31,8 @@ def register(commands) -> None:
         help="make a Triton file's kernels faster (LLM loop, or launch-parameter search without a model)",
         description="Without a model (--model or model_id in --config) GEAK tunes launch parameters by "
         "measurement. Ctrl-C stops cleanly and keeps the checkpoint; --resume continues. The file is only "
-        "changed with --write.",
+        "changed with --write. A repository's module (kernels, no test of its own) is judged by its repository's "
+        "tests, every case of them for a proposal.",
     )
     parser.add_argument("file")
     parser.add_argument("--config", type=Path, help="YAML configuration (GEAK key names)")
@@ -63,6 +66,7 @@ def register(commands) -> None:
         help="write the run's raw record here (JSON: every configuration screened, the finalists with their bench "
         "intervals, seconds, commit, device), what benchmarks/results_table.py renders figures from",
     )  # fmt: skip
+    module_check.add_arguments(parser, limits=False)  # a repository's module: its repository's tests judge it
     add_eval_arguments(parser)
     parser.set_defaults(run=run)
 
@@ -102,10 +106,14 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"--write: {args.file} is not writable") from None
     if args.record is not None and (args.record.is_dir() or not os.access(_folder_of(args.record), os.W_OK)):
         raise CommandError(f"--record: cannot write a file at {args.record}") from None
+    module = module_check.is_module(args.file, args.tests)
+    target = module_check.target_of(args.file, args.tests, args.json) if module else None
+    if target is not None and args.verbose and not args.json:
+        module_check.say_found(target)
     work_under_way()
     started = time.monotonic()
     try:
-        result = run_work(_optimize(args, cfg))
+        result = run_work(_optimize(args, cfg, target))
     except (BadInput, ValueError, WorkerStartError) as e:
         raise CommandError(f"{one_line(str(e))}") from None
     except LLMError as e:
@@ -115,7 +123,8 @@ def run(args: argparse.Namespace) -> int:
     if args.record is not None:
         _write_record(args.record, cfg, result, time.monotonic() - started)
     if args.json:
-        print(json.dumps(result.to_dict(), default=str))
+        found = {"repository_tests": target.to_dict()} if target is not None else {}
+        print(json.dumps({**result.to_dict(), **found}, default=str))
     else:
         print_result(result)
     if args.write and result.new_text:
@@ -152,10 +161,11 @@ def _kept(cfg, file: str) -> str:
     return "no candidate was finished, so there is no checkpoint to resume from"
 
 
-async def _optimize(args: argparse.Namespace, cfg) -> OptimizeResult:
+async def _optimize(args: argparse.Namespace, cfg, module: ModuleTests | None) -> OptimizeResult:
     from geak.agent.session import OptimizeSession
 
-    session = OptimizeSession(args.file, cfg, backend=args.backend, progress=None if args.json else _print_progress)
+    progress = None if args.json else _print_progress
+    session = OptimizeSession(args.file, cfg, backend=args.backend, progress=progress, module=module)
     return await session.run(resume=args.resume)
 
 

@@ -14,6 +14,7 @@ from geak.evaluator import BadInput, BenchResult, CheckResult, Evaluator, Triton
 from ..base_comparison import base_file, base_folder, failing_base, relabeled, same, unparsable_base
 from ..base_revision import Base, BaseVersion, RevisionError, repository_root, resolve, same_code, version_at
 from .analysis import content_key
+from .timing_text import against_base
 
 # What a comparison found: the base's code (nothing ran), a file new since the base, a base that is no reference (or
 # an unknown revision), no base at all (not a git repository), outputs that differ from the base's, the same outputs.
@@ -56,6 +57,28 @@ class BaseReport:
     @property
     def timed(self) -> bool:
         return self.bench is not None or bool(self.timing_note)
+
+    @property
+    def said(self) -> str:
+        """The whole message, with the speed against the base once timed (`same outputs as HEAD:add.py; 1.25×
+        slower than HEAD [1.22, 1.28]`)."""
+        speed = against_base(self.bench, self.rev) if self.bench is not None else None
+        return f"{self.message}; {speed}" if speed else self.message
+
+    @property
+    def verdict(self) -> str:
+        """A few words for the status bar (`same`, `outputs differ`, `1.25× slower`, `within noise`...)."""
+        speedup = self.bench.speedup if self.bench is not None else None
+        if self.outcome == "matches" and speedup is not None:
+            if speedup.significant:
+                ratio = speedup.ratio if speedup.ratio >= 1 else 1 / speedup.ratio
+                return f"{ratio:.2f}× {'faster' if speedup.ratio >= 1 else 'slower'}"
+            return "within noise" if speedup.decided else "speed undecided"
+        comparison = self.result.comparison if self.result is not None else None
+        differ = "outputs differ" if comparison is not None and comparison.mismatches else "base's test fails"
+        words = {"same": "same", "new": "new file", "unusable": "not compared", "none": "not compared",
+                 "matches": "same outputs", "differs": differ}  # fmt: skip
+        return words[self.outcome]
 
 
 def find_base(path: str, rev: str) -> BaseTarget | BaseReport:

@@ -110,7 +110,7 @@ class CheckManager:
         self._checks_idle.set()
         self.checks_run = 0
         self.activity: str | None = None  # what runs now
-        self.base_status: str | None = None  # what the last comparison with a base said (`file: message`)
+        self.last_compared: tuple[str, BaseReport] | None = None  # the last comparison with a base: (file name, it)
         self._unusable: dict[tuple[str, str | None], BaseReport] = {}  # (rev, base text key): a base no reference
 
     # ------------------------------------------------------------------------------------------ evaluator
@@ -329,16 +329,19 @@ class CheckManager:
             compared = found
         report.base = compared
         if compared.outcome != "none":  # outside a git repository there is nothing to say
-            self.base_status = f"{Path(path).name}: {compared.message}"
-            log.info("%s", self.base_status)
+            self.last_compared = (Path(path).name, compared)
+            log.info("%s: %s", Path(path).name, compared.message)
         self.hooks.checked(uri, report)
 
     async def _check_against(self, path: str, text: str, target: BaseTarget) -> BaseReport:
+        started = time.monotonic()
         async with self._checking(f"comparing {Path(path).name} with {target.base.rev}"):
             try:
                 evaluator = await self.evaluator()
                 compared = await self.engine.run(check_against(evaluator, target, path, text))
-            except asyncio.CancelledError:
+            except asyncio.CancelledError:  # `Engine.run` returns once its job is killed
+                log.info("the comparison of %s with %s was cancelled after %.1f s (its job stopped)", Path(path).name,
+                         target.label, time.monotonic() - started)  # fmt: skip
                 raise
             except Exception as e:  # the evaluator failed: say so, and try again at the next save (no base key)
                 log.exception("the comparison of %s with %s could not run", path, target.label)
@@ -392,10 +395,12 @@ class CheckManager:
             return
         if bench.ok:
             compared.bench = bench
+            log.info("%s: %s", Path(path).name, compared.said)
         else:
             compared.timing_note = bench.message
         self.hooks.timed(uri, report)
         self.hooks.checked(uri, report)  # a significant slowdown is a warning at the kernel
+        self.hooks.status_changed()  # the status says the speed against the base
 
     async def _profile(self, uri: str, path: str, text: str, report: FileReport) -> None:
         """After a timing: the vendor's profiler over the same calls (achieved occupancy, DRAM and SM throughput),

@@ -143,7 +143,7 @@ class ServerState:
         runtime = self.checks.known_runtime
         busy = self.checks.busy() or self.optimizer.busy()
         activity = self.checks.activity or (self.optimizer.activity if self.optimizer.busy() else None)
-        base = self.checks.base_status if self.settings.base else None
+        compared = self.checks.last_compared if self.settings.base else None
         self.server.protocol.notify(
             STATUS,
             {
@@ -151,7 +151,8 @@ class ServerState:
                 "device": runtime.get("device"),
                 "busy": busy,
                 "activity": activity,
-                "base": base,
+                "base": f"{compared[0]}: {compared[1].said}" if compared else None,
+                "baseVerdict": _verdict(*compared) if compared else None,
             },
         )
 
@@ -222,7 +223,7 @@ class ServerState:
     async def _compare_open_documents(self) -> None:
         """Another base (or none): what is shown of the open documents changes at once, and their cached checks are
         compared with the new base (no check runs again)."""
-        self.checks.base_status = None
+        self.checks.last_compared = None
         self.send_status()
         for uri in list(self.server.workspace.text_documents):
             await self.publisher.publish(uri)
@@ -285,3 +286,8 @@ def _preload() -> None:
             importlib.import_module(name)
         except ImportError as e:
             log.info("cannot preload %s: %s", name, e)
+
+
+def _verdict(name: str, compared: BaseReport) -> dict[str, str]:
+    """`geak/status`'s `baseVerdict`: the status bar's `add.py vs HEAD: outputs differ`, in parts."""
+    return {"file": name, "rev": compared.rev, "verdict": compared.verdict}

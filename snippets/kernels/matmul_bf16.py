@@ -1,5 +1,4 @@
 # geak-family: matmul
-# geak-gpu-only: bf16 arithmetic is not modelled by the interpreter
 """Dense bf16 GEMM: C[M, N] = A[M, K] @ B[K, N], bf16 operands, fp32 accumulation, bf16 result.
 
 bf16 keeps fp32's exponent range, so it is the usual training/inference dtype; the tensor cores (NVIDIA) and

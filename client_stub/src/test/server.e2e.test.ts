@@ -219,6 +219,7 @@ describe("the GEAK server, driven as the extension drives it", { timeout: 600_00
     const status = await waitFor(() => statuses, (s) => s.backend !== null, "a geak/status with a backend");
     assert.equal(status.backend, "interpreter");
     assert.equal(typeof status.busy, "boolean");
+    assert.equal(status.baseVerdict, null, "nothing compared with a base yet"); // the item stays hidden
   });
 
   it("offers Optimize code actions that run the extension's command with [uri, kernel, version]", async () => {

@@ -1,0 +1,175 @@
+"""Benchmark of the editor's comparison with the last commit (`geak.base`; not a test): a real client over stdio
+against `python -m geak.server`, in a temporary git repository where the kernel file is committed.
+
+Each save changes the file's code (a new line above its first kernel) but not what its kernels compute, so every save is
+checked anew and then compared with HEAD's version ("same outputs"); the first save of a session warms the evaluator
+up and runs the base once (the evaluator keeps the base's runs by content), and is not counted. Two sessions:
+
+- base off (`geak.base` empty): didSave -> the diagnostics published after the check;
+- base HEAD: didSave -> the diagnostics published after the check, then after the comparison.
+
+Targets it measures: warm didSave -> diagnostics with the base comparison <= 1.5 s; the comparison adds <= 25% to
+a save's check once the base's runs are cached (on vs off, medians). Timing on save is off unless `--timing` (a
+timing runs after the diagnostics, and would only lengthen the wait between saves).
+
+    python benchmarks/lsp_base_bench.py [--saves 10] [--kernel FILE] [--device auto|gpu|interpreter] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from lsp_bench import percentile
+from lsp_client import Client, until
+
+ROOT = Path(__file__).resolve().parent.parent
+TARGET_MS = 1500.0  # warm didSave -> diagnostics with the base comparison
+TARGET_OVERHEAD = 0.25  # what the comparison may add to a save's check
+GIT_ENV = {"GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@geak.invalid", "GIT_COMMITTER_NAME": "bench",
+           "GIT_COMMITTER_EMAIL": "bench@geak.invalid", "GIT_CONFIG_GLOBAL": os.devnull}  # fmt: skip
+
+
+def committed_repository(kernel: Path) -> Path:
+    """A new git repository with `kernel` committed at HEAD; returns the file's path there."""
+    root = Path(tempfile.mkdtemp(prefix="geak-lsp-base-bench-"))
+    path = root / kernel.name
+    shutil.copy(kernel, path)
+    env = {**os.environ, **GIT_ENV}
+    for args in (["init", "-q"], ["add", path.name], ["commit", "-q", "-m", "the kernel as committed"]):
+        subprocess.run(["git", *args], cwd=root, env=env, check=True, capture_output=True)
+    return path
+
+
+async def saves_to_diagnostics(client: Client, path: Path, saves: int, compared: bool) -> list[dict[str, float]]:
+    """Per counted save: `check_ms` (didSave -> the diagnostics after the check) and, when `compared`,
+    `diagnostics_ms` (-> after the comparison; else the same as `check_ms`)."""
+    uri, text = path.as_uri(), path.read_text()
+    if "@triton.jit" not in text:
+        raise ValueError(f"{path.name} has no @triton.jit kernel")
+    said = f"{path.name}: same outputs as HEAD:{path.name}"
+    found = []
+    for i in range(saves + 1):  # the first save warms the evaluator up (and runs the base once): not counted
+        version = 100 + i
+        line = f"_SAVE = {i}  # new code in the kernels' part, the same outputs\n\n\n"
+        new = text.replace("@triton.jit", line + "@triton.jit", 1)
+        client.change(uri, new, version)
+        await until(lambda v=version: [p for _, p in client.published if p.uri == uri and p.version == v], 30, "edit")
+        await client.idle()
+        seen, logged, compared_before = len(client.published), len(client.logs), client.logs.count(said)
+        path.write_text(new)  # as an editor saves: the server's file watcher sees its own save's content
+        started = time.perf_counter()
+        client.save(uri)
+        wanted = 3 if compared else 2  # the immediate static publish, after the check, after the comparison
+
+        def published(seen=seen, version=version, wanted=wanted):
+            mine = [t for t, p in client.published[seen:] if p.uri == uri and p.version == version]
+            return mine if len(mine) >= wanted else None
+
+        times = await until(published, 300, "diagnostics after the check (and the comparison)")
+        await client.idle()
+        if any("changed on disk" in line for line in client.logs[logged:]):
+            raise RuntimeError(f"save {i} was checked again from the disk: the figures would not be a save's")
+        if compared and client.logs.count(said) != compared_before + 1:
+            raise RuntimeError(f"save {i} was not compared with HEAD as expected; the server said:\n"
+                               + "\n".join(client.logs[-10:]))  # fmt: skip
+        if i:
+            checked, done = times[1] - started, times[wanted - 1] - started
+            found.append({"check_ms": checked * 1000, "diagnostics_ms": done * 1000})
+    return found
+
+
+async def session(kernel: Path, args: argparse.Namespace, base: str) -> tuple[str, list[dict[str, float]]]:
+    path = committed_repository(kernel)
+    client = Client({"device": args.device, "base": base, "timeOnSave": args.timing})
+    await client.begin(path.parent)
+    try:
+        client.open(path)
+        status = await until(lambda: [s for s in client.statuses if s.backend], 300, "the evaluator")
+        found = await saves_to_diagnostics(client, path, args.saves, compared=bool(base))
+    finally:
+        await client.end()
+        shutil.rmtree(path.parent, ignore_errors=True)
+    return f"{status[-1].backend} / {status[-1].device}", found
+
+
+def stats(values: list[float]) -> dict[str, float]:
+    return {"n": len(values), "median": statistics.median(values), "p90": percentile(values, 90),
+            "min": min(values), "max": max(values)}  # fmt: skip
+
+
+async def main(args: argparse.Namespace) -> dict:
+    kernel = Path(args.kernel).resolve()
+    device, off = await session(kernel, args, "")
+    print(f"base off: {len(off)} saves measured", file=sys.stderr, flush=True)
+    _, on = await session(kernel, args, "HEAD")
+    off_ms = stats([s["diagnostics_ms"] for s in off])
+    check_ms = stats([s["check_ms"] for s in on])
+    on_ms = stats([s["diagnostics_ms"] for s in on])
+    comparison_ms = stats([s["diagnostics_ms"] - s["check_ms"] for s in on])
+    overhead = on_ms["median"] / off_ms["median"] - 1
+    return {
+        "device": device,
+        "file": str(kernel.relative_to(ROOT) if kernel.is_relative_to(ROOT) else kernel),
+        "saves": args.saves,
+        "timing_on_save": args.timing,
+        "base_off_ms": off_ms,
+        "base_on_check_ms": check_ms,
+        "base_on_ms": on_ms,
+        "comparison_ms": comparison_ms,
+        "overhead": overhead,
+        "overhead_in_session": comparison_ms["median"] / check_ms["median"],
+        "targets": {
+            "diagnostics_with_base_ms": TARGET_MS,
+            "diagnostics_with_base_met": on_ms["median"] <= TARGET_MS,
+            "overhead": TARGET_OVERHEAD,
+            "overhead_met": overhead <= TARGET_OVERHEAD,
+        },
+    }
+
+
+def print_report(report: dict) -> None:
+    print(f"device: {report['device']}; file: {report['file']}; {report['saves']} warm saves per session "
+          f"(the base's runs cached); timing on save: {report['timing_on_save']}")  # fmt: skip
+    print(f"{'didSave ->':44} {'median':>9} {'p90':>9} {'min':>9} {'max':>9}")
+    rows = (
+        ("diagnostics, geak.base off", "base_off_ms"),
+        ("diagnostics after the check, geak.base HEAD", "base_on_check_ms"),
+        ("diagnostics with the comparison, HEAD", "base_on_ms"),
+        ("  of which the comparison", "comparison_ms"),
+    )
+    for label, key in rows:
+        s = report[key]
+        print(f"{label:44} " + " ".join(f"{s[k]:6.0f} ms" for k in ("median", "p90", "min", "max")))
+    t = report["targets"]
+    print(f"the comparison adds {report['overhead']:+.0%} to a save (medians, HEAD vs off; "
+          f"{report['overhead_in_session']:+.0%} of the check within the HEAD session)")  # fmt: skip
+    print(f"targets: diagnostics with the base <= {t['diagnostics_with_base_ms']:.0f} ms: "
+          f"{'met' if t['diagnostics_with_base_met'] else 'NOT met'}; overhead <= {t['overhead']:.0%}: "
+          f"{'met' if t['overhead_met'] else 'NOT met'}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kernel", default=str(ROOT / "snippets/kernels/vector_add.py"))
+    parser.add_argument("--saves", type=int, default=10, help="warm saves measured per session")
+    parser.add_argument("--device", choices=("auto", "gpu", "interpreter"), default="auto")
+    parser.add_argument("--timing", action="store_true", help="time the kernels after each save (GPU)")
+    parser.add_argument("--out", help="write the report as JSON here")
+    args = parser.parse_args()
+    if args.saves < 1 or not Path(args.kernel).is_file():
+        parser.error("--saves must be at least 1 and --kernel an existing file")
+    result = asyncio.run(main(args))
+    print_report(result)
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=1))
+    sys.exit(0)
