@@ -2,11 +2,11 @@
 `python -m geak.server`, a copy of the repository as the workspace, the module open in it and saved N times (each
 save a new content, a comment line added, so no cached result is reused): the time from didSave to the diagnostics
 published after the check by the repository's tests, and what ran (the verdict, the cases run and left out within
-the budget, `geak.moduleBudgetS`).
+the limits, `geak.moduleBudgetS` and `geak.moduleCasesPerTest`).
 
     python benchmarks/lsp_module_bench.py [--repo ../shared/repos/liger-kernel]
-        [--module src/liger_kernel/ops/rms_norm.py] [--saves 5] [--budget-s 20] [--device auto|gpu|interpreter]
-        [--out FILE.json]
+        [--module src/liger_kernel/ops/rms_norm.py] [--saves 5] [--budget-s 20] [--cases-per-test 4]
+        [--device auto|gpu|interpreter] [--out FILE.json]
 
 On a CPU, the fixture repository: `--repo tests/fixtures/repos/tinyops --module src/tinyops/ops/scale.py
 --device interpreter`. Liger-Kernel's tests need `transformers` in the environment.
@@ -51,7 +51,7 @@ def said(hover: str) -> dict[str, str]:
     """What the hover says of the last check: its verdict line and what ran (cases run, left out)."""
     lines = hover.splitlines()
     verdict = next((line for line in lines if line.startswith(("✅", "❌", "ℹ️", "Not checked"))), "")
-    ran = next((line for line in lines if line.startswith("Ran ")), "")
+    ran = next((line[len("Last check: ") :] for line in lines if line.startswith("Last check: ")), "")
     tests = sum(1 for line in lines if line.startswith("- tests: "))
     return {"verdict": verdict, "ran": ran, "tests_listed": str(tests)}
 
@@ -96,7 +96,8 @@ async def main(args: argparse.Namespace) -> dict:
     module = repo / args.module
     if not module.is_file():
         raise SystemExit(f"{args.module}: no such module in {source}")
-    settings = {"device": args.device, "moduleBudgetS": args.budget_s, "base": ""}
+    settings = {"device": args.device, "moduleBudgetS": args.budget_s, "moduleCasesPerTest": args.cases_per_test,
+                "base": ""}  # fmt: skip
     client = Client(settings)
     await client.begin(repo)
     try:
@@ -113,6 +114,7 @@ async def main(args: argparse.Namespace) -> dict:
             "repository": str(source),
             "module": args.module,
             "budget_s": args.budget_s,
+            "cases_per_test": args.cases_per_test,
             "tests_listed": [line[len("- tests: ") :] for line in found.splitlines() if line.startswith("- tests: ")],
             "tests_found": found_count(found),
             "save_to_diagnostics_ms": {"n": len(ms), "median": statistics.median(ms), "min": min(ms), "max": max(ms)},
@@ -127,7 +129,8 @@ def print_report(report: dict) -> None:
     s = report["save_to_diagnostics_ms"]
     print(f"device: {report['device']}; module: {report['module']} of {report['repository']}")
     budget = f"{report['budget_s']:g} s" if report["budget_s"] is not None else "none"
-    print(f"tests found: {report['tests_found']}; budget per save: {budget}")
+    cases = report["cases_per_test"] or "every"
+    print(f"tests found: {report['tests_found']}; per save: a budget of {budget}, {cases} case(s) of each test")
     print(f"didSave -> diagnostics (warm, n={s['n']}): median {s['median']:.0f} ms, min {s['min']:.0f}, "
           f"max {s['max']:.0f}")  # fmt: skip
     print(f"{'save':>4}  {'ms':>8}  verdict / what ran")
@@ -142,12 +145,14 @@ if __name__ == "__main__":
     parser.add_argument("--module", default="src/liger_kernel/ops/rms_norm.py", help="the module, in the repository")
     parser.add_argument("--saves", type=int, default=5)
     parser.add_argument("--budget-s", type=float, default=20.0, help="geak.moduleBudgetS (0: no limit)")
+    parser.add_argument("--cases-per-test", type=int, default=4, help="geak.moduleCasesPerTest (0: every case)")
     parser.add_argument("--device", choices=("auto", "gpu", "interpreter"), default="auto")
     parser.add_argument("--out", help="write the report as JSON here")
     args = parser.parse_args()
     if args.saves < 1:
         parser.error("--saves must be at least 1")
     args.budget_s = args.budget_s or None
+    args.cases_per_test = args.cases_per_test or None
     result = asyncio.run(main(args))
     print_report(result)
     if args.out:

@@ -6,6 +6,7 @@ the budget setting, and a `[tool.geak.tests]` table that the agent's configurati
 from __future__ import annotations
 
 import asyncio
+import importlib
 import os
 import shutil
 from pathlib import Path
@@ -19,10 +20,11 @@ from geak.server.lsp.analysis import analyze
 from geak.server.lsp.checks import FileReport
 from geak.server.lsp.engine import Engine
 from geak.server.lsp.module_diagnostics import FailedTest, ModuleDiagnostics, definition_lines, failed_tests
-from geak.server.lsp.modules import NOT_A_MODULE, ModuleTargets, RepositoryEvaluators, find_module
+from geak.server.lsp.modules import NOT_A_MODULE, ModuleLimits, ModuleTargets, RepositoryEvaluators, find_module
 from geak.server.lsp.positions import Positions
 from geak.server.lsp.publishing import module_diagnostics, module_problems
 from geak.server.lsp.settings import SettingsError, parse_settings, read_workspace_file
+from geak.server.lsp.state import module_limits
 
 REPOS = Path(__file__).parent / "fixtures" / "repos"
 MODULE = "src/tinyops/ops/scale.py"
@@ -142,30 +144,32 @@ def test_test_files_merge_the_findings_of_each_module():
     assert merged.set("m1", []) == {"t1", "t2"} and [f.line for f in merged.at("t1")] == [9] and not merged.at("t2")
 
 
-def test_the_module_budget_setting_and_a_tests_table_in_pyproject(tmp_path):
-    assert parse_settings({})[0].module_budget_s == 20.0
-    assert parse_settings({"moduleBudgetS": None})[0].module_budget_s is None  # no limit
-    with pytest.raises(SettingsError, match=r"geak\.moduleBudgetS"):
-        parse_settings({"moduleBudgetS": 0})
+def test_the_module_limit_settings_and_a_tests_table_in_pyproject(tmp_path):
+    assert module_limits(parse_settings({})[0]) == ModuleLimits(20.0, 4)
+    unlimited = {"moduleBudgetS": None, "moduleCasesPerTest": None}
+    assert module_limits(parse_settings(unlimited)[0]) == ModuleLimits(None, None)
+    with pytest.raises(SettingsError, match=r"geak\.moduleBudgetS.*geak\.moduleCasesPerTest"):
+        parse_settings({"moduleBudgetS": 0, "moduleCasesPerTest": 0})
     (tmp_path / "pyproject.toml").write_text('[tool.geak]\nmax_iteration = 7\n[tool.geak.tests]\n"a.b" = "t.py"\n')
     assert read_workspace_file(tmp_path)[0] == {"max_iteration": 7}  # the module tests are the evaluator's
 
 
-def test_each_repository_has_its_evaluator_with_the_budget_until_the_budget_changes(repo, tmp_path):
+def test_each_repository_has_its_evaluator_with_the_limits_until_they_change(repo, tmp_path):
+    importlib.import_module("torch")  # now, not on the thread an evaluator starts (it would race later AST parses)
     engine = Engine()
-    evaluators = RepositoryEvaluators(engine, budget_s=7.0)
+    evaluators = RepositoryEvaluators(engine, ModuleLimits(7.0, 2))
     options = EvalOptions(backend="interpreter", spares=0, compile_cache=None)
 
     async def main():
         first = await evaluators.get(str(repo), options)
         assert await evaluators.get(str(repo), options) is first  # kept warm
         other = await evaluators.get(str(tmp_path), options)
-        assert other is not first and first.options.tests_budget_s == 7.0
+        assert other is not first and (first.options.tests_budget_s, first.options.cases_per_test) == (7.0, 2)
         assert first.pool._launcher.shown == (str(repo),)  # its jobs may read the repository (never write it)
-        await evaluators.close(None)
-        assert not evaluators.open() and evaluators.budget_s is None
+        await evaluators.close(ModuleLimits())
+        assert not evaluators.open() and evaluators.limits == ModuleLimits()
         assert (await evaluators.get(str(repo), options)).options.tests_budget_s is None
-        await evaluators.close(None)
+        await evaluators.close(ModuleLimits())
 
     try:
         asyncio.run(main())

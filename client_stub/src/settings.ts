@@ -23,6 +23,7 @@ export interface ServerSettings {
   device: Device;
   gpuId: number | null;
   moduleBudgetS: number | null;
+  moduleCasesPerTest: number | null;
 }
 
 export const DEFAULTS: ServerSettings = {
@@ -37,6 +38,7 @@ export const DEFAULTS: ServerSettings = {
   device: "auto",
   gpuId: null,
   moduleBudgetS: 20,
+  moduleCasesPerTest: 4,
 };
 
 export interface InitializationOptions {
@@ -69,6 +71,7 @@ export function serverSettings(read: SettingReader): ServerSettings {
     device: value("device"),
     gpuId: value("gpuId"),
     moduleBudgetS: value("moduleBudgetS"),
+    moduleCasesPerTest: value("moduleCasesPerTest"),
   };
 }
 

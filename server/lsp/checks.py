@@ -29,7 +29,7 @@ from geak.evaluator import BadInput, BenchResult, CheckResult, EvalOptions, Eval
 from .analysis import content_key
 from .base_compare import BaseReport, BaseTarget, bench_against, check_against, find_base, without_running
 from .engine import Engine
-from .modules import ModuleTarget, RepositoryEvaluators, made_evaluator
+from .modules import ModuleLimits, ModuleTarget, RepositoryEvaluators, made_evaluator
 
 log = logging.getLogger(__name__)
 DEBOUNCE_S = 0.15
@@ -125,11 +125,11 @@ class CheckManager:
                 self._evaluator = await self.engine.run(made_evaluator(self.options, ()))
             return self._evaluator
 
-    async def set_module_budget(self, budget_s: float | None) -> None:
-        """The seconds a module's check on save may spend on its tests' cases: the modules' checks start again."""
-        if budget_s != self.repositories.budget_s:
+    async def set_module_limits(self, limits: ModuleLimits) -> None:
+        """What a module's check on save runs of its tests: changed, the modules' checks start again."""
+        if limits != self.repositories.limits:
             self.cancel_all()
-            await self.repositories.close(budget_s)
+            await self.repositories.close(limits)
             self.cache.drop(lambda report: report.module is not None)
 
     async def runtime(self) -> dict[str, Any]:
@@ -155,7 +155,7 @@ class CheckManager:
             old, self._evaluator, self._runtime = self._evaluator, None, {}
             if old is not None:
                 await self.engine.run(old.aclose())
-        await self.repositories.close(self.repositories.budget_s)
+        await self.repositories.close(self.repositories.limits)
         self.cache.clear()
 
     async def aclose(self) -> None:
@@ -163,7 +163,7 @@ class CheckManager:
         if self._evaluator is not None:
             await self.engine.run(self._evaluator.aclose())
             self._evaluator = None
-        await self.repositories.close(self.repositories.budget_s)
+        await self.repositories.close(self.repositories.limits)
 
     # ------------------------------------------------------------------------------------------ scheduling
 
@@ -294,12 +294,9 @@ class CheckManager:
     async def _check(self, path: str, text: str, key: str, module: ModuleTarget | None = None) -> FileReport:
         async with self._checking(f"checking {Path(path).name}"):
             try:
-                if module is None:
-                    evaluator = await self.evaluator()
-                    check = await self.engine.run(evaluator.check(path, source=text))
-                else:
-                    evaluator = await self.evaluator(module.root)
-                    check = await self.engine.run(module.check(evaluator, text))
+                evaluator = await self.evaluator(module.root if module is not None else None)
+                work = module.check(evaluator, text) if module else evaluator.check(path, source=text)
+                check = await self.engine.run(work)
                 report = FileReport(key, time.time(), check=check, module=module)
                 self.cache.put(report)
                 self.checks_run += 1

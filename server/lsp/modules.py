@@ -136,13 +136,22 @@ class ModuleTargets:
         self._found.pop(path, None)
 
 
+@dataclass(frozen=True)
+class ModuleLimits:
+    """What a module's check on save runs of its tests (``geak.moduleBudgetS``, ``geak.moduleCasesPerTest``): the
+    evaluator's `tests_budget_s` and `cases_per_test` (None: no limit). Optimize's confirmation runs every case."""
+
+    budget_s: float | None = None
+    cases_per_test: int | None = None
+
+
 class RepositoryEvaluators:
     """One warm evaluator per repository whose modules are checked: its jobs may read that repository (never write
-    it), and a module's cases are limited to `budget_s` seconds a check (``geak.moduleBudgetS``)."""
+    it), and its checks run a module's tests within `limits`."""
 
-    def __init__(self, engine: Engine, budget_s: float | None = None):
+    def __init__(self, engine: Engine, limits: ModuleLimits | None = None):
         self.engine = engine
-        self.budget_s = budget_s
+        self.limits = limits or ModuleLimits()
         self._evaluators: dict[str, Evaluator] = {}
         self._lock = asyncio.Lock()
 
@@ -150,14 +159,15 @@ class RepositoryEvaluators:
         """The evaluator of the repository at `root` (made on the engine's loop at first use, with `options`)."""
         async with self._lock:
             if root not in self._evaluators:
-                budgeted = replace(options, tests_budget_s=self.budget_s)
-                self._evaluators[root] = await self.engine.run(made_evaluator(budgeted, (root,)))
+                limited = replace(options, tests_budget_s=self.limits.budget_s,
+                                  cases_per_test=self.limits.cases_per_test)  # fmt: skip
+                self._evaluators[root] = await self.engine.run(made_evaluator(limited, (root,)))
             return self._evaluators[root]
 
-    async def close(self, budget_s: float | None) -> None:
-        """Close every repository's evaluator (the next check makes a new one, with `budget_s`)."""
+    async def close(self, limits: ModuleLimits) -> None:
+        """Close every repository's evaluator (the next check makes a new one, with `limits`)."""
         async with self._lock:
-            evaluators, self._evaluators, self.budget_s = list(self._evaluators.values()), {}, budget_s
+            evaluators, self._evaluators, self.limits = list(self._evaluators.values()), {}, limits
         for evaluator in evaluators:
             await self.engine.run(evaluator.aclose())
 

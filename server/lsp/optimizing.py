@@ -298,8 +298,8 @@ class OptimizeManager:
         def on_progress(event: ProgressEvent) -> None:  # called on the engine thread
             loop.call_soon_threadsafe(progress.report, event)
 
-        target = {"module": module.tests} if module is not None else {}
-        session = OptimizeSession(file, config, evaluator=evaluator, progress=on_progress, kernel=kernel, **target)
+        tests = module.tests if module is not None else None
+        session = OptimizeSession(file, config, evaluator=evaluator, progress=on_progress, kernel=kernel, module=tests)
         return await self.engine.run(session.run())
 
     def _answer(

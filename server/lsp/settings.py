@@ -46,6 +46,8 @@ class Settings(BaseModel):
     # seconds a save's check of a repository's module spends on its tests' cases (the rest is said to be left out;
     # Optimize's confirmation runs them all); None: no limit
     module_budget_s: float | None = Field(20.0, alias="moduleBudgetS", gt=0)
+    # of each of its test functions, at most this many cases (spread over its parameters); None: all of them
+    module_cases_per_test: int | None = Field(4, alias="moduleCasesPerTest", ge=1)
 
     def agent_overrides(self) -> dict[str, Any]:
         """The agent keys these settings set, for keys changed from their defaults."""

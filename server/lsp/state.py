@@ -28,7 +28,7 @@ from .base_compare import BaseReport
 from .checks import CheckHooks, CheckManager, FileReport
 from .documents import Documents, Snapshot
 from .engine import Engine
-from .modules import ModuleTargets
+from .modules import ModuleLimits, ModuleTargets
 from .optimizing import OptimizeHooks, OptimizeManager
 from .publishing import DiagnosticsPublisher
 from .settings import Settings, SettingsError, agent_config, parse_settings, read_workspace_file
@@ -53,7 +53,7 @@ class ServerState:
         options = eval_options(AgentConfig(), "auto")
         options.spares = 1
         self.checks = CheckManager(self.engine, hooks, options, **({"debounce_s": debounce_s} if debounce_s else {}))
-        self.checks.repositories.budget_s = self.settings.module_budget_s
+        self.checks.repositories.limits = module_limits(self.settings)
         self.modules = ModuleTargets()
         optimize_hooks = OptimizeHooks(
             self.ready.wait, self.trust.ensure, lambda: self.config, self.send_status, self.refresh_hints
@@ -201,7 +201,7 @@ class ServerState:
             self.settings = settings
             if base_changed and self.ready.is_set():
                 self.spawn(self._compare_open_documents())
-        await self.checks.set_module_budget(self.settings.module_budget_s)
+        await self.checks.set_module_limits(module_limits(self.settings))
         root_path = self.server.workspace.root_path
         root = Path(root_path) if root_path else None
         try:
@@ -273,6 +273,10 @@ class ServerState:
         main = [self.checks._evaluator] if self.checks._evaluator is not None else []
         evaluators = [*main, *self.checks.repositories.open()] if not self._closed else []
         self.engine.close(_closed_all(evaluators) if evaluators else None)
+
+
+def module_limits(settings: Settings) -> ModuleLimits:
+    return ModuleLimits(settings.module_budget_s, settings.module_cases_per_test)
 
 
 async def _closed_all(evaluators: list[Evaluator]) -> None:

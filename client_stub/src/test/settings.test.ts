@@ -56,6 +56,7 @@ describe("serverSettings", () => {
       device: "interpreter",
       gpuId: 3,
       moduleBudgetS: 60,
+      moduleCasesPerTest: 2,
       pythonPath: "/opt/venv/bin/python",
     };
     assert.deepEqual(serverSettings((key) => values[key]), {
@@ -70,6 +71,7 @@ describe("serverSettings", () => {
       device: "interpreter",
       gpuId: 3,
       moduleBudgetS: 60,
+      moduleCasesPerTest: 2,
     });
   });
 });
@@ -92,6 +94,7 @@ describe("initializationOptions", () => {
         device: "auto",
         gpuId: null,
         moduleBudgetS: 20,
+        moduleCasesPerTest: 4,
       },
     });
   });

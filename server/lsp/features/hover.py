@@ -13,7 +13,7 @@ from pathlib import Path
 
 from lsprotocol import types
 
-from geak.evaluator import kernel_line, timing_cost, with_profile
+from geak.evaluator import cases_run, kernel_line, timing_cost, with_profile
 
 from ...base_comparison import speed_line
 from ..analysis import DocumentModel
@@ -101,7 +101,7 @@ def kernel_markdown(state: ServerState, uri: str, model: DocumentModel, kernel: 
     if compared is not None:
         lines += base_lines(compared, kernel)
     if found is not None:
-        lines += module_lines(found, report)
+        lines += module_lines(found, report, state.checks.repositories.limits.budget_s)
     record = state.optimizer.last_record(uri)
     if record is not None and record.kernel in (None, kernel):
         stale = "" if record.key == model.key else " (for an earlier version of this file)"
@@ -115,9 +115,9 @@ def kernel_markdown(state: ServerState, uri: str, model: DocumentModel, kernel: 
     return "\n".join(lines).strip()
 
 
-def module_lines(found: ModuleFinding, report: FileReport | None) -> list[str]:
-    """A module's repository tests: which were found and why, and what its last check left out (cases not sampled
-    or past the budget, skipped ones)."""
+def module_lines(found: ModuleFinding, report: FileReport | None, budget_s: float | None) -> list[str]:
+    """A module's repository tests: which were found and why, and what its last check ran and left out (cases not
+    sampled or past the budget `budget_s`)."""
     if found.target is None:
         return [f"\n**Repository tests**: none ({found.problem})"]
     tests = found.target.tests
@@ -130,23 +130,13 @@ def module_lines(found: ModuleFinding, report: FileReport | None) -> list[str]:
     if len(tests.tests) > SHOWN_TESTS:
         lines.append(f"- and {len(tests.tests) - SHOWN_TESTS} more")
     check = report.check if report is not None and report.module == found.target else None
-    if check is not None:
-        left = [t for t in check.tests if t.kind in ("left out", "skipped")]
-        ran = len(check.tests) - len(left)
-        said = ", ".join(f"`{t.name}` ({t.kind}: {_first(t.message)})" if t.message else f"`{t.name}` ({t.kind})"
-                         for t in left[:SHOWN_TESTS])  # fmt: skip
-        more = f", and {len(left) - SHOWN_TESTS} more" if len(left) > SHOWN_TESTS else ""
-        lines.append(f"\nRan {ran} of {len(check.tests)} case(s); left out: {said + more if left else 'none'}")
+    if check is not None and check.tests:
+        lines.append(f"\nLast check: {cases_run(check.tests, budget_s)}")
     return lines
 
 
 def _relative(path: Path, root: Path) -> str:
     return path.relative_to(root).as_posix() + "/" if path != root and root in path.parents else str(path)
-
-
-def _first(text: str) -> str:
-    lines = text.strip().splitlines()
-    return lines[0][:120] if lines else ""
 
 
 def base_lines(compared: BaseReport, kernel: str) -> list[str]:
