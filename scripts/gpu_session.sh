@@ -3,7 +3,7 @@
 #   bash scripts/gpu_session.sh PART...   with PART in: env native isolation trust evaluator suites tb rocm some lsp
 #                                         eval batch scaling run1 run2 check sanitize profile split
 #                                         search speed aasmall eval1 eval2 probecost snapshots gputests base liger
-#                                         scripted lspbase repo
+#                                         scripted lspbase repo lspmodule
 # `split` runs groups of parts at once, each on its GPUs: SPLIT="0:tb 1:native,rocm 2:trust 3:eval 4,5:scaling" (logs
 # in $OUT/gpuN.log). A machine with several GPUs then does in one call what one GPU does in several. Groups share the
 # host: heavy groups side by side (both suites, two `geak eval`s, A/A) slow each other many times over, so figures to
@@ -155,6 +155,10 @@ part_lspbase() {  # didSave -> diagnostics with the base comparison off and on, 
   timeout 240 python3 benchmarks/lsp_base_bench.py --device gpu --saves 10 --out "$OUT/lsp_base.json" 2>&1 | tail -15
   timeout 240 python3 benchmarks/lsp_base_bench.py --device gpu --saves 10 --timing --out "$OUT/lsp_base_timed.json" \
     2>&1 | tail -15
+}
+part_lspmodule() {  # didSave -> diagnostics of Liger's rms_norm.py in the editor, within a budget (issue 64)
+  timeout 540 python3 benchmarks/lsp_module_bench.py --repo shared/repos/liger-kernel --device gpu --saves 5 \
+    --budget-s "${MODULE_BUDGET_S:-20}" --out "$OUT/lsp_module.json" 2>&1 | tail -20
 }
 part_repo() {  # benchmarks/repo_report.py over Liger-Kernel: REPO_MODE check|optimize, REPO_MODULES (check: all)
   local mode=${REPO_MODE:-check}

@@ -80,11 +80,14 @@ def install_scripted_gpu() -> None:
         info = await real_runtime(self)
         return {**info, "backend": "cuda", "device": DEVICE, "arch": "sm_90"}
 
-    async def bench(self, file=None, *, source=None, against=None, progress=None, check_first=True, rounds=None):
+    async def bench(
+        self, file=None, *, source=None, against=None, progress=None, check_first=True, rounds=None, module=None
+    ):
         label = str(file) if file is not None else "<candidate>"
         text = source if source is not None else Path(file).read_text()
         if check_first:
-            check = await self.check(file, source=source, against=against)
+            checked = {"source": source, "against": against}
+            check = await (self.check(file, **checked) if module is None else self.check_module(module, **checked))
             if not check.ok:
                 return BenchResult(False, check.stage, check.backend, label, f"not timed: {check.message}", check=check)
         owner = parse_triton_file(text, label, require_tests=False)

@@ -22,6 +22,8 @@ export interface ServerSettings {
   base: string;
   device: Device;
   gpuId: number | null;
+  moduleBudgetS: number | null;
+  moduleCasesPerTest: number | null;
 }
 
 export const DEFAULTS: ServerSettings = {
@@ -35,6 +37,8 @@ export const DEFAULTS: ServerSettings = {
   base: "HEAD",
   device: "auto",
   gpuId: null,
+  moduleBudgetS: 20,
+  moduleCasesPerTest: 4,
 };
 
 export interface InitializationOptions {
@@ -66,6 +70,8 @@ export function serverSettings(read: SettingReader): ServerSettings {
     base: value("base"),
     device: value("device"),
     gpuId: value("gpuId"),
+    moduleBudgetS: value("moduleBudgetS"),
+    moduleCasesPerTest: value("moduleCasesPerTest"),
   };
 }
 

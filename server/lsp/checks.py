@@ -2,11 +2,12 @@
 
 Per document: a check is debounced; a newer save or edit cancels the running check (its job process is killed);
 results are cached by content (a bounded LRU), so an unchanged file is never re-run and changed code loses its
-stale results. After a passing check, in a git working tree, the content is compared with its version at a base
-revision (``base_compare``): the saved kernels on the base's test, then, after the file's own timing, their timing
-against the base's. Checks (the comparison's too) come before timings: a check that starts preempts any timing in
-flight, which resumes once no check is running. After the timings, the vendor's profiler measures the same calls
-(where one can run here).
+stale results. A module of a repository (``modules``) is checked by the repository's tests, on an evaluator whose
+jobs may read that repository (one per repository). After a passing check of a file, in a git working tree, the
+content is compared with its version at a base revision (``base_compare``): the saved kernels on the base's test,
+then, after the file's own timing, their timing against the base's. Checks (the comparison's too) come before
+timings: a check that starts preempts any timing in flight, which resumes once no check is running. After the
+timings, the vendor's profiler measures the same calls (where one can run here).
 Results go to the server through `CheckHooks`, which publishes only for the content that was checked (never for a
 newer version).
 """
@@ -28,6 +29,7 @@ from geak.evaluator import BadInput, BenchResult, CheckResult, EvalOptions, Eval
 from .analysis import content_key
 from .base_compare import BaseReport, BaseTarget, bench_against, check_against, find_base, without_running
 from .engine import Engine
+from .modules import ModuleLimits, ModuleTarget, RepositoryEvaluators, made_evaluator
 
 log = logging.getLogger(__name__)
 DEBOUNCE_S = 0.15
@@ -47,6 +49,7 @@ class FileReport:
     profile: ProfileResult | None = None  # what the vendor's profiler measured of its kernels, after the timing
     profile_note: str = ""  # why the profiler, which can run here, measured nothing
     base: BaseReport | None = None  # the comparison with its version at the base revision, after a passing check
+    module: ModuleTarget | None = None  # a repository's module: the tests that judged it
 
 
 @dataclass
@@ -81,6 +84,11 @@ class ReportCache:
     def clear(self) -> None:
         self._items.clear()
 
+    def drop(self, which: Callable[[FileReport], bool]) -> None:
+        """Forget the reports `which` picks."""
+        for key in [k for k, report in self._items.items() if which(report)]:
+            del self._items[key]
+
 
 class CheckManager:
     def __init__(self, engine: Engine, hooks: CheckHooks, options: EvalOptions, debounce_s: float = DEBOUNCE_S):
@@ -90,6 +98,7 @@ class CheckManager:
         self.debounce_s = debounce_s
         self.cache = ReportCache()
         self._evaluator: Evaluator | None = None
+        self.repositories = RepositoryEvaluators(engine)  # the evaluators of modules' checks
         self._evaluator_lock = asyncio.Lock()
         self._runtime: dict[str, Any] = {}
         self._pipelines: dict[str, asyncio.Task[FileReport | None]] = {}
@@ -106,17 +115,22 @@ class CheckManager:
 
     # ------------------------------------------------------------------------------------------ evaluator
 
-    async def evaluator(self) -> Evaluator:
-        """The warm evaluator (created on the engine loop at first use)."""
+    async def evaluator(self, repository: str | None = None) -> Evaluator:
+        """The warm evaluator (created on the engine loop at first use); with `repository`, the one whose jobs may
+        read that repository's folder (a module's tests run from it)."""
+        if repository is not None:
+            return await self.repositories.get(repository, self.options)
         async with self._evaluator_lock:
             if self._evaluator is None:
-                options = self.options
-
-                async def make() -> Evaluator:
-                    return Evaluator(options)
-
-                self._evaluator = await self.engine.run(make())
+                self._evaluator = await self.engine.run(made_evaluator(self.options, ()))
             return self._evaluator
+
+    async def set_module_limits(self, limits: ModuleLimits) -> None:
+        """What a module's check on save runs of its tests: changed, the modules' checks start again."""
+        if limits != self.repositories.limits:
+            self.cancel_all()
+            await self.repositories.close(limits)
+            self.cache.drop(lambda report: report.module is not None)
 
     async def runtime(self) -> dict[str, Any]:
         """{"backend", "device", ...} of the evaluator's workers (starts a warm worker the first time)."""
@@ -141,6 +155,7 @@ class CheckManager:
             old, self._evaluator, self._runtime = self._evaluator, None, {}
             if old is not None:
                 await self.engine.run(old.aclose())
+        await self.repositories.close(self.repositories.limits)
         self.cache.clear()
 
     async def aclose(self) -> None:
@@ -148,6 +163,7 @@ class CheckManager:
         if self._evaluator is not None:
             await self.engine.run(self._evaluator.aclose())
             self._evaluator = None
+        await self.repositories.close(self.repositories.limits)
 
     # ------------------------------------------------------------------------------------------ scheduling
 
@@ -161,8 +177,10 @@ class CheckManager:
         base: str = "",
         debounce: bool = True,
         checked: asyncio.Future[FileReport | None] | None = None,
+        module: ModuleTarget | None = None,
     ) -> asyncio.Task:
-        """Check (then compare with the revision `base`, where not empty, then time) this content of a document;
+        """Check (then compare with the revision `base`, where not empty, then time) this content of a document (of
+        a `module`, where it is one: checked by its repository's tests, never compared with a base here);
         replaces any check of the same document in flight, except one of this very content when nobody waits for
         this one (a save right after an open or a geak/check). `checked` receives the report as soon as the check
         (before the comparison and the timing) is done."""
@@ -172,7 +190,8 @@ class CheckManager:
             return running
         self.cancel(uri)
         delay = self.debounce_s if debounce else 0.0
-        task = asyncio.ensure_future(self._pipeline(uri, path, text, timing, base, delay, checked))
+        base = base if module is None else ""
+        task = asyncio.ensure_future(self._pipeline(uri, path, text, timing, base, delay, checked, module))
         if checked is not None:
             task.add_done_callback(lambda _: _cancel_pending(checked))
         self._pipelines[uri] = task
@@ -222,6 +241,7 @@ class CheckManager:
         base: str,
         debounce_s: float,
         checked: asyncio.Future[FileReport | None] | None,
+        module: ModuleTarget | None = None,
     ) -> FileReport | None:
         try:
             if debounce_s:
@@ -229,7 +249,9 @@ class CheckManager:
             report = None
             if await self.hooks.trusted():
                 key = content_key(text)
-                report = self.cache.get(key) or await self._check(path, text, key)
+                report = self.cache.get(key)
+                if report is None or report.module != module:  # a module's result holds for the tests it ran
+                    report = await self._check(path, text, key, module)
         except BaseException:
             if checked is not None and not checked.done():
                 checked.cancel()
@@ -244,12 +266,12 @@ class CheckManager:
         if base:
             await self._compare(uri, path, text, report, base)
         if timing and report.bench is None and not report.timing_note:
-            await self._time(uri, path, text, report)
+            await self._time(uri, path, text, report, module)
         compared = report.base
         if timing and compared is not None and compared.rev == base and compared.outcome == "matches":
             await self._time_against_base(uri, path, text, report, compared)
         profiled = report.profile is not None or report.profile_note or self.profiler_missing is not None
-        if timing and report.bench is not None and not profiled:
+        if timing and report.bench is not None and not profiled and module is None:  # the profiler runs a file's test
             await self._profile(uri, path, text, report)
         return report
 
@@ -269,22 +291,23 @@ class CheckManager:
                 self._checks_idle.set()
             self._set_activity(None)
 
-    async def _check(self, path: str, text: str, key: str) -> FileReport:
+    async def _check(self, path: str, text: str, key: str, module: ModuleTarget | None = None) -> FileReport:
         async with self._checking(f"checking {Path(path).name}"):
             try:
-                evaluator = await self.evaluator()
-                check = await self.engine.run(evaluator.check(path, source=text))
-                report = FileReport(key, time.time(), check=check)
+                evaluator = await self.evaluator(module.root if module is not None else None)
+                work = module.check(evaluator, text) if module else evaluator.check(path, source=text)
+                check = await self.engine.run(work)
+                report = FileReport(key, time.time(), check=check, module=module)
                 self.cache.put(report)
                 self.checks_run += 1
             except BadInput as e:
-                report = FileReport(key, time.time(), error=str(e))
+                report = FileReport(key, time.time(), error=str(e), module=module)
                 self.cache.put(report)
             except asyncio.CancelledError:
                 raise
             except Exception as e:  # the evaluator itself failed (a worker could not start...): say so, don't cache
                 log.exception("the check of %s could not run", path)
-                report = FileReport(key, time.time(), error=f"GEAK could not run the check: {e}")
+                report = FileReport(key, time.time(), error=f"GEAK could not run the check: {e}", module=module)
         return report
 
     async def _compare(self, uri: str, path: str, text: str, report: FileReport, rev: str) -> None:
@@ -325,15 +348,18 @@ class CheckManager:
             self._unusable[(target.base.rev, target.key)] = compared
         return compared
 
-    async def _time(self, uri: str, path: str, text: str, report: FileReport) -> None:
+    async def _time(self, uri: str, path: str, text: str, report: FileReport, module: ModuleTarget | None) -> None:
         runtime = await self.runtime()
         if runtime.get("backend") == "interpreter":
             report.timing_note = "timing needs a GPU (kernels ran in Triton's CPU interpreter)"
             return
-        evaluator = await self.evaluator()
+        evaluator = await self.evaluator(module.root if module is not None else None)
+
+        def timed() -> Awaitable[BenchResult]:
+            return module.bench(evaluator, text) if module else evaluator.bench(path, source=text, check_first=False)
+
         try:
-            bench = await self._preemptible(f"timing {Path(path).name}",
-                                            lambda: evaluator.bench(path, source=text, check_first=False))  # fmt: skip
+            bench = await self._preemptible(f"timing {Path(path).name}", timed)
         except Exception as e:
             log.exception("timing %s failed", path)
             report.timing_note = f"timing failed: {e}"

@@ -2,7 +2,9 @@
 from a snapshot of the document's text, and keeps what the last optimize of each document found (for hints, hover
 and `geak/candidates`; the handlers are in ``features.optimize``). Cancelling the request (or the progress) cancels
 the session's task, which kills the evaluator job in flight. The result is a versioned edit of the kernel section
-with a change annotation that asks for confirmation; it is refused when the document changed meanwhile.
+with a change annotation that asks for confirmation; it is refused when the document changed meanwhile. A module of
+a repository (``modules``) is optimized in place, as saved, judged by its repository's tests on the evaluator that
+may read its repository.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from geak.evaluator import BadInput
 from .checks import CheckManager
 from .documents import Documents, Snapshot
 from .engine import Engine
+from .modules import ModuleTarget, ModuleTargets
 from .positions import Positions
 from .requests import CONVERTER
 from .timing_text import format_ms
@@ -159,9 +162,16 @@ class OptimizeHooks:
 
 class OptimizeManager:
     def __init__(
-        self, server: LanguageServer, documents: Documents, checks: CheckManager, engine: Engine, hooks: OptimizeHooks
+        self,
+        server: LanguageServer,
+        documents: Documents,
+        checks: CheckManager,
+        engine: Engine,
+        hooks: OptimizeHooks,
+        modules: ModuleTargets,
     ):
         self.server = server
+        self.modules = modules
         self.documents = documents
         self.checks = checks
         self.engine = engine
@@ -193,7 +203,9 @@ class OptimizeManager:
         snap = await self.documents.snapshot(uri, disk=True)
         if snap is None:
             return refusal(f"cannot read {uri}"), None
-        problem = self._refuse(snap, kernel, version)
+        if snap.model.triton and not snap.model.has_tests:
+            await self.modules.find(snap.path)
+        problem = self._refuse(snap, kernel, version) or await self._unsaved(snap)
         if problem:
             return refusal(problem), None
         await self.hooks.ready()
@@ -234,37 +246,61 @@ class OptimizeManager:
         if not model.triton:
             note = f"; {model.note}" if model.note else ""
             return f"{Path(snap.path).name} is not a Triton file (no @triton.jit kernel{note})"
-        if not model.has_tests:
-            return f"{Path(snap.path).name} has no embedded test, so a faster version cannot be checked"
+        found = self.modules.known(snap.path) if not model.has_tests else None
+        if not model.has_tests and (found is None or found.target is None):
+            why = f" ({found.problem})" if found is not None else ""
+            return f"{Path(snap.path).name} has no embedded test, so a faster version cannot be checked{why}"
         if kernel is not None and model.kernel(kernel) is None:
             return f"{Path(snap.path).name} has no @triton.jit kernel named {kernel!r}"
         if snap.uri in self.running:
             return "an optimize of this file is already running"
         return ""
 
+    async def _unsaved(self, snap: Snapshot) -> str:
+        """A module is optimized as saved (its repository's tests import it from its place): its buffer must be."""
+        if self._module(snap) is None or snap.version is None:
+            return ""
+        if await self.documents.disk_key(snap.path) != snap.model.key:
+            return f"save {Path(snap.path).name} first: a module is optimized as saved, in its repository"
+        return ""
+
+    def _module(self, snap: Snapshot) -> ModuleTarget | None:
+        found = self.modules.known(snap.path) if not snap.model.has_tests else None
+        return found.target if found is not None else None
+
     async def _run(self, snap: Snapshot, kernel: str | None, progress: Progress) -> OptimizeResult:
-        loop = asyncio.get_running_loop()
+        module = self._module(snap)
+        if module is not None:
+            return await self._session(Path(snap.path), snap, kernel, progress, module)
         scratch = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="geak-optimize-"))
         try:
             name = Path(snap.path).name if snap.path.endswith(".py") else "kernel.py"
             file = scratch / name
             await asyncio.to_thread(file.write_text, snap.text, encoding="utf-8")
-            current = self.hooks.config()  # read now: settings that changed since the request apply
-            assert current is not None
-            runs = Path(current.output_path) / hashlib.sha1(snap.path.encode()).hexdigest()[:12]
-            config = current.model_copy(update={"output_path": runs})
-            evaluator = await self.checks.evaluator()
-
-            def on_progress(event: ProgressEvent) -> None:  # called on the engine thread
-                loop.call_soon_threadsafe(progress.report, event)
-
-            session = OptimizeSession(file, config, evaluator=evaluator, progress=on_progress, kernel=kernel)
             try:
-                return await self.engine.run(session.run())
+                return await self._session(file, snap, kernel, progress, None)
             except BadInput as e:  # it names the scratch copy the session ran on: name the user's file instead
                 raise BadInput(str(e).replace(str(file), snap.path)) from e
         finally:
             await asyncio.to_thread(shutil.rmtree, scratch, True)
+
+    async def _session(
+        self, file: Path, snap: Snapshot, kernel: str | None, progress: Progress, module: ModuleTarget | None
+    ) -> OptimizeResult:
+        """One optimize session of `file` (a module: in its place, on the evaluator that may read its repository)."""
+        loop = asyncio.get_running_loop()
+        current = self.hooks.config()  # read now: settings that changed since the request apply
+        assert current is not None
+        runs = Path(current.output_path) / hashlib.sha1(snap.path.encode()).hexdigest()[:12]
+        config = current.model_copy(update={"output_path": runs})
+        evaluator = await self.checks.evaluator(module.root if module is not None else None)
+
+        def on_progress(event: ProgressEvent) -> None:  # called on the engine thread
+            loop.call_soon_threadsafe(progress.report, event)
+
+        tests = module.tests if module is not None else None
+        session = OptimizeSession(file, config, evaluator=evaluator, progress=on_progress, kernel=kernel, module=tests)
+        return await self.engine.run(session.run())
 
     def _answer(
         self, snap: Snapshot, kernel: str | None, result: OptimizeResult

@@ -1,12 +1,16 @@
 """What GEAK says of a document, as LSP diagnostics, and sending it: the problems visible in the source plus the
 check report cached for that exact content, and its comparison with the base revision (warnings: a difference from
 the base's outputs may be the point of the edit) — always a function of the document's current content, so an edit
-drops the findings of the old code and an undo brings them back. `DiagnosticsPublisher` also remembers which
-documents carry GEAK diagnostics on the client."""
+drops the findings of the old code and an undo brings them back. A module of a repository (``modules``) shows a
+summary of its repository tests' verdict, and each failing test shows at its definition in its own file
+(``module_diagnostics``). `DiagnosticsPublisher` also remembers which documents carry GEAK diagnostics on the
+client."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
+from dataclasses import replace
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
@@ -14,10 +18,20 @@ from pygls.lsp.server import LanguageServer
 from geak.evaluator import CheckResult
 
 from ..base_comparison import too_slow
-from .analysis import DocumentModel, Problem
+from .analysis import TEST_HINT, DocumentModel, Problem
 from .base_compare import BaseReport
 from .checks import CheckManager, FileReport
-from .documents import Documents
+from .documents import Documents, Snapshot
+from .module_diagnostics import (
+    FailedTest,
+    ModuleDiagnostics,
+    at_failing_tests,
+    definition_lines,
+    failed_tests,
+    failing,
+    first_line,
+)
+from .modules import NOT_A_MODULE, ModuleFinding, ModuleTargets
 from .positions import Positions
 from .timing_text import against_base, slower_kernels
 
@@ -79,6 +93,51 @@ def run_diagnostics(
         found.append(_at(positions, anchor, 1, _first_line(check.message), "error", check.stage))
     found += [_at(positions, anchor, 1, f"{caveat}", "information", "caveat") for caveat in _caveats(check)]
     return found
+
+
+def module_problems(model: DocumentModel, found: ModuleFinding | None) -> tuple[Problem, ...]:
+    """The problems of a module's source: no "no embedded test" warning where the repository's tests judge it, and
+    where none were found, why."""
+    if found is None or model.has_tests:
+        return model.problems
+    if found.target is not None:
+        return tuple(p for p in model.problems if p.code != "no-test")
+    if found.problem == NOT_A_MODULE:
+        return model.problems
+    said = f"{TEST_HINT}; as a module of its repository: {found.problem}"
+    return tuple(replace(p, message=said) if p.code == "no-test" else p for p in model.problems)
+
+
+def module_diagnostics(
+    report: FileReport, model: DocumentModel, positions: Positions, path: str, at_tests: list[FailedTest]
+) -> list[types.Diagnostic]:
+    """A module's check by its repository's tests, on the module: errors the evaluator located in it, a summary of
+    the failing tests (related information at each, `at_tests`) at the first kernel they launched, caveats."""
+    anchor = model.kernels[0].line if model.kernels else 1
+    check = report.check
+    if check is None:
+        return [_at(positions, anchor, 1, report.error, "warning", "not-run")] if report.error else []
+    found = [
+        _at(positions, d.line, d.column, d.message, d.severity, check.stage, d.end_line)
+        for d in check.diagnostics
+        if d.file in (path, check.file) and d.line > 1  # line 1: a test's failure, not placed in the module
+    ]
+    if check.not_checkable:
+        found.append(_at(positions, anchor, 1, check.message, "information", "not-checkable"))
+    elif not check.ok:
+        bad = failing(check)
+        ran = [t for t in check.tests if t.kind != "left out"]
+        if bad:
+            first = bad[0]
+            said = f"{len(bad)} of {len(ran)} repository test case(s) fail: {first.name}: "
+            said += first_line(first.message, first.kind)
+        else:
+            said = first_line(check.message, "the check failed")
+        launched = [k.line for k in model.kernels if any(k.name in t.launches for t in bad)]
+        summary = _at(positions, launched[0] if launched else anchor, 1, said, "error", "repository-tests")
+        summary.related_information = at_failing_tests(at_tests) or None
+        found.append(summary)
+    return found + [_at(positions, anchor, 1, caveat, "information", "caveat") for caveat in _caveats(check)]
 
 
 def base_diagnostics(compared: BaseReport, model: DocumentModel, positions: Positions) -> list[types.Diagnostic]:
@@ -162,11 +221,14 @@ class DiagnosticsPublisher:
         documents: Documents,
         checks: CheckManager,
         compared: Callable[[FileReport | None], BaseReport | None],
+        modules: ModuleTargets,
     ):
         self.server = server
         self.documents = documents
         self.checks = checks
         self.compared = compared  # a report's comparison with the base the settings name now
+        self.modules = modules
+        self.at_tests = ModuleDiagnostics()  # the modules' failing tests, in their test files
         self.published: dict[str, bool] = {}  # uris with GEAK diagnostics on the client
 
     async def publish(self, uri: str, *, disk: bool = False) -> None:
@@ -174,23 +236,55 @@ class DiagnosticsPublisher:
         snap = await self.documents.snapshot(uri, disk=disk)
         if snap is None:
             return
-        if not snap.model.triton:
-            self.clear(uri)
-            return
         positions = Positions(snap.text, self.server.workspace.position_codec)
-        found = static_diagnostics(snap.model, positions)
-        report = self.checks.cache.get(snap.model.key)
-        if report is not None:
-            found += run_diagnostics(report, snap.model, positions, snap.path)
-        compared = self.compared(report)
-        if compared is not None:
-            found += base_diagnostics(compared, snap.model, positions)
+        found = [f.diagnostic(positions) for f in self.at_tests.at(uri)]  # a test file of a module
+        if not snap.model.triton:
+            if not found:
+                self.clear(uri)
+                return
+        else:
+            found += await self._own(snap, positions)
         if snap.version is not None and not self.documents.is_current(uri, snap.model.key):
             return  # the document changed while this was computed: its own publish follows
         self.published[uri] = True
         self.server.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=uri, diagnostics=found, version=snap.version)
         )
+
+    async def _own(self, snap: Snapshot, positions: Positions) -> list[types.Diagnostic]:
+        """A Triton document's diagnostics; a module's failing tests go to their own files meanwhile."""
+        model, uri = snap.model, snap.uri
+        module = self.modules.known(snap.path) if not model.has_tests else None
+        found = [_problem(p, positions) for p in module_problems(model, module)]
+        report = self.checks.cache.get(model.key)
+        target = module.target if module is not None else None
+        if report is not None and target is not None and report.module == target:
+            check = report.check
+            at_tests: list[FailedTest] = []
+            if check is not None:
+                lines = await asyncio.to_thread(definition_lines, target.tests.repository.root,
+                                                [t.name for t in failing(check)])  # fmt: skip
+                at_tests = failed_tests(check, target, uri, model, positions, lines)
+            found += module_diagnostics(report, model, positions, snap.path, at_tests)
+            await self._publish_tests(self.at_tests.set(uri, at_tests))
+            return found
+        await self._publish_tests(self.at_tests.set(uri, []))
+        if report is not None and report.module is None:
+            found += run_diagnostics(report, model, positions, snap.path)
+        compared = self.compared(report)
+        if compared is not None:
+            found += base_diagnostics(compared, model, positions)
+        return found
+
+    async def _publish_tests(self, uris: set[str]) -> None:
+        """Publish the test files whose modules' findings changed (open or not)."""
+        for uri in uris:
+            await self.publish(uri, disk=True)
+
+    async def closed(self, uri: str) -> None:
+        """A document was closed: its diagnostics, and its failing tests in their files, go."""
+        self.clear(uri)
+        await self._publish_tests(self.at_tests.set(uri, []))
 
     def clear(self, uri: str) -> None:
         """Take GEAK's diagnostics of `uri` off the client (if it has any)."""

@@ -21,6 +21,7 @@ from geak.agent.config import AgentConfig, ConfigError, config_from_mapping
 
 CONFIG_FILES = ("geak.yaml", "geak.yml")
 PATH_KEYS = ("output_path", "result_path", "mem_file")
+REPOSITORY_KEYS = ("tests",)  # [tool.geak] keys of a repository's module tests (``geak.evaluator.module_tests``)
 
 
 class SettingsError(ValueError):
@@ -42,6 +43,11 @@ class Settings(BaseModel):
     device: Literal["auto", "gpu", "interpreter"] = "auto"
     gpu_id: int | None = Field(None, alias="gpuId", ge=0)
     base: str = "HEAD"  # the git revision a passing save is compared with (outputs, and speed on a GPU); "" = off
+    # seconds a save's check of a repository's module spends on its tests' cases (the rest is said to be left out;
+    # Optimize's confirmation runs them all); None: no limit
+    module_budget_s: float | None = Field(20.0, alias="moduleBudgetS", gt=0)
+    # of each of its test functions, at most this many cases (spread over its parameters); None: all of them
+    module_cases_per_test: int | None = Field(4, alias="moduleCasesPerTest", ge=1)
 
     def agent_overrides(self) -> dict[str, Any]:
         """The agent keys these settings set, for keys changed from their defaults."""
@@ -113,7 +119,8 @@ def read_workspace_file(root: Path | None) -> tuple[dict[str, Any], str | None]:
             raise ConfigError(f"cannot read {pyproject}: {e}") from e
         section = data.get("tool", {}).get("geak")
         if isinstance(section, dict):
-            return section, f"{pyproject} [tool.geak]"
+            agent = {k: v for k, v in section.items() if k not in REPOSITORY_KEYS}
+            return agent, f"{pyproject} [tool.geak]"
     return {}, None
 
 

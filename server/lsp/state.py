@@ -1,7 +1,8 @@
 """The language server's state, which every feature works on: the documents and their analyses (``documents``), the
 editor settings and the agent configuration, workspace trust, the engine thread, and the managers that own the
-work — `CheckManager` (checks and timings on the warm evaluator), `OptimizeManager` (optimize sessions) and
-`DiagnosticsPublisher` (what the client shows). Feature modules take a `ServerState`; it knows none of them
+work — `CheckManager` (checks and timings on the warm evaluator), `ModuleTargets` (the repository tests of modules
+without a test of their own), `OptimizeManager` (optimize sessions) and `DiagnosticsPublisher` (what the client
+shows). Feature modules take a `ServerState`; it knows none of them
 (``server`` wires them together).
 """
 
@@ -17,14 +18,17 @@ from typing import Any
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
+from pygls.uris import from_fs_path
 
 from geak.agent.config import AgentConfig, ConfigError, eval_options
+from geak.evaluator import Evaluator
 
 from .analysis import content_key
 from .base_compare import BaseReport
 from .checks import CheckHooks, CheckManager, FileReport
 from .documents import Documents, Snapshot
 from .engine import Engine
+from .modules import ModuleLimits, ModuleTargets
 from .optimizing import OptimizeHooks, OptimizeManager
 from .publishing import DiagnosticsPublisher
 from .settings import Settings, SettingsError, agent_config, parse_settings, read_workspace_file
@@ -49,11 +53,13 @@ class ServerState:
         options = eval_options(AgentConfig(), "auto")
         options.spares = 1
         self.checks = CheckManager(self.engine, hooks, options, **({"debounce_s": debounce_s} if debounce_s else {}))
+        self.checks.repositories.limits = module_limits(self.settings)
+        self.modules = ModuleTargets()
         optimize_hooks = OptimizeHooks(
             self.ready.wait, self.trust.ensure, lambda: self.config, self.send_status, self.refresh_hints
         )
-        self.optimizer = OptimizeManager(server, self.documents, self.checks, self.engine, optimize_hooks)
-        self.publisher = DiagnosticsPublisher(server, self.documents, self.checks, self.compared)
+        self.optimizer = OptimizeManager(server, self.documents, self.checks, self.engine, optimize_hooks, self.modules)
+        self.publisher = DiagnosticsPublisher(server, self.documents, self.checks, self.compared, self.modules)
         self.pending_problem: str | None = None  # an invalid initializationOptions.settings, said once initialized
         self._closed = False
         self._background: set[asyncio.Task] = set()
@@ -73,15 +79,44 @@ class ServerState:
     # ------------------------------------------------------------------------------------------ checks
 
     def request_check(self, snap: Snapshot, *, debounce: bool = True, force: bool = False) -> asyncio.Task | None:
-        """Check (and time, if enabled) this content, unless checks on save are off (`force`: check anyway)."""
-        if not snap.model.triton or not snap.model.has_tests:
+        """Check (and time, if enabled) this content, unless checks on save are off (`force`: check anyway). A module
+        of a repository is checked by the tests found for it (looked for again first where forgotten)."""
+        if not snap.model.triton or not (self.settings.check_on_save or force):
             return None
-        if not (self.settings.check_on_save or force):
-            return None
+        module = None
+        if not snap.model.has_tests:
+            found = self.modules.known(snap.path)
+            if found is None:
+                self.spawn(self._find_and_check(snap, debounce, force))
+                return None
+            if found.target is None:
+                return None
+            module = found.target
         settings = self.settings
         return self.checks.request(
-            snap.uri, snap.path, snap.text, timing=settings.time_on_save, base=settings.base, debounce=debounce
-        )
+            snap.uri, snap.path, snap.text, timing=settings.time_on_save, base=settings.base, debounce=debounce,
+            module=module,
+        )  # fmt: skip
+
+    async def _find_and_check(self, snap: Snapshot, debounce: bool, force: bool) -> None:
+        await self.modules.find(snap.path)
+        await self.publisher.publish(snap.uri, disk=snap.version is None)  # what was found changes what is shown
+        if snap.version is None or self.documents.is_current(snap.uri, snap.model.key):
+            self.request_check(snap, debounce=debounce, force=force)
+
+    async def file_saved(self, path: str) -> None:
+        """A file was saved or changed on disk: the open modules whose tests or configuration it is are checked
+        again (their results are forgotten: the same module text may now pass or fail)."""
+        for module in self.modules.changed(path):
+            uri = from_fs_path(module)
+            snap = await self.documents.snapshot(uri) if uri else None
+            if snap is None:
+                continue
+            log.info("%s changed: checking %s again", Path(path).name, Path(module).name)
+            await self.modules.find(module)
+            self.checks.cancel(uri)  # a check in flight ran the old tests
+            self.checks.cache.drop(lambda report, key=snap.model.key: report.key == key)
+            self.request_check(snap, debounce=False)
 
     def compared(self, report: FileReport | None) -> BaseReport | None:
         """The report's comparison with the base the settings name now (none where comparing is off)."""
@@ -166,6 +201,7 @@ class ServerState:
             self.settings = settings
             if base_changed and self.ready.is_set():
                 self.spawn(self._compare_open_documents())
+        await self.checks.set_module_limits(module_limits(self.settings))
         root_path = self.server.workspace.root_path
         root = Path(root_path) if root_path else None
         try:
@@ -234,8 +270,18 @@ class ServerState:
 
     def end(self) -> None:
         """The connection ended: stop the engine (closing the evaluator, unless `close` did; its workers end)."""
-        evaluator = self.checks._evaluator
-        self.engine.close(evaluator.aclose() if evaluator is not None and not self._closed else None)
+        main = [self.checks._evaluator] if self.checks._evaluator is not None else []
+        evaluators = [*main, *self.checks.repositories.open()] if not self._closed else []
+        self.engine.close(_closed_all(evaluators) if evaluators else None)
+
+
+def module_limits(settings: Settings) -> ModuleLimits:
+    return ModuleLimits(settings.module_budget_s, settings.module_cases_per_test)
+
+
+async def _closed_all(evaluators: list[Evaluator]) -> None:
+    for evaluator in evaluators:
+        await evaluator.aclose()
 
 
 def _preload() -> None:

@@ -55,6 +55,8 @@ describe("serverSettings", () => {
       base: "main",
       device: "interpreter",
       gpuId: 3,
+      moduleBudgetS: 60,
+      moduleCasesPerTest: 2,
       pythonPath: "/opt/venv/bin/python",
     };
     assert.deepEqual(serverSettings((key) => values[key]), {
@@ -68,6 +70,8 @@ describe("serverSettings", () => {
       base: "main",
       device: "interpreter",
       gpuId: 3,
+      moduleBudgetS: 60,
+      moduleCasesPerTest: 2,
     });
   });
 });
@@ -89,6 +93,8 @@ describe("initializationOptions", () => {
         base: "HEAD",
         device: "auto",
         gpuId: null,
+        moduleBudgetS: 20,
+        moduleCasesPerTest: 4,
       },
     });
   });

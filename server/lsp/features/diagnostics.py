@@ -1,6 +1,7 @@
 """Diagnostics: problems visible in the source at once (on open and edit), the check's findings after a save, and
 `geak/check` — thin handlers over the state's `CheckManager` and `DiagnosticsPublisher` (``publishing``: what is
-published is always a function of the document's current content)."""
+published is always a function of the document's current content). A module of a repository has its tests looked
+for when it opens (``modules``); saving one of its test files checks it again."""
 
 from __future__ import annotations
 
@@ -30,8 +31,12 @@ async def check_now(state: ServerState, uri: str) -> dict:
     if not snap.model.triton:
         syntax = [p.message for p in snap.model.problems if p.code == "syntax"]
         return check_summary(False, "parse", syntax[0] if syntax else f"{name} is not a Triton file")
+    module = None
     if not snap.model.has_tests:
-        return check_summary(False, "parse", f"{name}: {TEST_HINT}")
+        found = await state.modules.find(snap.path)
+        if found.target is None:
+            return check_summary(False, "parse", f"{name}: {TEST_HINT} ({found.problem})")
+        module = found.target
     await state.ready.wait()
     if not await state.trust.ensure():
         return check_summary(False, "untrusted", "the workspace is not trusted: GEAK runs no code from it")
@@ -40,8 +45,9 @@ async def check_now(state: ServerState, uri: str) -> dict:
     checked: asyncio.Future = asyncio.get_running_loop().create_future()
     settings = state.settings
     state.checks.request(
-        uri, snap.path, snap.text, timing=settings.time_on_save, base=settings.base, debounce=False, checked=checked
-    )
+        uri, snap.path, snap.text, timing=settings.time_on_save, base=settings.base, debounce=False, checked=checked,
+        module=module,
+    )  # fmt: skip
     try:
         report = await asyncio.shield(checked)
     except asyncio.CancelledError:
@@ -75,10 +81,12 @@ def register(state: ServerState) -> None:
         loop = asyncio.get_running_loop()
         pending[uri] = loop.call_later(EDIT_DEBOUNCE_S, lambda: state.spawn(publisher.publish(uri)))
 
-    async def open_or_save(uri: str) -> None:
+    async def open_or_save(uri: str, *, opened: bool = False) -> None:
         snap = await documents.snapshot(uri)
         if snap is None:
             return
+        if snap.model.triton and not snap.model.has_tests:  # a module: its repository's tests (again when opened)
+            await state.modules.find(snap.path, again=opened)
         await publisher.publish(uri)
         await state.ready.wait()  # the client's settings decide whether to check
         snap = await documents.snapshot(uri)
@@ -87,7 +95,7 @@ def register(state: ServerState) -> None:
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     async def did_open(params: types.DidOpenTextDocumentParams) -> None:
-        await open_or_save(params.text_document.uri)
+        await open_or_save(params.text_document.uri, opened=True)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(params: types.DidChangeTextDocumentParams) -> None:
@@ -100,7 +108,9 @@ def register(state: ServerState) -> None:
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
     async def did_save(params: types.DidSaveTextDocumentParams) -> None:
-        await open_or_save(params.text_document.uri)
+        uri = params.text_document.uri
+        await state.file_saved(documents.path_of(uri))  # a test file of an open module: the module is checked again
+        await open_or_save(uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(params: types.DidCloseTextDocumentParams) -> None:
@@ -109,4 +119,4 @@ def register(state: ServerState) -> None:
         handle = pending.pop(uri, None)
         if handle is not None:
             handle.cancel()
-        publisher.clear(uri)
+        state.spawn(publisher.closed(uri))

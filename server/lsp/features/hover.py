@@ -3,26 +3,30 @@ compute or latency); what the compiler made of the kernel (registers, spills, sh
 the vendor's profiler ran, what it measured (achieved occupancy, DRAM and SM throughput); the last
 check's verdict and when; its comparison with the base revision (what it said, and on a GPU the paired timing with
 each captured call's time on both sides); the last optimize's finding, why the kernel was slow, and its best
-candidates."""
+candidates. On a module of a repository: which of the repository's tests judge it and why, and what was left out."""
 
 from __future__ import annotations
 
 import re
 import time
+from pathlib import Path
 
 from lsprotocol import types
 
-from geak.evaluator import kernel_line, timing_cost, with_profile
+from geak.evaluator import cases_run, kernel_line, timing_cost, with_profile
 
 from ...base_comparison import speed_line
 from ..analysis import DocumentModel
 from ..base_compare import BaseReport
 from ..checks import FileReport
+from ..modules import ModuleFinding
 from ..positions import Positions
 from ..state import ServerState
 from ..timing_text import format_ms, kernel_calls
 
 WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+SHOWN_TESTS = 8  # a module's tests listed by name in the hover (the rest counted)
+SOURCES = {"imports": "found through imports", "[tool.geak]": "named in [tool.geak.tests]", "--tests": "named"}
 
 
 def word_at(line: str, character: int) -> tuple[str, int, int] | None:
@@ -44,8 +48,12 @@ def kernel_markdown(state: ServerState, uri: str, model: DocumentModel, kernel: 
     info = model.kernel(kernel)
     lines = [f"**GEAK · `{kernel}`**" + (" (autotuned)" if info and info.autotuned else "")]
     report: FileReport | None = state.checks.cache.get(model.key)
+    found = state.modules.known(state.documents.path_of(uri)) if not model.has_tests else None
     if report is None:
-        lines.append("\nNot checked yet: save the file to run its test." if model.has_tests else "")
+        if model.has_tests:
+            lines.append("\nNot checked yet: save the file to run its test.")
+        elif found is not None and found.target is not None:
+            lines.append("\nNot checked yet: save the module to run its repository's tests.")
     elif report.check is None:
         lines.append(f"\nNot checked: {report.error}")
     else:
@@ -92,6 +100,8 @@ def kernel_markdown(state: ServerState, uri: str, model: DocumentModel, kernel: 
     compared = state.compared(report)
     if compared is not None:
         lines += base_lines(compared, kernel)
+    if found is not None:
+        lines += module_lines(found, report, state.checks.repositories.limits.budget_s)
     record = state.optimizer.last_record(uri)
     if record is not None and record.kernel in (None, kernel):
         stale = "" if record.key == model.key else " (for an earlier version of this file)"
@@ -103,6 +113,30 @@ def kernel_markdown(state: ServerState, uri: str, model: DocumentModel, kernel: 
             lines.append(f"\nWhy it was slow: {record.diagnosis}")
         lines.append(record.candidates_markdown(limit=5))
     return "\n".join(lines).strip()
+
+
+def module_lines(found: ModuleFinding, report: FileReport | None, budget_s: float | None) -> list[str]:
+    """A module's repository tests: which were found and why, and what its last check ran and left out (cases not
+    sampled or past the budget `budget_s`)."""
+    if found.target is None:
+        return [f"\n**Repository tests**: none ({found.problem})"]
+    tests = found.target.tests
+    root = tests.repository.root
+    where = SOURCES.get(tests.source, tests.source)
+    if tests.searched:
+        where += " under " + ", ".join(_relative(p, root) for p in tests.searched)
+    lines = [f"\n**Repository tests** of `{tests.module}` ({where}):"]
+    lines += [f"- tests: `{t.node}` ({t.why})" for t in tests.tests[:SHOWN_TESTS]]
+    if len(tests.tests) > SHOWN_TESTS:
+        lines.append(f"- and {len(tests.tests) - SHOWN_TESTS} more")
+    check = report.check if report is not None and report.module == found.target else None
+    if check is not None and check.tests:
+        lines.append(f"\nLast check: {cases_run(check.tests, budget_s)}")
+    return lines
+
+
+def _relative(path: Path, root: Path) -> str:
+    return path.relative_to(root).as_posix() + "/" if path != root and root in path.parents else str(path)
 
 
 def base_lines(compared: BaseReport, kernel: str) -> list[str]:

@@ -98,6 +98,7 @@ class Watcher:
         self._timers.pop(path, None)
         state, documents = self.state, self.state.documents
         p = Path(path)
+        await state.file_saved(path)  # a test or configuration file of an open module: the module is checked again
         if p.name in CONFIGS and self.root is not None and p.parent.resolve() == self.root:
             log.info("%s changed: reloading the configuration", p.name)
             await state.apply_settings(None)
