@@ -1,20 +1,37 @@
 """A saved file against its version at a git revision (the `geak.base` setting): finding that version (git, in a
-thread), then the comparison's two steps on the warm evaluator — the saved kernels run on the base's test and
-probes, and, on a GPU, their paired timing against it. ``base_comparison`` (shared with `geak check --base`) writes
-the base's text where only the evaluator's jobs read it and names it `REV:path` in messages; the evaluator keeps the
-base's own run by its content, so a later save does not run it again. What a comparison found is a `BaseReport`."""
+thread), then the comparison's two steps on the warm evaluator — the saved kernels run on the base's test and probes,
+and, on a GPU, their paired timing against it. A module of a repository (``modules``) is compared the same way, judged
+by its repository's tests: the base's text in the module's place runs the same selected tests and probes as the
+reference (as for `geak check MODULE --base REV`). ``base_comparison`` (shared with `geak check --base`) writes the
+base's text where only the evaluator's jobs read it and names it `REV:path` in messages; the evaluator keeps the base's
+own run by its content, so a later save does not run it again. What a comparison found is a `BaseReport`."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from geak.evaluator import BadInput, BenchResult, CheckResult, Evaluator, TritonFileError, parse_triton_file
+from geak.evaluator import (
+    BadInput,
+    BenchResult,
+    CheckResult,
+    Evaluator,
+    TritonFileError,
+    as_module,
+    parse_triton_file,
+)
 
 from ..base_comparison import base_file, base_folder, failing_base, relabeled, same, unparsable_base
 from ..base_revision import Base, BaseVersion, RevisionError, repository_root, resolve, same_code, version_at
 from .analysis import content_key
+from .engine import Engine
+from .modules import ModuleTarget
 from .timing_text import against_base
+
+log = logging.getLogger(__name__)
 
 # What a comparison found: the base's code (nothing ran), a file new since the base, a base that is no reference (or
 # an unknown revision), no base at all (not a git repository), outputs that differ from the base's, the same outputs.
@@ -24,10 +41,12 @@ SAID_ONCE = ("same", "new", "unusable")  # said in the hover and the status, nev
 
 @dataclass(frozen=True)
 class BaseTarget:
-    """The revision a file is compared with and the file's version there."""
+    """The revision a file is compared with and the file's version there; `module`: the file is a repository's
+    module, and its version at the base, in its place, is judged by the same tests."""
 
     base: Base
     version: BaseVersion
+    module: ModuleTarget | None = None
 
     @property
     def label(self) -> str:
@@ -36,6 +55,11 @@ class BaseTarget:
     @property
     def key(self) -> str | None:
         return content_key(self.version.text) if self.version.text is not None else None
+
+    @property
+    def root(self) -> str | None:
+        """The repository whose evaluator runs a module's comparison (None: the warm evaluator of files)."""
+        return self.module.root if self.module is not None else None
 
 
 @dataclass
@@ -81,8 +105,9 @@ class BaseReport:
         return words[self.outcome]
 
 
-def find_base(path: str, rev: str) -> BaseTarget | BaseReport:
-    """The file's version at `rev` (blocking: git runs), or the report of why there is none to compare with."""
+def find_base(path: str, rev: str, module: ModuleTarget | None = None) -> BaseTarget | BaseReport:
+    """The file's (or `module`'s) version at `rev` (blocking: git runs), or the report of why there is none to compare
+    with."""
     try:
         root = repository_root(Path(path))
     except RevisionError as e:
@@ -94,18 +119,22 @@ def find_base(path: str, rev: str) -> BaseTarget | BaseReport:
         return BaseReport(rev, None, "unusable", f"not compared with {rev}: {e}")
     if version.text is None:
         return BaseReport(rev, None, "new", f"new since {base.name}: nothing to compare with")
-    return BaseTarget(base, version)
+    return BaseTarget(base, version, module)
 
 
 def without_running(target: BaseTarget, text: str) -> BaseReport | None:
     """What is said of `text` without any run: the same code as the base (white space and comments aside), or a base
-    that does not parse as a Triton file with a test. None: the comparison must run."""
+    that does not parse as a Triton file with a test (a module's: as a module with kernels). None: the comparison
+    must run."""
     label = target.label
     if same_code(text, target.version.text or ""):
         return BaseReport(target.base.rev, target.key, "same", same(target.base, target.version).message, label,
                           target=target)  # fmt: skip
     try:
-        parse_triton_file(target.version.text or "", label)
+        if target.module is None:
+            parse_triton_file(target.version.text or "", label)
+        else:
+            as_module(target.module.tests, target.version.text or "", label)
     except TritonFileError as e:
         return BaseReport(target.base.rev, target.key, "unusable", f"{unparsable_base(label, e)}: checked alone", label)
     return None
@@ -117,7 +146,11 @@ async def check_against(evaluator: Evaluator, target: BaseTarget, path: str, tex
     with base_folder() as folder:
         written = base_file(folder, target.version)
         try:
-            result = relabeled(await evaluator.check(path, source=text, against=written), written, label)
+            if target.module is None:
+                checked = await evaluator.check(path, source=text, against=written)
+            else:
+                checked = await evaluator.check_module(target.module.tests, source=text, against=written)
+            result = relabeled(checked, written, label)
         except BadInput as e:
             if e.verdict is None:
                 raise
@@ -140,5 +173,22 @@ async def bench_against(evaluator: Evaluator, target: BaseTarget, path: str, tex
     """The saved kernels timed against the base's, interleaved in one job (its check has passed)."""
     with base_folder() as folder:
         written = base_file(folder, target.version)
-        bench = await evaluator.bench(path, source=text, against=written, check_first=False)
+        module = target.module.tests if target.module is not None else None
+        bench = await evaluator.bench(path, source=text, against=written, check_first=False, module=module)
         return relabeled(bench, written, target.label)
+
+
+async def compare_on(engine: Engine, evaluator: Evaluator, target: BaseTarget, path: str, text: str) -> BaseReport:
+    """``check_against`` on the engine, logged: cancelled (a later save; `Engine.run` returns once its job is killed),
+    or failed (the evaluator itself: said, with no base key, so that the next save tries again)."""
+    started = time.monotonic()
+    try:
+        return await engine.run(check_against(evaluator, target, path, text))
+    except asyncio.CancelledError:
+        log.info("the comparison of %s with %s was cancelled after %.1f s (its job stopped)", Path(path).name,
+                 target.label, time.monotonic() - started)  # fmt: skip
+        raise
+    except Exception as e:
+        log.exception("the comparison of %s with %s could not run", path, target.label)
+        return BaseReport(target.base.rev, None, "unusable", f"GEAK could not compare with {target.label}: {e}",
+                          target.label)  # fmt: skip

@@ -3,9 +3,10 @@
 Per document: a check is debounced; a newer save or edit cancels the running check (its job process is killed);
 results are cached by content (a bounded LRU), so an unchanged file is never re-run and changed code loses its
 stale results. A module of a repository (``modules``) is checked by the repository's tests, on an evaluator whose
-jobs may read that repository (one per repository). After a passing check of a file, in a git working tree, the
-content is compared with its version at a base revision (``base_compare``): the saved kernels on the base's test,
-then, after the file's own timing, their timing against the base's. Checks (the comparison's too) come before
+jobs may read that repository (one per repository). After a passing check of a file or module, in a git working
+tree, the content is compared with its version at a base revision (``base_compare``): the saved kernels on the base's
+test (a module's: the same repository tests, the base's text in its place), then, after the own timing, their timing
+against the base's. Checks (the comparison's too) come before
 timings: a check that starts preempts any timing in flight, which resumes once no check is running. After the
 timings, the vendor's profiler measures the same calls (where one can run here).
 Results go to the server through `CheckHooks`, which publishes only for the content that was checked (never for a
@@ -27,7 +28,7 @@ from typing import Any, TypeVar
 from geak.evaluator import BadInput, BenchResult, CheckResult, EvalOptions, Evaluator, ProfileResult
 
 from .analysis import content_key
-from .base_compare import BaseReport, BaseTarget, bench_against, check_against, find_base, without_running
+from .base_compare import BaseReport, BaseTarget, bench_against, compare_on, find_base, without_running
 from .engine import Engine
 from .modules import ModuleLimits, ModuleTarget, RepositoryEvaluators, made_evaluator
 
@@ -180,7 +181,7 @@ class CheckManager:
         module: ModuleTarget | None = None,
     ) -> asyncio.Task:
         """Check (then compare with the revision `base`, where not empty, then time) this content of a document (of
-        a `module`, where it is one: checked by its repository's tests, never compared with a base here);
+        a `module`, where it is one: checked, and compared, by its repository's tests);
         replaces any check of the same document in flight, except one of this very content when nobody waits for
         this one (a save right after an open or a geak/check). `checked` receives the report as soon as the check
         (before the comparison and the timing) is done."""
@@ -190,7 +191,6 @@ class CheckManager:
             return running
         self.cancel(uri)
         delay = self.debounce_s if debounce else 0.0
-        base = base if module is None else ""
         task = asyncio.ensure_future(self._pipeline(uri, path, text, timing, base, delay, checked, module))
         if checked is not None:
             task.add_done_callback(lambda _: _cancel_pending(checked))
@@ -264,7 +264,7 @@ class CheckManager:
         if report.check is None or not report.check.ok:
             return report
         if base:
-            await self._compare(uri, path, text, report, base)
+            await self._compare(uri, path, text, report, base, module)
         if timing and report.bench is None and not report.timing_note:
             await self._time(uri, path, text, report, module)
         compared = report.base
@@ -310,11 +310,13 @@ class CheckManager:
                 report = FileReport(key, time.time(), error=f"GEAK could not run the check: {e}", module=module)
         return report
 
-    async def _compare(self, uri: str, path: str, text: str, report: FileReport, rev: str) -> None:
+    async def _compare(
+        self, uri: str, path: str, text: str, report: FileReport, rev: str, module: ModuleTarget | None
+    ) -> None:
         """The passing content against its version at `rev`: said without a run where it can be (new, the same
         code, a base that is no reference, already compared with this base's text), else its kernels run the base's
         test. A later save cancels it (its job is killed)."""
-        found = await asyncio.to_thread(find_base, path, rev)
+        found = await asyncio.to_thread(find_base, path, rev, module)
         if isinstance(found, BaseTarget):
             known = report.base
             if known is not None and known.rev == rev and known.base_key == found.key:
@@ -331,19 +333,8 @@ class CheckManager:
         self.hooks.checked(uri, report)
 
     async def _check_against(self, path: str, text: str, target: BaseTarget) -> BaseReport:
-        started = time.monotonic()
         async with self._checking(f"comparing {Path(path).name} with {target.base.rev}"):
-            try:
-                evaluator = await self.evaluator()
-                compared = await self.engine.run(check_against(evaluator, target, path, text))
-            except asyncio.CancelledError:  # `Engine.run` returns once its job is killed
-                log.info("the comparison of %s with %s was cancelled after %.1f s (its job stopped)", Path(path).name,
-                         target.label, time.monotonic() - started)  # fmt: skip
-                raise
-            except Exception as e:  # the evaluator failed: say so, and try again at the next save (no base key)
-                log.exception("the comparison of %s with %s could not run", path, target.label)
-                return BaseReport(target.base.rev, None, "unusable", f"GEAK could not compare with {target.label}: "
-                                  f"{e}", target.label)  # fmt: skip
+            compared = await compare_on(self.engine, await self.evaluator(target.root), target, path, text)
         if compared.outcome == "unusable":  # its failing run is not kept by the evaluator: remember it here
             self._unusable[(target.base.rev, target.key)] = compared
         return compared
@@ -381,8 +372,9 @@ class CheckManager:
         if runtime.get("backend") == "interpreter":
             compared.timing_note = "timing needs a GPU (kernels ran in Triton's CPU interpreter)"
             return
-        evaluator, target = await self.evaluator(), compared.target
+        target = compared.target
         assert target is not None
+        evaluator = await self.evaluator(target.root)
         try:
             bench = await self._preemptible(f"timing {Path(path).name} against {target.base.rev}",
                                             lambda: bench_against(evaluator, target, path, text))  # fmt: skip
