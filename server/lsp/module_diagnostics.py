@@ -17,10 +17,12 @@ from geak.evaluator import CheckResult
 from geak.evaluator import parse_python as parse
 
 from .analysis import DocumentModel
+from .base_compare import BaseReport
 from .modules import ModuleTarget
 from .positions import Positions
 
 CODE = "repository-test"
+BASE_CODE = "base"
 
 
 @dataclass(frozen=True)
@@ -31,14 +33,16 @@ class FailedTest:
     line: int  # 1-based line of its `def`
     message: str
     related: tuple[types.DiagnosticRelatedInformation, ...]
+    code: str = CODE  # BASE_CODE: its outputs differ from the base's (a warning: that may be the point of the edit)
 
     def diagnostic(self, positions: Positions) -> types.Diagnostic:
+        warning = self.code == BASE_CODE
         return types.Diagnostic(
             range=positions.line_range(self.line),
             message=self.message,
-            severity=types.DiagnosticSeverity.Error,
+            severity=types.DiagnosticSeverity.Warning if warning else types.DiagnosticSeverity.Error,
             source="geak",
-            code=CODE,
+            code=self.code,
             related_information=list(self.related) or None,
         )
 
@@ -120,6 +124,59 @@ def failed_tests(
             for name in names
         )
         findings.append(FailedTest(uri, line, message, related))
+    return findings
+
+
+def base_nodes(compared: BaseReport) -> dict[str, str]:
+    """The test (node id) at which each difference from the base's outputs is said, with what is said there (the first
+    difference per test): the test a difference names (`tests/t.py::test_x[4] → return`), else — a probe, whose
+    inputs the tests' calls gave — the first test that launched the module's kernels. A base's test that fails with
+    the saved module (no output differs) is said at that test."""
+    result = compared.result
+    if compared.outcome != "differs" or result is None:
+        return {}
+    names = [t.name for t in result.tests]
+    launching = next((t.name for t in result.tests if t.launches), names[0] if names else None)
+    said: dict[str, str] = {}
+    mismatches = result.comparison.mismatches if result.comparison is not None else ()
+    for m in mismatches:
+        named = m.where.split(" → ")[0].strip()
+        node = named if named in names else launching
+        if node is not None:
+            said.setdefault(node, f"outputs differ from {compared.rev}'s in {m.where}: {m.message}")
+    for test in result.tests if not mismatches else ():
+        if not test.ok:
+            why = first_line(test.message, test.kind)
+            said.setdefault(test.name, f"{compared.label}'s {test.name} fails with this module: {why}")
+    return said
+
+
+def base_findings(
+    said: dict[str, str],
+    target: ModuleTarget,
+    module_uri: str,
+    model: DocumentModel,
+    positions: Positions,
+    lines: dict[str, tuple[Path, int]],
+) -> list[FailedTest]:
+    """The differences from the base (``base_nodes``) as warnings at their tests' definitions (`lines`, from
+    ``definition_lines``), each with related information at the module's kernels."""
+    findings = []
+    for node, message in said.items():
+        if node not in lines:
+            continue
+        file, line = lines[node]
+        uri = from_fs_path(str(file))
+        if uri is None:
+            continue
+        related = tuple(
+            types.DiagnosticRelatedInformation(
+                location=types.Location(uri=module_uri, range=positions.line_range(k.line)),
+                message=f"kernel {k.name} of {target.tests.module}",
+            )
+            for k in model.kernels
+        )
+        findings.append(FailedTest(uri, line, message, related, BASE_CODE))
     return findings
 
 

@@ -1,10 +1,10 @@
-"""What GEAK says of a document, as LSP diagnostics, and sending it: the problems visible in the source plus the
-check report cached for that exact content, and its comparison with the base revision (warnings: a difference from
-the base's outputs may be the point of the edit) — always a function of the document's current content, so an edit
-drops the findings of the old code and an undo brings them back. A module of a repository (``modules``) shows a
-summary of its repository tests' verdict, and each failing test shows at its definition in its own file
-(``module_diagnostics``). `DiagnosticsPublisher` also remembers which documents carry GEAK diagnostics on the
-client."""
+"""What GEAK says of a document, as LSP diagnostics, and sending it: the problems visible in the source plus the check
+report cached for that exact content, and its comparison with the base revision (warnings: a difference from the base's
+outputs may be the point of the edit) — always a function of the document's current content, so an edit drops the
+findings of the old code and an undo brings them back. A module of a repository (``modules``) shows a summary of its
+repository tests' verdict, and each failing test shows at its definition in its own file (``module_diagnostics``), as do
+the tests at which its outputs differ from the base's. `DiagnosticsPublisher` also remembers which documents carry GEAK
+diagnostics on the client."""
 
 from __future__ import annotations
 
@@ -26,6 +26,8 @@ from .module_diagnostics import (
     FailedTest,
     ModuleDiagnostics,
     at_failing_tests,
+    base_findings,
+    base_nodes,
     definition_lines,
     failed_tests,
     failing,
@@ -258,20 +260,25 @@ class DiagnosticsPublisher:
         found = [_problem(p, positions) for p in module_problems(model, module)]
         report = self.checks.cache.get(model.key)
         target = module.target if module is not None else None
+        compared = self.compared(report)
         if report is not None and target is not None and report.module == target:
             check = report.check
             at_tests: list[FailedTest] = []
+            at_base: list[FailedTest] = []
+            said = base_nodes(compared) if compared is not None else {}
             if check is not None:
-                lines = await asyncio.to_thread(definition_lines, target.tests.repository.root,
-                                                [t.name for t in failing(check)])  # fmt: skip
+                nodes = [t.name for t in failing(check)] + list(said)
+                lines = await asyncio.to_thread(definition_lines, target.tests.repository.root, nodes)
                 at_tests = failed_tests(check, target, uri, model, positions, lines)
+                at_base = base_findings(said, target, uri, model, positions, lines)
             found += module_diagnostics(report, model, positions, snap.path, at_tests)
-            await self._publish_tests(self.at_tests.set(uri, at_tests))
+            if compared is not None:  # on the module: a slowdown, and a difference no test could show
+                found += [d for d in base_diagnostics(compared, model, positions) if d.code != "base" or not at_base]
+            await self._publish_tests(self.at_tests.set(uri, at_tests + at_base))
             return found
         await self._publish_tests(self.at_tests.set(uri, []))
         if report is not None and report.module is None:
             found += run_diagnostics(report, model, positions, snap.path)
-        compared = self.compared(report)
         if compared is not None:
             found += base_diagnostics(compared, model, positions)
         return found
