@@ -2,7 +2,7 @@
 # One lease on the GPU machine, in parts (each part fits one 10-minute device call):
 #   bash scripts/gpu_session.sh PART...   with PART in: env native isolation trust evaluator suites tb rocm some lsp
 #                                         eval batch scaling run1 run2 check sanitize profile split
-#                                         search speed aasmall eval1 eval2 probecost snapshots gputests base liger
+#                                         search speed aasmall eval1 eval2 probecost snapshots gputests base
 #                                         scripted lspbase repo lspmodule
 # `split` runs groups of parts at once, each on its GPUs: SPLIT="0:tb 1:native,rocm 2:trust 3:eval 4,5:scaling" (logs
 # in $OUT/gpuN.log). A machine with several GPUs then does in one call what one GPU does in several. Groups share the
@@ -139,13 +139,6 @@ part_snapshots() {  # $OUT packed into $SNAPSHOT (e.g. $REAL_OUT/out.tgz) every 
 }
 part_base() {  # `geak bench --base` on corpus kernels in git repositories made for it (issue 63's targets)
   timeout "${BASE_S:-420}" python3 benchmarks/base_report.py --out "$OUT/base" ${BASE_ARGS:-} 2>&1 | tail -40
-}
-part_liger() {  # `geak check MODULE --against-self` on the Liger modules named in $LIGER_MODULES
-  local m; mkdir -p "$OUT/liger"
-  for m in ${LIGER_MODULES:-rms_norm swiglu softmax}; do
-    timeout "${LIGER_S:-150}" python3 -m geak.server.cli check "shared/repos/liger-kernel/src/liger_kernel/ops/$m.py" \
-      --against-self --json > "$OUT/liger/$m.json" 2> "$OUT/liger/$m.err"; echo "exit $? for $m"
-  done
 }
 part_scripted() {  # `geak run` over suite files with a scripted model built from the files (issue 65's target)
   timeout "${SCRIPTED_S:-570}" python3 benchmarks/scripted_run_report.py --files "${SCRIPTED_FILES:-10}" \
