@@ -71,6 +71,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "ModuleTests": ("repo_tests", "ModuleTests"),
     "RepositoryError": ("repo_tests", "RepositoryError"),
     "module_tests": ("repo_tests", "module_tests"),
+    "node_definition": ("repo_tests", "node_definition"),
     "as_module": ("repo_tests", "as_module"),
     "cases_run": ("repo_tests", "cases_run"),
     "check_module_in_jobs": ("module_shards", "check_module_in_jobs"),

@@ -25,6 +25,7 @@ from .repo_tests import as_module as as_module
 from .repo_tests import cases_run as cases_run
 from .repo_tests import module_tests as module_tests
 from .repo_tests import needs_repository_tests as needs_repository_tests
+from .repo_tests import node_definition as node_definition
 from .results import NOT_RUN_KINDS as NOT_RUN_KINDS
 from .results import BenchResult as BenchResult
 from .results import CallCost as CallCost
@@ -107,6 +108,7 @@ __all__ = [
     "looks_like_triton",
     "module_tests",
     "needs_repository_tests",
+    "node_definition",
     "parse_python",
     "parse_tolerance_overrides",
     "parse_triton_file",

@@ -287,13 +287,13 @@ def _judged(repo: Repository, tests: tuple[FoundTest, ...]) -> tuple[FoundTest, 
         if file not in trees:
             trees[file] = _parsed(repo.root / file)
         tree = trees[file]
-        function = _function(tree, node.split("[", 1)[0]) if tree is not None else None
+        function = node_definition(tree, node.split("[", 1)[0]) if tree is not None else None
         out.append(replace(test, asserts=function is None or _asserts(function)))
     return tuple(out)
 
 
-def _function(tree: ast.Module, node: str) -> ast.AST | None:
-    """The test function a node id tail names (`test_x`, `TestK::test_y`)."""
+def node_definition(tree: ast.Module, node: str) -> ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | None:
+    """The definition in a test file's `tree` that a node id's tail names (`test_x`, `TestK::test_y`)."""
     scope: list[ast.stmt] = tree.body
     found = None
     for part in node.split("::"):

@@ -13,7 +13,7 @@ from pathlib import Path
 from lsprotocol import types
 from pygls.uris import from_fs_path
 
-from geak.evaluator import CheckResult
+from geak.evaluator import CheckResult, node_definition
 from geak.evaluator import parse_python as parse
 
 from .analysis import DocumentModel
@@ -70,23 +70,10 @@ def definition_lines(root: Path, nodes: list[str]) -> dict[str, tuple[Path, int]
             except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
                 trees[file] = None
         tree = trees[file]
-        line = _def_line(tree, tail.split("[", 1)[0]) if tree is not None and tail else None
-        if line is not None:
-            found[node] = (root / file, line)
+        defined = node_definition(tree, tail.split("[", 1)[0]) if tree is not None and tail else None
+        if defined is not None:
+            found[node] = (root / file, defined.lineno)
     return found
-
-
-def _def_line(tree: ast.Module, tail: str) -> int | None:
-    """The `def` line of the function a node id's tail names (`test_x`, `TestK::test_y`)."""
-    scope: list[ast.stmt] = tree.body
-    line = None
-    for part in tail.split("::"):
-        stmt = next((s for s in scope if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-                     and s.name == part), None)  # fmt: skip
-        if stmt is None:
-            return None
-        scope, line = stmt.body, stmt.lineno
-    return line
 
 
 def failed_tests(
