@@ -27,25 +27,21 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))  # git_repos: the repositories the tests make, made the same way here
+from git_repos import Repo, new_repo  # noqa: E402
+
 KERNELS = ROOT / "snippets" / "kernels"
 DEFAULT_KERNELS = "vector_add,softmax_rowwise,layer_norm_fwd,rms_norm_fwd,cross_entropy,matmul_fp16"
 SEPARATOR = "#" * 146
 SLOWER = ("block_size: int = 1024", "block_size: int = 32")
 
 
-def git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True)
-
-
-def new_repo(folder: Path, name: str, text: str) -> Path:
-    folder.mkdir(parents=True)
-    git(folder, "init", "-q")
-    git(folder, "config", "user.email", "report@geak.invalid")
-    git(folder, "config", "user.name", "base report")
-    (folder / name).write_text(text)
-    git(folder, "add", name)
-    git(folder, "commit", "-q", "-m", "base")
-    return folder / name
+def committed(folder: Path, name: str, text: str) -> Path:
+    """`text` committed as `name` in a new repository at `folder` (``tests/git_repos.py``); the file's path."""
+    repo = new_repo(folder)
+    path = repo.write(name, text)
+    repo.commit("base")
+    return path
 
 
 def bench_base(file: Path, rev: str, timeout_s: float) -> dict[str, Any]:
@@ -89,9 +85,9 @@ def slowdown(work: Path, timeout_s: float) -> dict[str, Any]:
     text = (KERNELS / "vector_add.py").read_text()
     if SLOWER[0] not in text:
         raise SystemExit(f"vector_add.py no longer has {SLOWER[0]!r}")
-    file = new_repo(work / "slowdown", "vector_add.py", text)
+    file = committed(work / "slowdown", "vector_add.py", text)
     file.write_text(text.replace(SLOWER[0], SLOWER[1]))
-    git(file.parent, "commit", "-q", "-am", "block 1024 -> 32")
+    Repo(file.parent).commit("block 1024 -> 32")
     return {"case": "vector_add BLOCK 1024→32", "rev": "HEAD~1", **bench_base(file, "HEAD~1", timeout_s)}
 
 
@@ -101,7 +97,7 @@ def noop_edits(work: Path, kernels: list[str], repeats: int, timeout_s: float) -
         text = (KERNELS / f"{name}.py").read_text()
         for edit, change in (("comment", comment_edit), ("inert", inert_edit)):
             for i in range(repeats if edit == "inert" else 1):
-                file = new_repo(work / f"{name}-{edit}-{i}", f"{name}.py", text)
+                file = committed(work / f"{name}-{edit}-{i}", f"{name}.py", text)
                 file.write_text(change(text))
                 row = {"case": f"{name} {edit} #{i + 1}", "rev": "HEAD", **bench_base(file, "HEAD", timeout_s)}
                 rows.append(row)

@@ -20,10 +20,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,20 +31,18 @@ from lsp_bench import percentile
 from lsp_client import Client, until
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))  # git_repos: the repositories the tests make, made the same way here
+from git_repos import new_repo  # noqa: E402
+
 TARGET_MS = 1500.0  # warm didSave -> diagnostics with the base comparison
 TARGET_OVERHEAD = 0.25  # what the comparison may add to a save's check
-GIT_ENV = {"GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@geak.invalid", "GIT_COMMITTER_NAME": "bench",
-           "GIT_COMMITTER_EMAIL": "bench@geak.invalid", "GIT_CONFIG_GLOBAL": os.devnull}  # fmt: skip
 
 
 def committed_repository(kernel: Path) -> Path:
-    """A new git repository with `kernel` committed at HEAD; returns the file's path there."""
-    root = Path(tempfile.mkdtemp(prefix="geak-lsp-base-bench-"))
-    path = root / kernel.name
-    shutil.copy(kernel, path)
-    env = {**os.environ, **GIT_ENV}
-    for args in (["init", "-q"], ["add", path.name], ["commit", "-q", "-m", "the kernel as committed"]):
-        subprocess.run(["git", *args], cwd=root, env=env, check=True, capture_output=True)
+    """A new git repository with `kernel` committed at HEAD (``tests/git_repos.py``); returns the file's path there."""
+    repo = new_repo(Path(tempfile.mkdtemp(prefix="geak-lsp-base-bench-")))
+    path = repo.write(kernel.name, kernel.read_text())
+    repo.commit("the kernel as committed")
     return path
 
 
