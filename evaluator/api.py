@@ -129,6 +129,39 @@ class Evaluator:
             return _unparsed(e, label, against, started)
         return await self._judged(candidate, reference, label, progress, started)
 
+    async def check_and_compare_tests(
+        self,
+        file: str | Path | None = None,
+        *,
+        source: str | None = None,
+        against: str | Path,
+        module: ModuleTests | None = None,
+        progress: Progress | None = None,
+    ) -> tuple[CheckResult, CheckResult | None]:
+        """`check(file)` (`check_module(module)` with `module`) and, from its very job, its tests' outputs weighed
+        against those of the kept run of `against`: one job where `check` and then `check(against=…)` take two. The
+        second is None where one job cannot tell: no run of `against` is kept (nothing runs it here), the file
+        fails, or its test section is not `against`'s. Its probes are not replayed, and the reference is not run
+        again where an output differs: `check(file, against=…)` does both, and has the last word."""
+        started = time.perf_counter()
+        reference = _read(against, "reference", module)
+        label = str(module.path if module is not None else file)
+        text = source if source is not None else source_text(module.path if module is not None else file)
+        try:
+            candidate = parse_triton_file(text, label) if module is None else as_module(module, text, label)
+        except TritonFileError:  # said as `check` says it
+            alone = (
+                self.check(file, source=text, progress=progress)
+                if module is None
+                else self.check_module(module, source=text, progress=progress)
+            )
+            return await alone, None
+        ref_run = self._references.kept(reference)
+        if ref_run is None:
+            return await self._judged(candidate, None, label, progress, started), None
+        async with self._references.held(ref_run):
+            return await self._candidates.own_and_compared(candidate, reference, ref_run, label, progress, started)
+
     async def _judged(
         self, candidate: TritonFile, reference: TritonFile | None, label: str, progress: Progress | None, started: float
     ) -> CheckResult:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import Path
@@ -15,9 +16,9 @@ from .check import ReferenceRun
 from .inputs import text_key
 from .job_folders import JobFolders, file_name, removed
 from .options import EvalOptions
-from .pool import WorkerPool
+from .pool import JobOutcome, WorkerPool
 from .progress import Progress, relay, say
-from .reference_probes import hung_probe
+from .reference_probes import ReferenceProbes, hung_probe
 from .reference_runs import ReferenceRuns, replay_probes, usable_probes
 from .results import CheckResult
 from .shared.protocol import cache_request
@@ -72,18 +73,61 @@ class CandidateRuns:
                 tests=(),
                 duration_s=time.perf_counter() - started,
             )
-        composed = (reference or candidate).compose(candidate.kernel_section)
-        poison = ref_run.poison if ref_run is not None else True
-        result = await self.job(composed, candidate, reference, ref_run, label, poison, progress)
-        if ref_run is None and poison and not result.ok and any(t.kind == "error" for t in result.tests):
-            # The user's own file raised: only because new allocations are poisoned? (A wrong result, which an
-            # unwritten output gives, a crash or a hang are never retried.)
-            unpoisoned = await self.job(composed, candidate, None, None, label, False, progress)
-            if unpoisoned.ok:
-                result, poison = unpoisoned, False
-        if not poison:
-            result = replace(result, caveats=(*result.caveats, UNPOISONED_CAVEAT))
+        if ref_run is None:
+            result, _ = await self._own(candidate, label, progress)
+        else:
+            composed = reference.compose(candidate.kernel_section)
+            result = await self.job(composed, candidate, reference, ref_run, label, ref_run.poison, progress)
+            if not ref_run.poison:
+                result = replace(result, caveats=(*result.caveats, UNPOISONED_CAVEAT))
         return replace(result, duration_s=time.perf_counter() - started)
+
+    async def own_and_compared(
+        self,
+        candidate: TritonFile,
+        reference: TritonFile,
+        ref_run: ReferenceRun,
+        label: str,
+        progress: Progress | None,
+        started: float,
+    ) -> tuple[CheckResult, CheckResult | None]:
+        """`Evaluator.check_and_compare_tests`: the candidate's own check and, where it passes and its job is the
+        one its kernels would run with the reference's test (the same test section, ``_same_job``), that job's test
+        outputs weighed against the reference's kept ones (its probes are not replayed: None otherwise)."""
+        weighed: list[CheckResult] = []
+        tests_only = replace(ref_run, probes=ReferenceProbes())
+        composed = reference.compose(candidate.kernel_section)
+
+        def weigh(outcome: JobOutcome, job_dir: Path) -> None:
+            weighed.append(verdict(
+                outcome, composed, candidate, reference, tests_only, job_dir, self._options, self._pool.facts, label
+            ))  # fmt: skip
+
+        shared = _same_job(candidate, reference, ref_run)
+        own, poisoned = await self._own(candidate, label, progress, weigh if shared else None)
+        compared = weighed[0] if weighed and poisoned and own.ok else None
+        return replace(own, duration_s=time.perf_counter() - started), compared
+
+    async def _own(
+        self,
+        candidate: TritonFile,
+        label: str,
+        progress: Progress | None,
+        also: Callable[[JobOutcome, Path], None] | None = None,
+    ) -> tuple[CheckResult, bool]:
+        """A user's file alone, and whether its verdict comes from its run with new allocations poisoned (else
+        from its run without them, where it raised only with them). `also` is handed the poisoned run where it
+        passes, before its folder goes."""
+        composed = candidate.compose()
+        result = await self.job(composed, candidate, None, None, label, True, progress, also)
+        if result.ok or not any(t.kind == "error" for t in result.tests):
+            return result, True
+        # It raised: only because new allocations are poisoned? (A wrong result, which an unwritten output gives, a
+        # crash or a hang are never retried.)
+        unpoisoned = await self.job(composed, candidate, None, None, label, False, progress)
+        if unpoisoned.ok:
+            return replace(unpoisoned, caveats=(*unpoisoned.caveats, UNPOISONED_CAVEAT)), False
+        return result, True
 
     async def job(
         self,
@@ -94,11 +138,13 @@ class CandidateRuns:
         label: str,
         poison: bool,
         progress: Progress | None,
+        also: Callable[[JobOutcome, Path], None] | None = None,
     ) -> CheckResult:
-        """One check job of `composed` and its verdict, run once more where its first run asks for it (``Retry``)."""
+        """One check job of `composed` and its verdict, run once more where its first run asks for it (``Retry``);
+        `also` (a user's file alone) is handed a passing run's outcome and folder (``own_and_compared``)."""
         again = False
         while True:
-            judged = await self._run(composed, candidate, reference, ref_run, label, poison, progress, again)
+            judged = await self._run(composed, candidate, reference, ref_run, label, poison, progress, again, also)
             if isinstance(judged, CheckResult):
                 return judged
             why = judged.reason.value.format(probe=judged.probe)
@@ -115,6 +161,7 @@ class CandidateRuns:
         poison: bool,
         progress: Progress | None,
         again: bool,
+        also: Callable[[JobOutcome, Path], None] | None = None,
     ) -> CheckResult | _Again:
         """One run of the check job and its verdict, or, on a first run (not `again`), why it runs once more: where
         the candidate differs and a rerun of the reference takes probes away (the reference fails there too), or
@@ -153,9 +200,28 @@ class CandidateRuns:
                     result = await asyncio.to_thread(judge)
                 if _differs(result) and usable_probes(ref_run) < usable and not again:
                     return _Again(Retry.REFERENCE_FAILS_PROBES)
+            if also is not None and result.ok:
+                await asyncio.to_thread(also, outcome, job_dir)
             return result
         finally:
             await removed(job_dir)
+
+
+def _same_job(candidate: TritonFile, reference: TritonFile, ref_run: ReferenceRun) -> bool:
+    """Is the candidate's own check job the job its kernels run with the reference's test: the same program (its
+    test section is the reference's), under the same module name, recording the same calls, and the reference ran
+    with new allocations poisoned, as a user's file first does?"""
+    composed = reference.compose(candidate.kernel_section).text
+    same_calls = candidate.entry_points == reference.entry_points and candidate.repository == reference.repository
+    return (
+        ref_run.not_checkable is None
+        and ref_run.poison
+        and same_calls
+        and composed == candidate.compose().text
+        and file_name(candidate) == file_name(reference)
+        and (candidate.tests, candidate.benches, candidate.test_style, candidate.output_source)
+        == (reference.tests, reference.benches, reference.test_style, reference.output_source)
+    )
 
 
 def _differs(result: CheckResult) -> bool:

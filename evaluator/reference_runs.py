@@ -78,6 +78,10 @@ class ReferenceRuns:
         finally:
             listening[0] = None
 
+    def kept(self, reference: TritonFile) -> ReferenceRun | None:
+        """The kept run of `reference`, where there is one (nothing runs)."""
+        return self._kept.get(_key(reference, reference.compose().text))
+
     @contextlib.asynccontextmanager
     async def held(self, ref_run: ReferenceRun | None) -> AsyncIterator[None]:
         """While a check against `ref_run` runs: its outputs stay, even if it is forgotten meanwhile."""

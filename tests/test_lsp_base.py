@@ -20,7 +20,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 TEST_LINE = 22  # `def test_scale():` in `scale_file`'s text (1-based)
 KERNEL_LINE = 8  # `def scale_kernel(...)`
-COMMITTED = ("differs.py", "comment.py", "off.py", "slower.py", "broken_base.py", "slow_base.py")
+COMMITTED = ("differs.py", "comment.py", "off.py", "slower.py", "broken_base.py", "slow_base.py", "probed.py")
 SLOW_TEST = '    import time\n    time.sleep(3)\n    x = torch.randn(100, device="cuda")\n'
 BROKEN_TEST = "    assert out.shape == x.shape\n    raise AssertionError('the base is broken')\n"
 
@@ -86,6 +86,11 @@ async def hints(client, uri: str) -> list[types.InlayHint]:
     )
 
 
+def new_code(i: int) -> str:
+    """`scale_file()` with a new line of code above its kernel: checked anew, the same outputs."""
+    return scale_file().replace("@triton.jit", f"_SAVED = {i}  # new code\n\n\n@triton.jit", 1)
+
+
 def base_statuses(client) -> list[str]:
     return [s.base for s in client.statuses if getattr(s, "base", None)]
 
@@ -123,6 +128,35 @@ async def test_a_comment_only_edit_is_the_same_as_head_without_running(client, r
     assert ("comment.py", "HEAD", "same") in verdicts(client)
     activities = [s.activity or "" for s in client.statuses]
     assert not any("comparing comment.py" in a for a in activities)  # nothing ran against the base
+
+
+async def test_once_the_base_has_run_a_save_is_compared_in_its_check_s_job_and_probed_after(client, repo):
+    """The first comparison runs the base (and keeps its run); a later save's check job also weighs its test outputs
+    against the base's: "same test outputs" comes with the check, before the probes' job ("comparing") starts. Outputs
+    that differ are left to the full comparison, which warns."""
+    path = edit(repo, "probed.py", new_code(1))
+    uri = open_file(client, path)
+    final = "probed.py: same outputs as HEAD:probed.py"
+    await until(lambda: final in base_statuses(client), timeout=120, what="the first comparison")
+    first = len(client.statuses)
+    path.write_text(new_code(2))
+    replace_all(client, uri, new_code(2), version=2)
+    save(client, uri)
+    await until(lambda: final in [getattr(s, "base", None) for s in client.statuses[first:]], timeout=120,
+                what="the second save's comparison")  # fmt: skip
+    later = client.statuses[first:]
+    said = [(s.activity or "", getattr(s, "base", "") or "") for s in later]
+    probing = [i for i, (_, base) in enumerate(said) if "outputs on the test are HEAD:probed.py's" in base]
+    assert probing, said
+    comparing = [i for i, (activity, _) in enumerate(said) if activity.startswith("comparing probed.py")]
+    assert comparing and probing[0] < comparing[0], said  # with the check, before the probes' job
+    assert ("probed.py", "HEAD", "same test outputs, probing") in verdicts(client)
+    differs = scale_file("x * 3.0")
+    path.write_text(differs)
+    replace_all(client, uri, differs, version=3)
+    save(client, uri)
+    found = await until(lambda: warnings(client, uri), timeout=120, what="the third save's warning")
+    assert found[0].message.startswith("outputs differ from HEAD's in test_scale"), found[0].message
 
 
 async def test_a_new_file_says_so_once_and_is_not_compared(client, repo):

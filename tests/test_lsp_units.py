@@ -138,7 +138,7 @@ class _Checks:
         self.manager = CheckManager(self.engine, CheckHooks(trusted, ignore, ignore, ignore), EvalOptions())
         self.manager._check = self._check  # type: ignore[method-assign]
 
-    async def _check(self, path: str, text: str, key: str, module=None) -> FileReport:
+    async def _check(self, path: str, text: str, key: str, module=None, base=None) -> FileReport:
         self.runs.append(key)
         await asyncio.sleep(0.05)
         return FileReport(key, time.time(), error="not run")

@@ -77,6 +77,7 @@ class BaseReport:
     bench: BenchResult | None = None
     timing_note: str = ""
     target: BaseTarget | None = None  # what the comparison ran against (its timing runs against it too)
+    probed: bool = True  # False: "matches" on the base's test only, from the check's own job; the probes follow
 
     @property
     def timed(self) -> bool:
@@ -93,6 +94,8 @@ class BaseReport:
     def verdict(self) -> str:
         """A few words for the status bar (`same`, `outputs differ`, `1.25× slower`, `within noise`...)."""
         speedup = self.bench.speedup if self.bench is not None else None
+        if self.outcome == "matches" and not self.probed:
+            return "same test outputs, probing"
         if self.outcome == "matches" and speedup is not None:
             if speedup.significant:
                 ratio = speedup.ratio if speedup.ratio >= 1 else 1 / speedup.ratio
@@ -138,6 +141,24 @@ def without_running(target: BaseTarget, text: str) -> BaseReport | None:
     except TritonFileError as e:
         return BaseReport(target.base.rev, target.key, "unusable", f"{unparsable_base(label, e)}: checked alone", label)
     return None
+
+
+async def check_and_compare(
+    evaluator: Evaluator, target: BaseTarget, path: str, text: str
+) -> tuple[CheckResult, BaseReport | None]:
+    """The saved content's check and, from its very job, its test outputs against the base's kept run
+    (``Evaluator.check_and_compare_tests``): a match is said at once (not yet `probed`); anything else, and the
+    probes, are ``check_against``'s, which runs next."""
+    with base_folder() as folder:
+        written = base_file(folder, target.version)
+        module = target.module.tests if target.module is not None else None
+        own, compared = await evaluator.check_and_compare_tests(path, source=text, against=written, module=module)
+    if compared is None or not compared.ok:
+        return own, None
+    label = target.label
+    said = f"outputs on the test are {label}'s; probing other inputs"
+    return own, BaseReport(target.base.rev, target.key, "matches", said, label, relabeled(compared, written, label),
+                           target=target, probed=False)  # fmt: skip
 
 
 async def check_against(evaluator: Evaluator, target: BaseTarget, path: str, text: str) -> BaseReport:

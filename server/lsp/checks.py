@@ -28,7 +28,15 @@ from typing import Any, TypeVar
 from geak.evaluator import BadInput, BenchResult, CheckResult, EvalOptions, Evaluator, ProfileResult
 
 from .analysis import content_key
-from .base_compare import BaseReport, BaseTarget, bench_against, compare_on, find_base, without_running
+from .base_compare import (
+    BaseReport,
+    BaseTarget,
+    bench_against,
+    check_and_compare,
+    compare_on,
+    find_base,
+    without_running,
+)
 from .engine import Engine
 from .modules import ModuleLimits, ModuleTarget, RepositoryEvaluators, made_evaluator
 
@@ -244,14 +252,13 @@ class CheckManager:
         module: ModuleTarget | None = None,
     ) -> FileReport | None:
         try:
-            if debounce_s:
-                await asyncio.sleep(debounce_s)
+            trusted, found = await self._trusted_base(path, base, module, debounce_s)
             report = None
-            if await self.hooks.trusted():
+            if trusted:
                 key = content_key(text)
                 report = self.cache.get(key)
                 if report is None or report.module != module:  # a module's result holds for the tests it ran
-                    report = await self._check(path, text, key, module)
+                    report = await self._check(path, text, key, module, self._comparable(found, text))
         except BaseException:
             if checked is not None and not checked.done():
                 checked.cancel()
@@ -263,8 +270,8 @@ class CheckManager:
         self.hooks.checked(uri, report)
         if report.check is None or not report.check.ok:
             return report
-        if base:
-            await self._compare(uri, path, text, report, base, module)
+        if found is not None:
+            await self._compare(uri, path, text, report, found)
         if timing and report.bench is None and not report.timing_note:
             await self._time(uri, path, text, report, module)
         compared = report.base
@@ -291,15 +298,45 @@ class CheckManager:
                 self._checks_idle.set()
             self._set_activity(None)
 
-    async def _check(self, path: str, text: str, key: str, module: ModuleTarget | None = None) -> FileReport:
+    async def _trusted_base(
+        self, path: str, rev: str, module: ModuleTarget | None, debounce_s: float
+    ) -> tuple[bool, BaseTarget | BaseReport | None]:
+        """Whether the workspace may run code, and then the file's version at `rev` (where `rev` is set), or why
+        there is none: found while the debounce runs out."""
+
+        async def found() -> tuple[bool, BaseTarget | BaseReport | None]:
+            if not await self.hooks.trusted():
+                return False, None
+            return True, (await asyncio.to_thread(find_base, path, rev, module) if rev else None)
+
+        (trusted, base), _ = await asyncio.gather(found(), asyncio.sleep(debounce_s))
+        return trusted, base
+
+    def _comparable(self, found: BaseTarget | BaseReport | None, text: str) -> BaseTarget | None:
+        """The base that the check's own job may compare with (``check_and_compare``): one whose comparison must
+        run (not the same code, a reference that runs)."""
+        if not isinstance(found, BaseTarget) or (found.base.rev, found.key) in self._unusable:
+            return None
+        return found if without_running(found, text) is None else None
+
+    async def _check(
+        self, path: str, text: str, key: str, module: ModuleTarget | None, base: BaseTarget | None
+    ) -> FileReport:
+        """The content's check; with `base`, its test outputs weighed against the base's from the same job, where the
+        base's run is kept (a match is said at once; the probes follow in ``_compare``)."""
         async with self._checking(f"checking {Path(path).name}"):
             try:
                 evaluator = await self.evaluator(module.root if module is not None else None)
-                work = module.check(evaluator, text) if module else evaluator.check(path, source=text)
-                check = await self.engine.run(work)
-                report = FileReport(key, time.time(), check=check, module=module)
+                if base is not None:
+                    check, compared = await self.engine.run(check_and_compare(evaluator, base, path, text))
+                else:
+                    work = module.check(evaluator, text) if module else evaluator.check(path, source=text)
+                    check, compared = await self.engine.run(work), None
+                report = FileReport(key, time.time(), check=check, module=module, base=compared)
                 self.cache.put(report)
                 self.checks_run += 1
+                if compared is not None:
+                    self._said(path, compared)
             except BadInput as e:
                 report = FileReport(key, time.time(), error=str(e), module=module)
                 self.cache.put(report)
@@ -311,26 +348,29 @@ class CheckManager:
         return report
 
     async def _compare(
-        self, uri: str, path: str, text: str, report: FileReport, rev: str, module: ModuleTarget | None
+        self, uri: str, path: str, text: str, report: FileReport, found: BaseTarget | BaseReport
     ) -> None:
-        """The passing content against its version at `rev`: said without a run where it can be (new, the same
-        code, a base that is no reference, already compared with this base's text), else its kernels run the base's
-        test. A later save cancels it (its job is killed)."""
-        found = await asyncio.to_thread(find_base, path, rev, module)
+        """The passing content against its version at a base (`found`, or why there is none): said without a run
+        where it can be (new, the same code, a base that is no reference, already compared with this base's text),
+        else its kernels run the base's test and probes. A later save cancels it (its job is killed)."""
         if isinstance(found, BaseTarget):
             known = report.base
-            if known is not None and known.rev == rev and known.base_key == found.key:
+            if known is not None and known.rev == found.base.rev and known.base_key == found.key and known.probed:
                 return  # compared with this very text of the base already
-            compared = without_running(found, text) or self._unusable.get((rev, found.key))
+            compared = without_running(found, text) or self._unusable.get((found.base.rev, found.key))
             if compared is None:
                 compared = await self._check_against(path, text, found)
         else:
             compared = found
         report.base = compared
-        if compared.outcome != "none":  # outside a git repository there is nothing to say
+        self._said(path, compared)
+        self.hooks.checked(uri, report)
+
+    def _said(self, path: str, compared: BaseReport) -> None:
+        """The last comparison, for the status and the log (outside a git repository there is nothing to say)."""
+        if compared.outcome != "none":
             self.last_compared = (Path(path).name, compared)
             log.info("%s: %s", Path(path).name, compared.message)
-        self.hooks.checked(uri, report)
 
     async def _check_against(self, path: str, text: str, target: BaseTarget) -> BaseReport:
         async with self._checking(f"comparing {Path(path).name} with {target.base.rev}"):
