@@ -312,6 +312,28 @@ def _aa(record: Record) -> list[str]:
     ]
 
 
+def _base_saves(records: dict[str, Record]) -> list[str]:
+    """Every record of `benchmarks/lsp_base_bench.py` (key `base_save`), a row each."""
+    lines = [
+        "## Against the last commit: what comparing costs a save",
+        "",
+        "`benchmarks/lsp_base_bench.py`: warm saves of `snippets/kernels/vector_add.py` that change its code but not",
+        "its outputs, the base's runs kept; didSave → diagnostics, medians (p90). Targets: the comparison adds ≤ 25%",
+        "to the check; ≤ 1.5 s to the diagnostics after the probes ([against the last commit](base-revision.md)).",
+        "",
+        "| device, date, commit | saves | check alone | test outputs compared | after the probes | added to the check "
+        "| with the probes |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for record in sorted((r for r in records.values() if "base_save" in r), key=lambda r: r["date"]):
+        save = record["base_save"]
+        cells = [f"{save[key]['median']:.0f} ms ({save[key]['p90']:.0f})"
+                 for key in ("base_off_ms", "base_on_check_ms", "base_on_ms")]  # fmt: skip
+        lines.append(f"| {_stamp(record)} | {save['saves']} | {' | '.join(cells)} | {save['overhead']:+.0%} "
+                     f"| {save['overhead_with_probes']:+.0%} |")  # fmt: skip
+    return lines
+
+
 def results_md(records: dict[str, Record]) -> str:
     """docs/results.md: every campaign's figures, each with its device, date and commit, and the records' sources."""
     lines = [
@@ -330,6 +352,8 @@ def results_md(records: dict[str, Record]) -> str:
         _cli_editor(_with(records, "did_save")),
         _aa(_with(records, "aa")),
     )
+    if any("base_save" in r for r in records.values()):
+        sections = (*sections, _base_saves(records))
     runs = search_runs(records)
     for section in (*sections, _search_runs(runs)) if runs else sections:
         lines += [*section, ""]

@@ -65,7 +65,7 @@ export type Backend = "cuda" | "rocm" | "interpreter";
 export interface BaseVerdict {
   file: string;
   rev: string;
-  /** A few words: `same`, `same outputs`, `outputs differ`, `1.25× slower`, `within noise`, `new file`... */
+  /** A few words: `same`, `same test outputs, probing`, `same outputs`, `outputs differ`, `1.25× slower`, `within noise`, `new file`... */
   verdict: string;
 }
 
