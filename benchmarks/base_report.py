@@ -3,7 +3,9 @@
     python benchmarks/base_report.py --out DIR [--kernels vector_add,softmax_rowwise,...] [--repeats 3]
 
 1. **Slowdown**: `vector_add.py` committed, then a commit that drops its launch block 1024→32
-   (`block_size: int = 1024` → `32`); `geak bench FILE --base HEAD~1` must call it significantly slower.
+   (`block_size: int = 1024` → `32`); `geak bench FILE --base HEAD~1` must call it significantly slower, and so
+   must the editor: the language server (`--editor`, a real client over stdio, timing on save) with the drop saved
+   but not committed shows the kernel's inlay hint `… · N× slower than HEAD [low, high]` and a warning at it.
 2. **Edits that change nothing it runs**, per kernel, each `--repeats` times on a fresh repository:
    - *comment*: a comment and a blank line added; GEAK says "same as HEAD" and times nothing (by design);
    - *inert*: a module-level constant added before the test section, so the code differs but no kernel or call
@@ -15,6 +17,7 @@ Prints a table and writes DIR/base_report.json (device, date, commit, every comm
 from __future__ import annotations
 
 import argparse
+import asyncio
 import datetime
 import json
 import os
@@ -25,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from lsp_client import Client, until  # benchmarks/lsp_client.py: before tests/ (which has its own) is on the path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # git_repos: the repositories the tests make, made the same way here
@@ -91,6 +96,47 @@ def slowdown(work: Path, timeout_s: float) -> dict[str, Any]:
     return {"case": "vector_add BLOCK 1024→32", "rev": "HEAD~1", **bench_base(file, "HEAD~1", timeout_s)}
 
 
+def editor_slowdown(work: Path, timeout_s: float) -> dict[str, Any]:
+    """The block drop saved over HEAD's `vector_add.py` in the editor (timing on save): the kernel's inlay hint and
+    the slowdown's warning once the paired timing against HEAD has run."""
+    text = (KERNELS / "vector_add.py").read_text()
+    file = committed(work / "editor", "vector_add.py", text)
+    file.write_text(text.replace(SLOWER[0], SLOWER[1]))
+
+    async def run() -> dict[str, Any]:
+        client = Client({"device": "gpu", "base": "HEAD", "timeOnSave": True})
+        started = time.perf_counter()
+        await client.begin(file.parent)
+        try:
+            uri = client.open(file)
+            labels: list[str] = []
+
+            async def hint_against_head() -> list[str]:
+                labels[:] = [str(h.label) for h in await client.hints(uri)]
+                return [label for label in labels if " than HEAD " in label or "of HEAD" in label]
+
+            try:
+                while not await hint_against_head():
+                    if time.perf_counter() - started > timeout_s:
+                        raise TimeoutError
+                    await asyncio.sleep(0.5)
+            except TimeoutError:
+                return {"case": "editor: vector_add BLOCK 1024→32 saved", "error": f"no hint against HEAD after "
+                        f"{timeout_s:g} s; hints {labels}; last log lines {client.logs[-5:]}"}  # fmt: skip
+            published = [p for _, p in client.published if p.uri == uri]
+            warnings = [d.message for d in (published[-1].diagnostics if published else []) if d.code == "base-slower"]
+            await until(lambda: client.statuses and not client.statuses[-1].busy, 60, "an idle server")
+            return {"case": "editor: vector_add BLOCK 1024→32 saved", "hint": next(iter(await hint_against_head())),
+                    "warnings": warnings, "seconds": round(time.perf_counter() - started, 1)}  # fmt: skip
+        finally:
+            await client.end()
+
+    row = asyncio.run(run())
+    hint = row.get("hint", "")
+    row["slower_reported"] = " slower than HEAD " in hint and bool(row.get("warnings"))
+    return row
+
+
 def noop_edits(work: Path, kernels: list[str], repeats: int, timeout_s: float) -> list[dict[str, Any]]:
     rows = []
     for name in kernels:
@@ -136,6 +182,7 @@ def main() -> int:
     )
     parser.add_argument("--repeats", type=int, default=3, help="fresh repositories per kernel for the inert edit")
     parser.add_argument("--timeout", type=float, default=240, help="seconds for one `geak bench`")
+    parser.add_argument("--editor", action="store_true", help="also the slowdown in the editor (a GPU: its timing)")
     args = parser.parse_args()
     if shutil.which("git") is None:
         raise SystemExit("git is needed")
@@ -144,11 +191,15 @@ def main() -> int:
         work = Path(folder)
         slow = slowdown(work, args.timeout)
         print(_line(slow), flush=True)
+        editor = editor_slowdown(work, args.timeout) if args.editor else None
+        if editor is not None:
+            print(json.dumps(editor), flush=True)
         rows = noop_edits(work, [k for k in args.kernels.split(",") if k], args.repeats, args.timeout)
     inert = [r for r in rows if " inert " in r["case"]]
     false = [r for r in inert if r.get("speedup_verdict") in ("faster", "slower")]
     summary = {
         "slowdown_reported": slow.get("speedup_significant") is True and (slow.get("speedup_ratio") or 1) < 1,
+        "slowdown_in_the_editor": editor.get("slower_reported") if editor is not None else None,
         "inert_timed": sum(1 for r in inert if r.get("speedup_ratio")),
         "inert_false_reports": len(false),
         "comment_same": sum(1 for r in rows if " comment " in r["case"] and r.get("verdict") == "same"),
@@ -158,6 +209,7 @@ def main() -> int:
         "date": datetime.date.today().isoformat(),
         "commit": commit(),
         "slowdown": slow,
+        "editor": editor,
         "edits": rows,
         "summary": summary,
     }
