@@ -6,11 +6,16 @@ check and then a check against the base took two jobs. The kernel's test checks 
 from __future__ import annotations
 
 import asyncio
+import shutil
 from pathlib import Path
 
 from git_repos import scale_file
 
 from geak.evaluator import EvalOptions, Evaluator
+from geak.evaluator.repo_tests import module_tests
+
+REPOS = Path(__file__).parent / "fixtures" / "repos"
+ADD = Path("src/tinyops/ops/add.py")
 
 NEW_CODE = scale_file().replace("@triton.jit", "_SAVED = 1  # new code, the same outputs\n\n\n@triton.jit", 1)
 
@@ -64,3 +69,23 @@ def test_a_test_section_other_than_the_reference_s_is_not_compared(tmp_path):
 def test_a_failing_file_is_not_compared(tmp_path):
     own, compared, _ = both(tmp_path, scale_file("x * undefined_name"))
     assert not own.ok and compared is None
+
+
+def test_a_repository_s_module_is_compared_by_its_repository_s_tests_in_one_job(tmp_path):
+    repo = shutil.copytree(REPOS / "tinyops", tmp_path / "tinyops")
+    module = module_tests(repo / ADD)
+    base = tmp_path / "base" / "add.py"
+    base.parent.mkdir()
+    base.write_text((repo / ADD).read_text())
+    saved = base.read_text().replace("@triton.jit", "_SAVED = 1  # new code, the same outputs\n\n\n@triton.jit", 1)
+
+    async def go():
+        async with Evaluator(EvalOptions(backend="interpreter", spares=0), readable=(str(repo),)) as ev:
+            await ev.prepare_reference(base, module=module)
+            before = ev.pool.jobs_run
+            own, compared = await ev.check_and_compare_tests(source=saved, against=base, module=module)
+            return own, compared, ev.pool.jobs_run - before
+
+    own, compared, jobs = asyncio.run(go())
+    assert jobs == 1 and own.ok and own.reference is None
+    assert compared.ok and compared.comparison.compared_outputs >= 1
