@@ -20,6 +20,7 @@ from typing import Any
 from . import bench as bench_stage
 from . import job_package, screening_verdict
 from . import profile as profile_stage
+from .bench_runs import BenchRuns
 from .candidate_runs import CANDIDATE_LABEL, CandidateRuns
 from .device_peaks import DevicePeaks
 from .inputs import BadInput, read_file, source_text, text_key
@@ -33,7 +34,7 @@ from .results import BenchResult, CheckResult, Diagnostic, Peaks, ProfileResult,
 from .runtime_facts import RuntimeFacts
 from .shared.protocol import cache_request
 from .shared.screening import ScreenPlan
-from .timing_rules import CROSSOVER_WITHIN, REMEASURE_ABOVE, BatchClock
+from .timing_rules import CROSSOVER_WITHIN, REMEASURE_ABOVE
 from .triton_file import TritonFile, TritonFileError, parse_triton_file
 from .verdict import UNPOISONED_CAVEAT
 
@@ -61,6 +62,7 @@ class Evaluator:
         self._scratch = self._folders.scratch
         self._references = ReferenceRuns(self.pool, self.options, self._folders)
         self._candidates = CandidateRuns(self.pool, self.options, self._folders, self._references)
+        self._benches = BenchRuns(self.pool, self.options, self._folders)
         self._peaks = DevicePeaks(self.pool, self.options)
         _import_in_background("torch")  # read outputs with it later; meanwhile the workers start
 
@@ -258,71 +260,19 @@ class Evaluator:
         if reference is not None:
             texts = {"reference": reference.compose().text, **texts}
         say(progress, "timing" + (" against the reference" if reference else ""))
-        result = await self._timed(texts, owner, rounds, 0, label, reference, check, info, peaks, progress)
+        result = await self._benches.timed(texts, owner, rounds, 0, label, reference, check, info, peaks, progress)
         s = result.speedup
         if result.ok and s is not None and s.significant and 1 / CROSSOVER_WITHIN < s.ratio < CROSSOVER_WITHIN:
             say(progress, f"a {s.ratio:.3f}x speedup: timing it again with the candidate prepared first")
-            swapped = await self._timed(
+            swapped = await self._benches.timed(
                 texts, owner, rounds, 0, label, reference, check, info, peaks, progress, candidate_first=True
             )
             result = bench_stage.in_both_orders(result, swapped)
         elif result.ok and s is not None and s.ratio > REMEASURE_ABOVE:
             say(progress, f"a {s.ratio:.1f}x speedup: measuring it again on fresh inputs")
-            again = await self._timed(texts, owner, rounds, 1, label, reference, check, info, peaks, progress)
+            again = await self._benches.timed(texts, owner, rounds, 1, label, reference, check, info, peaks, progress)
             result = bench_stage.remeasured(again, s.ratio)
         return replace(_with_duration(result, time.perf_counter() - started), peaks_s=peaks_s)
-
-    async def _timed(
-        self,
-        texts: dict[str, str],
-        owner: TritonFile,
-        rounds: int | None,
-        input_seed: int,
-        label: str,
-        reference: TritonFile | None,
-        check: CheckResult | None,
-        info: RuntimeFacts,
-        peaks: Peaks,
-        progress: Progress | None,
-        candidate_first: bool = False,
-    ) -> BenchResult:
-        """One bench job: the variants timed interleaved in one process, the caller's clock over the timed batch.
-        The variants are loaded and prepared in the order of `texts` (the reference first), or, `candidate_first`,
-        the other way round."""
-        job_dir = self._folders.new()
-        order = list(texts.items())[::-1] if candidate_first else list(texts.items())
-        modules = [self._bench_module(name, text, owner, job_dir) for name, text in order]
-        # Compiled code is taken from the reference (or the file alone) and kept only when no candidate is in the job.
-        first = text_key(next(iter(texts.values())))
-        cache = cache_request(seed=first, keep=first if len(texts) == 1 and reference is None else None)
-        plan = bench_stage.round_plan(self.options, rounds, reference is not None, peaks.noise_margin)
-        job = bench_stage.bench_job(modules, owner, self.options, job_dir / "outputs", plan, input_seed, cache)
-        clock = BatchClock()
-        relayed = relay(progress)
-
-        def on_event(event: dict[str, Any]) -> None:
-            clock.on_event(event)
-            if relayed is not None:
-                relayed(event)
-
-        try:
-            outcome = await self.pool.run(job, timeout_s=self.options.timeout_s * 2, on_event=on_event)
-            # Reading and comparing the timed calls' outputs can take seconds: off the event loop.
-            return await asyncio.to_thread(
-                bench_stage.bench_result,
-                outcome,
-                label,
-                reference,
-                check,
-                info,
-                peaks,
-                job_dir / "outputs",
-                clock.window_s,
-                plan,
-                self.options.tolerances,
-            )
-        finally:
-            await removed(job_dir)
 
     # ------------------------------------------------------------------------------------------ screen
 
@@ -351,7 +301,7 @@ class Evaluator:
             raise BadInput("the baseline of a screening does not parse")
         job_dir = self._folders.new()
         reference_text = reference.compose(base_kernel).text
-        modules = [self._bench_module("reference", reference_text, reference, job_dir)]
+        modules = [self._benches.module("reference", reference_text, reference, job_dir)]
         labels, unparsed = [], {}
         for i, variant in enumerate(variants, 1):
             label, kernel = f"v{i}", _kernel_section(variant)
@@ -359,7 +309,7 @@ class Evaluator:
             if kernel is None:
                 unparsed[label] = ScreenedVariant(label, "failed", "does not parse")
             else:
-                modules.append(self._bench_module(label, reference.compose(kernel).text, reference, job_dir))
+                modules.append(self._benches.module(label, reference.compose(kernel).text, reference, job_dir))
         plan = ScreenPlan(deadline_s, finalists, compile_workers=min(16, usable_cores()))
         cache = cache_request(seed=text_key(reference_text), keep=None)
         timed = info.backend != "interpreter"
@@ -397,7 +347,7 @@ class Evaluator:
                                  "ROCm device is visible")  # fmt: skip
         job_dir = self._folders.new()
         text = owner.compose().text
-        module = self._bench_module("profiled", text, owner, job_dir)
+        module = self._benches.module("profiled", text, owner, job_dir)
         job_package.write_package(job_dir)  # what the profiler's own process imports: the job cannot see the zygote's
         job = profile_stage.profile_job(module, owner, self.options, job_dir, cache_request(text_key(text), None))
         say(progress, "profiling the kernels")
@@ -411,11 +361,6 @@ class Evaluator:
     async def device_peaks(self, progress: Progress | None = None) -> Peaks:
         """The device's ceilings and noise margin (``device_peaks.DevicePeaks``)."""
         return await self._peaks.get(progress)
-
-    def _bench_module(self, label: str, text: str, owner: TritonFile, job_dir: Path) -> dict[str, Any]:
-        module_name = self._folders.module_name()
-        (job_dir / f"{module_name}.py").write_text(text)
-        return bench_stage.module_spec(label, job_dir / f"{module_name}.py", module_name, owner, self.options)
 
 
 def _read(path: str | Path, role: str, module: ModuleTests | None) -> TritonFile:

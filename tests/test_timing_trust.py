@@ -1347,6 +1347,7 @@ def test_a_small_claimed_speedup_is_timed_again_with_the_candidate_prepared_firs
     import asyncio
 
     from geak.evaluator.api import EvalOptions, Evaluator
+    from geak.evaluator.bench_runs import BenchRuns
     from geak.evaluator.results import CallTiming, Speedup
 
     file = Path(__file__).parent / "fixtures" / "add_native.py"
@@ -1370,7 +1371,7 @@ def test_a_small_claimed_speedup_is_timed_again_with_the_candidate_prepared_firs
     async def device_peaks(self, progress=None):
         return H200
 
-    monkeypatch.setattr(Evaluator, "_timed", timed)
+    monkeypatch.setattr(BenchRuns, "timed", timed)
     monkeypatch.setattr(Evaluator, "device_peaks", device_peaks)
 
     async def go() -> BenchResult:

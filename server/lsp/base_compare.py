@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from geak.evaluator import (
@@ -106,6 +106,35 @@ class BaseReport:
         words = {"same": "same", "new": "new file", "unusable": "not compared", "none": "not compared",
                  "matches": "same outputs", "differs": differ}  # fmt: skip
         return words[self.outcome]
+
+
+@dataclass
+class BaseMemory:
+    """What the editor's comparisons remember: the bases that are no reference, by revision and text (their failing
+    runs are not kept by the evaluator), and the last comparison said, as (file name, report), for the status."""
+
+    unusable: dict[tuple[str, str | None], BaseReport] = field(default_factory=dict)
+    last: tuple[str, BaseReport] | None = None
+
+    def known(self, target: BaseTarget, text: str) -> BaseReport | None:
+        """What is said of `text` against `target` without a run (``without_running``, or a base known to be no
+        reference); None: the comparison must run."""
+        return without_running(target, text) or self.unusable.get((target.base.rev, target.key))
+
+    def comparable(self, found: BaseTarget | BaseReport | None, text: str) -> BaseTarget | None:
+        """`found` where the check's own job may compare with it (``check_and_compare``): its comparison must run."""
+        return found if isinstance(found, BaseTarget) and self.known(found, text) is None else None
+
+    def ran(self, target: BaseTarget, compared: BaseReport) -> None:
+        """A comparison with `target` ran: a base found to be no reference is not run again."""
+        if compared.outcome == "unusable" and compared.base_key is not None:
+            self.unusable[(target.base.rev, target.key)] = compared
+
+    def said(self, path: str, compared: BaseReport) -> None:
+        """What a comparison found (outside a git repository there is nothing to say): the status and the log."""
+        if compared.outcome != "none":
+            self.last = (Path(path).name, compared)
+            log.info("%s: %s", Path(path).name, compared.message)
 
 
 def find_base(path: str, rev: str, module: ModuleTarget | None = None) -> BaseTarget | BaseReport:

@@ -28,15 +28,7 @@ from typing import Any, TypeVar
 from geak.evaluator import BadInput, BenchResult, CheckResult, EvalOptions, Evaluator, ProfileResult
 
 from .analysis import content_key
-from .base_compare import (
-    BaseReport,
-    BaseTarget,
-    bench_against,
-    check_and_compare,
-    compare_on,
-    find_base,
-    without_running,
-)
+from .base_compare import BaseMemory, BaseReport, BaseTarget, bench_against, check_and_compare, compare_on, find_base
 from .engine import Engine
 from .modules import ModuleLimits, ModuleTarget, RepositoryEvaluators, made_evaluator
 
@@ -119,8 +111,7 @@ class CheckManager:
         self._checks_idle.set()
         self.checks_run = 0
         self.activity: str | None = None  # what runs now
-        self.last_compared: tuple[str, BaseReport] | None = None  # the last comparison with a base: (file name, it)
-        self._unusable: dict[tuple[str, str | None], BaseReport] = {}  # (rev, base text key): a base no reference
+        self.bases = BaseMemory()  # bases that are no reference, and the last comparison said
 
     # ------------------------------------------------------------------------------------------ evaluator
 
@@ -158,7 +149,7 @@ class CheckManager:
             return
         self.options = options
         self.profiler_missing = None  # another device may have one
-        self._unusable.clear()
+        self.bases.unusable.clear()
         self.cancel_all()
         async with self._evaluator_lock:
             old, self._evaluator, self._runtime = self._evaluator, None, {}
@@ -252,13 +243,13 @@ class CheckManager:
         module: ModuleTarget | None = None,
     ) -> FileReport | None:
         try:
-            trusted, found = await self._trusted_base(path, base, module, debounce_s)
+            trusted, found = await trusted_base(self.hooks.trusted, path, base, module, debounce_s)
             report = None
             if trusted:
                 key = content_key(text)
                 report = self.cache.get(key)
                 if report is None or report.module != module:  # a module's result holds for the tests it ran
-                    report = await self._check(path, text, key, module, self._comparable(found, text))
+                    report = await self._check(path, text, key, module, self.bases.comparable(found, text))
         except BaseException:
             if checked is not None and not checked.done():
                 checked.cancel()
@@ -298,27 +289,6 @@ class CheckManager:
                 self._checks_idle.set()
             self._set_activity(None)
 
-    async def _trusted_base(
-        self, path: str, rev: str, module: ModuleTarget | None, debounce_s: float
-    ) -> tuple[bool, BaseTarget | BaseReport | None]:
-        """Whether the workspace may run code, and then the file's version at `rev` (where `rev` is set), or why
-        there is none: found while the debounce runs out."""
-
-        async def found() -> tuple[bool, BaseTarget | BaseReport | None]:
-            if not await self.hooks.trusted():
-                return False, None
-            return True, (await asyncio.to_thread(find_base, path, rev, module) if rev else None)
-
-        (trusted, base), _ = await asyncio.gather(found(), asyncio.sleep(debounce_s))
-        return trusted, base
-
-    def _comparable(self, found: BaseTarget | BaseReport | None, text: str) -> BaseTarget | None:
-        """The base that the check's own job may compare with (``check_and_compare``): one whose comparison must
-        run (not the same code, a reference that runs)."""
-        if not isinstance(found, BaseTarget) or (found.base.rev, found.key) in self._unusable:
-            return None
-        return found if without_running(found, text) is None else None
-
     async def _check(
         self, path: str, text: str, key: str, module: ModuleTarget | None, base: BaseTarget | None
     ) -> FileReport:
@@ -336,7 +306,7 @@ class CheckManager:
                 self.cache.put(report)
                 self.checks_run += 1
                 if compared is not None:
-                    self._said(path, compared)
+                    self.bases.said(path, compared)
             except BadInput as e:
                 report = FileReport(key, time.time(), error=str(e), module=module)
                 self.cache.put(report)
@@ -357,26 +327,19 @@ class CheckManager:
             known = report.base
             if known is not None and known.rev == found.base.rev and known.base_key == found.key and known.probed:
                 return  # compared with this very text of the base already
-            compared = without_running(found, text) or self._unusable.get((found.base.rev, found.key))
+            compared = self.bases.known(found, text)
             if compared is None:
                 compared = await self._check_against(path, text, found)
         else:
             compared = found
         report.base = compared
-        self._said(path, compared)
+        self.bases.said(path, compared)
         self.hooks.checked(uri, report)
-
-    def _said(self, path: str, compared: BaseReport) -> None:
-        """The last comparison, for the status and the log (outside a git repository there is nothing to say)."""
-        if compared.outcome != "none":
-            self.last_compared = (Path(path).name, compared)
-            log.info("%s: %s", Path(path).name, compared.message)
 
     async def _check_against(self, path: str, text: str, target: BaseTarget) -> BaseReport:
         async with self._checking(f"comparing {Path(path).name} with {target.base.rev}"):
             compared = await compare_on(self.engine, await self.evaluator(target.root), target, path, text)
-        if compared.outcome == "unusable":  # its failing run is not kept by the evaluator: remember it here
-            self._unusable[(target.base.rev, target.key)] = compared
+        self.bases.ran(target, compared)
         return compared
 
     async def _time(self, uri: str, path: str, text: str, report: FileReport, module: ModuleTarget | None) -> None:
@@ -471,6 +434,21 @@ class CheckManager:
                 self._set_activity(None)
             if not inner.cancelled():
                 return inner.result()
+
+
+async def trusted_base(
+    trusted: Callable[[], Awaitable[bool]], path: str, rev: str, module: ModuleTarget | None, debounce_s: float
+) -> tuple[bool, BaseTarget | BaseReport | None]:
+    """Whether the workspace may run code, and then the file's version at `rev` (where `rev` is set), or why there is
+    none: found while the debounce runs out."""
+
+    async def found() -> tuple[bool, BaseTarget | BaseReport | None]:
+        if not await trusted():
+            return False, None
+        return True, (await asyncio.to_thread(find_base, path, rev, module) if rev else None)
+
+    (trusted_, base), _ = await asyncio.gather(found(), asyncio.sleep(debounce_s))
+    return trusted_, base
 
 
 def _cancel_pending(future: asyncio.Future) -> None:

@@ -143,7 +143,7 @@ class ServerState:
         runtime = self.checks.known_runtime
         busy = self.checks.busy() or self.optimizer.busy()
         activity = self.checks.activity or (self.optimizer.activity if self.optimizer.busy() else None)
-        compared = self.checks.last_compared if self.settings.base else None
+        compared = self.checks.bases.last if self.settings.base else None
         self.server.protocol.notify(
             STATUS,
             {
@@ -223,7 +223,7 @@ class ServerState:
     async def _compare_open_documents(self) -> None:
         """Another base (or none): what is shown of the open documents changes at once, and their cached checks are
         compared with the new base (no check runs again)."""
-        self.checks.last_compared = None
+        self.checks.bases.last = None
         self.send_status()
         for uri in list(self.server.workspace.text_documents):
             await self.publisher.publish(uri)
