@@ -74,16 +74,23 @@ def bench_base(file: Path, rev: str, timeout_s: float) -> dict[str, Any]:
     return row
 
 
-def inert_edit(text: str) -> str:
+def _before_tests(text: str, added: str) -> str:
+    """`text` with `added` just before its test section: the TritonBench separator, else the first top-level test."""
     head, sep, tail = text.partition(SEPARATOR)
+    if sep:
+        return head + added + sep + tail
+    head, sep, tail = text.partition("\ndef test_")
     if not sep:
-        raise SystemExit("no test separator in the kernel file")
-    return head + "_BASE_REPORT_INERT = 1\n" + sep + tail
+        raise SystemExit("no test section found in the kernel file")
+    return head + "\n" + added + sep.lstrip("\n") + tail
+
+
+def inert_edit(text: str) -> str:
+    return _before_tests(text, "_BASE_REPORT_INERT = 1\n\n\n")
 
 
 def comment_edit(text: str) -> str:
-    head, sep, tail = text.partition(SEPARATOR)
-    return head + "\n# a comment added by base_report.py\n\n" + sep + tail
+    return _before_tests(text, "# a comment added by base_report.py\n\n\n")
 
 
 def slowdown(work: Path, timeout_s: float) -> dict[str, Any]:

@@ -33,13 +33,19 @@ class RuntimeInfo:
     arch: str | None
     torch_version: str
     triton_version: str
+    units: int | None = None  # compute units (SMs, CUs) the device shows (``runtime_facts.RuntimeFacts``)
+    memory_bytes: int | None = None
 
 
 @dataclass(frozen=True)
 class GpuDescription:
+    """The visible GPU (``_describe_gpu``'s fields)."""
+
     backend: str  # cuda | rocm
     device: str
     arch: str | None
+    units: int
+    memory_bytes: int
 
 
 def prepare_zygote(requested: str = "auto", preload: Iterable[str] = ()) -> RuntimeInfo:
@@ -60,7 +66,8 @@ def prepare_zygote(requested: str = "auto", preload: Iterable[str] = ()) -> Runt
 
     mark("triton")
     if gpu is not None:
-        info = RuntimeInfo(gpu.backend, gpu.device, gpu.arch, torch.__version__, triton.__version__)
+        info = RuntimeInfo(gpu.backend, gpu.device, gpu.arch, torch.__version__, triton.__version__, gpu.units,
+                           gpu.memory_bytes)  # fmt: skip
     else:
         from . import interpreter_shims
 
