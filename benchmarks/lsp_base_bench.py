@@ -95,12 +95,12 @@ async def session(kernel: Path, args: argparse.Namespace, base: str) -> tuple[st
     await client.begin(path.parent)
     try:
         client.open(path)
-        status = await until(lambda: [s for s in client.statuses if s.backend], 300, "the evaluator")
+        status = await client.evaluator_ready(300)
         found = await saves_to_diagnostics(client, path, args.saves, compared=bool(base))
     finally:
         await client.end()
         shutil.rmtree(path.parent, ignore_errors=True)
-    return f"{status[-1].backend} / {status[-1].device}", found
+    return f"{status.backend} / {status.device}", found
 
 
 def stats(values: list[float]) -> dict[str, float]:

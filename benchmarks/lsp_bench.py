@@ -93,7 +93,7 @@ async def main(args: argparse.Namespace) -> dict:
     await client.begin(root)
     try:
         uri = client.open(kernel)
-        status = await until(lambda: [s for s in client.statuses if s.backend], 300, "the evaluator")
+        status = await client.evaluator_ready(300)
         text = kernel.read_text()
         saves = await save_to_diagnostics(client, uri, text, args.saves)
         print(f"didSave -> diagnostics (warm, n={len(saves)}): median {statistics.median(saves) * 1000:.0f} ms, "
@@ -109,7 +109,7 @@ async def main(args: argparse.Namespace) -> dict:
         busy = await request_latencies(client, uri, args.requests, stop)
         result = await optimizing
         report = {
-            "device": f"{status[-1].backend} / {status[-1].device}",
+            "device": f"{status.backend} / {status.device}",
             "file": str(Path(args.kernel).relative_to(ROOT) if Path(args.kernel).is_relative_to(ROOT) else args.kernel),
             "save_to_diagnostics_ms": {
                 "n": len(saves),

@@ -111,6 +111,18 @@ class Client(LanguageClient):
         await asyncio.sleep(0.3)
         await until(lambda: self.statuses and not self.statuses[-1].busy, timeout, "an idle server")
 
+    async def evaluator_ready(self, timeout: float = 300) -> Any:
+        """The first status that names the evaluator's backend; RuntimeError at once where the server says its
+        evaluator could not start (a worker that fails to start would otherwise be waited for until `timeout`)."""
+
+        def ready() -> Any:
+            failed = [line for line in self.logs if "could not start its evaluator" in line]
+            if failed:
+                raise RuntimeError(failed[0])
+            return [s for s in self.statuses if s.backend]
+
+        return (await until(ready, timeout, "the evaluator"))[-1]
+
     async def hints(self, uri: str) -> list[types.InlayHint]:
         return (
             await self.text_document_inlay_hint_async(

@@ -102,7 +102,7 @@ async def main(args: argparse.Namespace) -> dict:
     await client.begin(repo)
     try:
         uri = client.open(module)
-        status = await until(lambda: [s for s in client.statuses if s.backend], 600, "the evaluator")
+        status = await client.evaluator_ready(600)
         await client.idle(1800)  # the check on open
         line = first_kernel_line(module.read_text())
         opened = await client.hover(uri, line, 6)
@@ -110,7 +110,7 @@ async def main(args: argparse.Namespace) -> dict:
         runs = await save_to_diagnostics(client, uri, module, args.saves, line)
         ms = [r["ms"] for r in runs]
         return {
-            "device": f"{status[-1].backend} / {status[-1].device}",
+            "device": f"{status.backend} / {status.device}",
             "repository": str(source),
             "module": args.module,
             "budget_s": args.budget_s,

@@ -77,8 +77,8 @@ async def main(args: argparse.Namespace) -> None:
     say(f"starting `python -m geak.server` in {root}")
     await client.begin(root)
     try:
-        status = await until(lambda: [s for s in client.statuses if s.backend], 300, "the evaluator")
-        say(f"geak/status: backend {status[-1].backend}, device {status[-1].device}")
+        status = await client.evaluator_ready(300)
+        say(f"geak/status: backend {status.backend}, device {status.device}")
         seen, since = len(client.published), time.perf_counter()
         uri = client.open(path, version=1)
         await checked(client, uri, 1, seen, since, f"opened {path.name}")
@@ -88,7 +88,7 @@ async def main(args: argparse.Namespace) -> None:
         for kernel in model.kernels:
             hover = await client.hover(uri, kernel.line - 1, len("def ") + 1)
             waited = time.perf_counter()
-            while status[-1].backend != "interpreter" and time.perf_counter() - waited < PROFILE_WAIT_S:
+            while status.backend != "interpreter" and time.perf_counter() - waited < PROFILE_WAIT_S:
                 if hover is None or "measured:" in hover.contents.value or "Not profiled" in hover.contents.value:
                     break
                 await asyncio.sleep(0.5)  # the profile follows the timing (where Nsight Compute is installed)
