@@ -103,7 +103,7 @@ class CandidateRuns:
                 outcome, composed, candidate, reference, tests_only, job_dir, self._options, self._pool.facts, label
             ))  # fmt: skip
 
-        shared = _same_job(candidate, reference, ref_run)
+        shared = _same_job(candidate, reference, ref_run, composed.text)
         own, poisoned = await self._own(candidate, label, progress, weigh if shared else None)
         compared = weighed[0] if weighed and poisoned and own.ok else None
         return replace(own, duration_s=time.perf_counter() - started), compared
@@ -207,11 +207,10 @@ class CandidateRuns:
             await removed(job_dir)
 
 
-def _same_job(candidate: TritonFile, reference: TritonFile, ref_run: ReferenceRun) -> bool:
+def _same_job(candidate: TritonFile, reference: TritonFile, ref_run: ReferenceRun, composed: str) -> bool:
     """Is the candidate's own check job the job its kernels run with the reference's test: the same program (its
     test section is the reference's), under the same module name, recording the same calls, and the reference ran
-    with new allocations poisoned, as a user's file first does?"""
-    composed = reference.compose(candidate.kernel_section).text
+    with new allocations poisoned, as a user's file first does? `composed`: its kernels with the reference's tests."""
     same_calls = candidate.entry_points == reference.entry_points and candidate.repository == reference.repository
     return (
         ref_run.not_checkable is None

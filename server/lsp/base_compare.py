@@ -121,10 +121,6 @@ class BaseMemory:
         reference); None: the comparison must run."""
         return without_running(target, text) or self.unusable.get((target.base.rev, target.key))
 
-    def comparable(self, found: BaseTarget | BaseReport | None, text: str) -> BaseTarget | None:
-        """`found` where the check's own job may compare with it (``check_and_compare``): its comparison must run."""
-        return found if isinstance(found, BaseTarget) and self.known(found, text) is None else None
-
     def ran(self, target: BaseTarget, compared: BaseReport) -> None:
         """A comparison with `target` ran: a base found to be no reference is not run again."""
         if compared.outcome == "unusable" and compared.base_key is not None:

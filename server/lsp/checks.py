@@ -244,12 +244,14 @@ class CheckManager:
     ) -> FileReport | None:
         try:
             trusted, found = await trusted_base(self.hooks.trusted, path, base, module, debounce_s)
+            known = self.bases.known(found, text) if isinstance(found, BaseTarget) else None  # said without a run
             report = None
             if trusted:
                 key = content_key(text)
                 report = self.cache.get(key)
                 if report is None or report.module != module:  # a module's result holds for the tests it ran
-                    report = await self._check(path, text, key, module, self.bases.comparable(found, text))
+                    comparable = found if isinstance(found, BaseTarget) and known is None else None
+                    report = await self._check(path, text, key, module, comparable)
         except BaseException:
             if checked is not None and not checked.done():
                 checked.cancel()
@@ -262,7 +264,7 @@ class CheckManager:
         if report.check is None or not report.check.ok:
             return report
         if found is not None:
-            await self._compare(uri, path, text, report, found)
+            await self._compare(uri, path, text, report, found, known)
         if timing and report.bench is None and not report.timing_note:
             await self._time(uri, path, text, report, module)
         compared = report.base
@@ -318,18 +320,22 @@ class CheckManager:
         return report
 
     async def _compare(
-        self, uri: str, path: str, text: str, report: FileReport, found: BaseTarget | BaseReport
+        self,
+        uri: str,
+        path: str,
+        text: str,
+        report: FileReport,
+        found: BaseTarget | BaseReport,
+        known: BaseReport | None,
     ) -> None:
         """The passing content against its version at a base (`found`, or why there is none): said without a run
-        where it can be (new, the same code, a base that is no reference, already compared with this base's text),
-        else its kernels run the base's test and probes. A later save cancels it (its job is killed)."""
+        where it can be (`known`: new, the same code, a base that is no reference; or already compared with this
+        base's text), else its kernels run the base's test and probes. A later save cancels it (its job is killed)."""
         if isinstance(found, BaseTarget):
-            known = report.base
-            if known is not None and known.rev == found.base.rev and known.base_key == found.key and known.probed:
+            done = report.base
+            if done is not None and done.rev == found.base.rev and done.base_key == found.key and done.probed:
                 return  # compared with this very text of the base already
-            compared = self.bases.known(found, text)
-            if compared is None:
-                compared = await self._check_against(path, text, found)
+            compared = known or await self._check_against(path, text, found)
         else:
             compared = found
         report.base = compared
